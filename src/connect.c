@@ -1,0 +1,133 @@
+/*
+ * connect.c - building connections between ranks: pick a transport per peer pair, run both
+ * sides' setup, swap the blobs over the bootstrap, connect. Ring connections are built at
+ * init; point-to-point ones the first time a send or receive needs them, in two phases (post
+ * our blobs, then finish with the peers') so one thread can connect several communicators.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "param.h"
+#include "transport/transport.h"
+
+/* Transports in order of preference (DESIGN.md section 5: p2p > shm > net). */
+static const struct braid_transport* const transports[] = {
+    &braid_transport_shm,
+};
+
+/* Bootstrap tags of connection blobs: which channel, and which side wrote the blob. */
+#define TAG_CONN_BASE 0x436f6e6e00000000ULL /* "Conn" */
+static uint64_t blob_tag(int channel, int conn_index, int from_sender) {
+  return TAG_CONN_BASE | ((uint64_t)conn_index << 16) | ((uint64_t)channel << 1) | (uint64_t)from_sender;
+}
+
+static ncclResult_t pick_transport(struct braid_comm* comm, int peer, const struct braid_transport** t_p) {
+  for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
+    if (transports[i]->can_connect(comm, peer)) {
+      *t_p = transports[i];
+      return ncclSuccess;
+    }
+  }
+  BRAID_WARN("No transport can connect rank %d (host %s) to rank %d (host %s): shared memory needs the same "
+             "host and /dev/shm%s",
+             comm->rank, comm->peers[comm->rank].hostname, peer, comm->peers[peer].hostname,
+             braid_param_int(BRAID_PARAM_SHM_DISABLE) == 1 ? " and NCCL_SHM_DISABLE=1 turned it off" : "");
+  return ncclSystemError;
+}
+
+/* Phase 1 for one direction: local setup, blob to the peer. */
+static ncclResult_t post_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
+                             struct braid_connector* c) {
+  struct braid_connect_blob blob;
+  BRAID_CHECK(pick_transport(comm, peer, &c->transport));
+  int id = channel + conn_index * BRAID_MAX_CHANNELS;
+  if (is_send)
+    BRAID_CHECK(c->transport->send_setup(comm, peer, id, c, &blob));
+  else
+    BRAID_CHECK(c->transport->recv_setup(comm, peer, id, c, &blob));
+  return braid_bootstrap_send(comm->bootstrap, peer, blob_tag(channel, conn_index, is_send), &blob, sizeof(blob));
+}
+
+/* Phase 2: the peer's blob, connect. */
+static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
+                               struct braid_connector* c) {
+  struct braid_connect_blob blob;
+  BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, !is_send), &blob,
+                                   sizeof(blob)));
+  if (is_send)
+    BRAID_CHECK(c->transport->send_connect(comm, c, &blob));
+  else
+    BRAID_CHECK(c->transport->recv_connect(comm, c, &blob));
+  c->connected = 1;
+  if (is_send)
+    BRAID_INFO(conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT, "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", channel,
+               conn_index, comm->rank, comm->local_rank, peer, peer, c->transport->name,
+               comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash ? "direct pointer" : "shared memory");
+  return ncclSuccess;
+}
+
+ncclResult_t braid_connect_rings(struct braid_comm* comm) {
+  if (comm->nranks == 1) return ncclSuccess;
+  for (int c = 0; c < comm->nchannels; c++) {
+    struct braid_channel* ch = &comm->channels[c];
+    BRAID_CHECK(post_one(comm, c, 0, ch->dev.ring.next, 1, &ch->ring_send));
+    BRAID_CHECK(post_one(comm, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv));
+  }
+  for (int c = 0; c < comm->nchannels; c++) {
+    struct braid_channel* ch = &comm->channels[c];
+    BRAID_CHECK(finish_one(comm, c, 0, ch->dev.ring.next, 1, &ch->ring_send));
+    BRAID_CHECK(finish_one(comm, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv));
+    ch->dev.ring_send = &ch->ring_send.conn;
+    ch->dev.ring_recv = &ch->ring_recv.conn;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_connect_p2p_post(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
+                                    const int* recv_peers, int nrecv) {
+  struct braid_channel* ch = &comm->channels[channel];
+  for (int i = 0; i < nsend; i++)
+    BRAID_CHECK(post_one(comm, channel, 1, send_peers[i], 1, &ch->p2p_send[send_peers[i]]));
+  for (int i = 0; i < nrecv; i++)
+    BRAID_CHECK(post_one(comm, channel, 1, recv_peers[i], 0, &ch->p2p_recv[recv_peers[i]]));
+  return ncclSuccess;
+}
+
+ncclResult_t braid_connect_p2p_finish(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
+                                      const int* recv_peers, int nrecv) {
+  struct braid_channel* ch = &comm->channels[channel];
+  for (int i = 0; i < nsend; i++) {
+    int peer = send_peers[i];
+    BRAID_CHECK(finish_one(comm, channel, 1, peer, 1, &ch->p2p_send[peer]));
+    ch->p2p_send_dev[peer] = &ch->p2p_send[peer].conn;
+  }
+  for (int i = 0; i < nrecv; i++) {
+    int peer = recv_peers[i];
+    BRAID_CHECK(finish_one(comm, channel, 1, peer, 0, &ch->p2p_recv[peer]));
+    ch->p2p_recv_dev[peer] = &ch->p2p_recv[peer].conn;
+  }
+  return ncclSuccess;
+}
+
+static void free_connector(struct braid_connector* c, int is_send) {
+  if (c->transport == NULL) return;
+  if (is_send)
+    c->transport->send_free(c);
+  else
+    c->transport->recv_free(c);
+  memset(c, 0, sizeof(*c));
+}
+
+void braid_connect_free(struct braid_comm* comm) {
+  for (int c = 0; c < comm->nchannels; c++) {
+    struct braid_channel* ch = &comm->channels[c];
+    free_connector(&ch->ring_send, 1);
+    free_connector(&ch->ring_recv, 0);
+    for (int p = 0; ch->p2p_send && p < comm->nranks; p++) {
+      free_connector(&ch->p2p_send[p], 1);
+      free_connector(&ch->p2p_recv[p], 0);
+    }
+  }
+}

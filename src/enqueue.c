@@ -1,0 +1,111 @@
+/*
+ * enqueue.c - turning a group's tasks into work and running it (DESIGN.md section 3 step 2).
+ * Per communicator: each collective gets a protocol and a channel count, and one work item
+ * per channel holding that channel's share; sends and receives become point-to-point ops
+ * sorted into rounds (src/algo/alltoall.h) on channel 0, connecting peers on first use.
+ * Then every (communicator, channel) with work becomes one job of the host executor.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/alltoall.h"
+#include "check.h"
+#include "param.h"
+#include "executor.h"
+#include "group.h"
+#include "plan.h"
+
+/* Distinct communicators of a task list, in order of first appearance. */
+static ncclResult_t collect_comms(struct braid_task* tasks, struct braid_plan** plans_p, int* nplans_p) {
+  int n = 0, cap = 0;
+  struct braid_plan* plans = NULL;
+  for (struct braid_task* t = tasks; t != NULL; t = t->next) {
+    int i = 0;
+    while (i < n && plans[i].comm != t->comm) i++;
+    if (i < n) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 4;
+      struct braid_plan* grown = realloc(plans, cap * sizeof(*grown));
+      if (grown == NULL) {
+        free(plans);
+        BRAID_WARN("Failed to allocate a plan for %d communicators", cap);
+        return ncclSystemError;
+      }
+      plans = grown;
+    }
+    memset(&plans[n], 0, sizeof(plans[n]));
+    plans[n++].comm = t->comm;
+  }
+  *plans_p = plans;
+  *nplans_p = n;
+  return ncclSuccess;
+}
+
+static ncclResult_t exec_error(struct braid_plan* plan, int status) {
+  struct braid_comm* comm = plan->comm;
+  switch (status) {
+    case BRAID_EXEC_ABORTED:
+      BRAID_WARN("rank %d: operation stopped: communicator %p was aborted", comm->rank, (void*)comm);
+      return ncclInvalidUsage;
+    case BRAID_EXEC_TIMEOUT:
+      BRAID_WARN("rank %d: operation timed out waiting for a peer (BRAID_TIMEOUT=%lld s)", comm->rank,
+                 (long long)braid_param_int(BRAID_PARAM_TIMEOUT));
+      return ncclSystemError;
+    default:
+      BRAID_WARN("rank %d: operation failed (status %d)", comm->rank, status);
+      return ncclInternalError;
+  }
+}
+
+/* Run every plan's jobs together: they may depend on each other (one thread driving all the
+ * ranks of an ncclCommInitAll clique). */
+static ncclResult_t run_plans(struct braid_plan* plans, int nplans) {
+  ncclResult_t res = ncclSuccess;
+  int njobs = 0;
+  for (int i = 0; i < nplans; i++) njobs += plans[i].njobs;
+  if (njobs == 0) return ncclSuccess;
+  struct braid_host_job* jobs;
+  BRAID_CALLOC_GOTO(jobs, njobs, res, out);
+  int k = 0;
+  for (int i = 0; i < nplans; i++)
+    for (int j = 0; j < plans[i].njobs; j++) jobs[k++] = plans[i].jobs[j];
+  BRAID_CHECK_GOTO(braid_host_run(jobs, njobs), res, out_jobs);
+  k = 0;
+  for (int i = 0; i < nplans; i++) {
+    for (int j = 0; j < plans[i].njobs; j++, k++) {
+      if (jobs[k].status != BRAID_EXEC_OK && res == ncclSuccess) res = exec_error(&plans[i], jobs[k].status);
+    }
+  }
+out_jobs:
+  free(jobs);
+out:
+  return res;
+}
+
+ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
+  ncclResult_t res = ncclSuccess;
+  struct braid_plan* plans = NULL;
+  int nplans = 0;
+  BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
+  for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
+  for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_build(&plans[i], tasks), res, out_plans);
+  /* Connect new peers: every communicator posts before any waits. */
+  for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect_post(&plans[i]), res, out_plans);
+  for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect_finish(&plans[i]), res, out_plans);
+  for (int i = 0; i < nplans; i++) braid_plan_self_copies(&plans[i]);
+  res = run_plans(plans, nplans);
+out_plans:
+  for (int i = 0; i < nplans; i++) {
+    struct braid_comm* comm = plans[i].comm;
+    braid_plan_free(&plans[i]);
+    __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
+  }
+  free(plans);
+out_tasks:
+  while (tasks != NULL) {
+    struct braid_task* t = tasks;
+    tasks = t->next;
+    free(t);
+  }
+  return res;
+}

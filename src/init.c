@@ -1,0 +1,351 @@
+/*
+ * init.c - communicator lifecycle: InitRank, InitRankConfig, InitAll, InitRankScalable, Split,
+ * Shrink, Finalize, Destroy, Abort. Init is: bootstrap rendezvous, allgather of peer
+ * identities, nodes and local ranks, channels and rings, ring connections. Non-blocking
+ * communicators (config.blocking = 0) and inits inside a group run the same steps on a thread.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "bootstrap.h"
+#include "check.h"
+#include "comm.h"
+#include "executor.h"
+#include "group.h"
+#include "init_internal.h"
+#include "param.h"
+#include "transport/transport.h"
+
+/* Nodes: distinct host identities, numbered in order of their first rank. */
+static ncclResult_t compute_nodes(struct braid_comm* comm) {
+  ncclResult_t res = ncclSuccess;
+  int n = comm->nranks;
+  BRAID_CALLOC_GOTO(comm->rank_to_node, n, res, out);
+  comm->nnodes = 0;
+  comm->local_nranks = 0;
+  for (int r = 0; r < n; r++) {
+    int node = -1;
+    for (int q = 0; q < r && node < 0; q++)
+      if (comm->peers[q].host_hash == comm->peers[r].host_hash) node = comm->rank_to_node[q];
+    comm->rank_to_node[r] = node >= 0 ? node : comm->nnodes++;
+  }
+  comm->node = comm->rank_to_node[comm->rank];
+  for (int r = 0; r < n; r++) {
+    if (comm->rank_to_node[r] != comm->node) continue;
+    if (r == comm->rank) comm->local_rank = comm->local_nranks;
+    comm->local_nranks++;
+  }
+out:
+  return res;
+}
+
+/* Channel count: host mode gives each local rank about one core per channel. */
+static int default_nchannels(const struct braid_comm* comm) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = (int)(cpus / (comm->local_nranks > 0 ? comm->local_nranks : 1));
+  if (n < 1) n = 1;
+  if (n > 4) n = 4;
+  int64_t lo = braid_param_int(BRAID_PARAM_MIN_NCHANNELS), hi = braid_param_int(BRAID_PARAM_MAX_NCHANNELS);
+  if (comm->config.minCTAs > n) n = comm->config.minCTAs;
+  if (comm->config.maxCTAs < n) n = comm->config.maxCTAs;
+  if (lo != BRAID_PARAM_UNSET && lo > n) n = (int)lo;
+  if (hi != BRAID_PARAM_UNSET && hi < n) n = (int)hi;
+  if (n < 1) n = 1;
+  if (n > BRAID_MAX_CHANNELS) n = BRAID_MAX_CHANNELS;
+  return n;
+}
+
+/* Rings: ranks ordered node by node, so a ring crosses each node boundary once. Every rank
+ * computes the same order from the allgathered identities. */
+static ncclResult_t setup_channels(struct braid_comm* comm) {
+  ncclResult_t res = ncclSuccess;
+  int n = comm->nranks;
+  comm->nchannels = default_nchannels(comm);
+  for (int c = 0; c < comm->nchannels; c++) {
+    struct braid_channel* ch = &comm->channels[c];
+    ch->id = c;
+    ch->dev.id = c;
+    BRAID_CALLOC_GOTO(ch->ring_ranks, n, res, out);
+    int k = 0;
+    for (int node = 0; node < comm->nnodes; node++)
+      for (int r = 0; r < n; r++)
+        if (comm->rank_to_node[r] == node) ch->ring_ranks[k++] = r;
+    for (int i = 0; i < n; i++) {
+      if (ch->ring_ranks[i] != comm->rank) continue;
+      ch->dev.ring.index = i;
+      ch->dev.ring.next = ch->ring_ranks[(i + 1) % n];
+      ch->dev.ring.prev = ch->ring_ranks[(i + n - 1) % n];
+    }
+    ch->dev.ring.ranks = ch->ring_ranks;
+    ch->dev.tree.up = -1;
+    for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) ch->dev.tree.down[d] = -1;
+    BRAID_CALLOC_GOTO(ch->p2p_send, n, res, out);
+    BRAID_CALLOC_GOTO(ch->p2p_recv, n, res, out);
+    BRAID_CALLOC_GOTO(ch->p2p_send_dev, n, res, out);
+    BRAID_CALLOC_GOTO(ch->p2p_recv_dev, n, res, out);
+    ch->dev.p2p_send = ch->p2p_send_dev;
+    ch->dev.p2p_recv = ch->p2p_recv_dev;
+  }
+  if (comm->rank == 0) {
+    for (int c = 0; c < comm->nchannels; c++) {
+      char line[1024];
+      int len = snprintf(line, sizeof(line), "Channel %02d/%02d :", c, comm->nchannels);
+      for (int i = 0; i < n && len < (int)sizeof(line) - 16; i++)
+        len += snprintf(line + len, sizeof(line) - len, " %d", comm->channels[c].ring_ranks[i]);
+      BRAID_INFO(BRAID_LOG_INIT, "%s", line);
+    }
+  }
+out:
+  return res;
+}
+
+/* FIFO sizes per connection (NCCL_BUFFSIZE for Simple; LL and LL128 scaled for host memory). */
+static ncclResult_t setup_buffers(struct braid_comm* comm) {
+  int64_t simple = braid_param_int(BRAID_PARAM_BUFFSIZE);
+  int64_t ll = braid_param_int(BRAID_PARAM_LL_BUFFSIZE), ll128 = braid_param_int(BRAID_PARAM_LL128_BUFFSIZE);
+  if (ll == BRAID_PARAM_UNSET) ll = 256 << 10;
+  if (ll128 == BRAID_PARAM_UNSET) ll128 = 1 << 20;
+  const int64_t min_bytes = BRAID_NSTEPS * 4096, max_bytes = (int64_t)1 << 31;
+  if (simple < min_bytes || simple > max_bytes || ll < min_bytes || ll > max_bytes || ll128 < min_bytes ||
+      ll128 > max_bytes) {
+    BRAID_WARN("Invalid buffer size: NCCL_BUFFSIZE=%lld NCCL_LL_BUFFSIZE=%lld NCCL_LL128_BUFFSIZE=%lld (each must be "
+               "between %lld and %lld bytes)",
+               (long long)simple, (long long)ll, (long long)ll128, (long long)min_bytes, (long long)max_bytes);
+    return ncclInvalidArgument;
+  }
+  /* Whole lines per slot. */
+  comm->buff_bytes[BRAID_PROTO_SIMPLE] = (size_t)simple / (BRAID_NSTEPS * 128) * (BRAID_NSTEPS * 128);
+  comm->buff_bytes[BRAID_PROTO_LL] = (size_t)ll / (BRAID_NSTEPS * 4096) * (BRAID_NSTEPS * 4096);
+  comm->buff_bytes[BRAID_PROTO_LL128] = (size_t)ll128 / (BRAID_NSTEPS * 4096) * (BRAID_NSTEPS * 4096);
+  return ncclSuccess;
+}
+
+static void log_init_complete(struct braid_comm* comm, const char* fn, double t_boot, double t_gather,
+                              double t_connect) {
+  BRAID_INFO(BRAID_LOG_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d", (void*)comm,
+             comm->rank, comm->nranks, comm->nnodes, comm->local_nranks, comm->local_rank, 0);
+  if (comm->nranks > 1) BRAID_INFO(BRAID_LOG_INIT, "Connected all rings");
+  BRAID_INFO(BRAID_LOG_INIT,
+             "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE", fn,
+             (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev, 0L,
+             (unsigned long long)comm->comm_hash);
+  double total = braid_time_now() - comm->init_start;
+  BRAID_INFO(BRAID_LOG_INIT,
+             "Init timings - %s: rank %d nranks %d total %.2f (kernels %.2f, alloc %.2f, bootstrap %.2f, allgathers "
+             "%.2f, topo %.2f, graphs %.2f, connections %.2f, rest %.2f)",
+             fn, comm->rank, comm->nranks, total, 0.0, 0.0, t_boot, t_gather, 0.0, 0.0, t_connect,
+             total - t_boot - t_gather - t_connect);
+}
+
+/* Everything after the bootstrap exists: identities, nodes, channels, connections. */
+ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t_boot) {
+  double t0 = braid_time_now();
+  comm->peers = calloc(comm->nranks, sizeof(*comm->peers));
+  if (comm->peers == NULL) {
+    BRAID_WARN("Failed to allocate peer information for %d ranks", comm->nranks);
+    return ncclSystemError;
+  }
+  braid_comm_fill_identity(comm, &comm->peers[comm->rank]);
+  BRAID_CHECK(braid_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(struct braid_peer_info)));
+  for (int r = 0; r < comm->nranks; r++) {
+    if (comm->peers[r].version != NCCL_VERSION_CODE) {
+      BRAID_WARN("Mismatched NCCL version detected : rank %d version %d rank %d version %d", comm->rank,
+                 NCCL_VERSION_CODE, r, comm->peers[r].version);
+      return ncclInvalidUsage;
+    }
+  }
+  double t1 = braid_time_now();
+  BRAID_CHECK(compute_nodes(comm));
+  BRAID_CHECK(setup_buffers(comm));
+  BRAID_CHECK(setup_channels(comm));
+  BRAID_CHECK(braid_connect_rings(comm));
+  double t2 = braid_time_now();
+  log_init_complete(comm, fn, t_boot, t1 - t0, t2 - t1);
+  return ncclSuccess;
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, const char* fn) {
+  ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
+  if (user != NULL) {
+    if (user->magic != 0xcafebeef) {
+      BRAID_WARN("%s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER (magic 0x%x)", fn,
+                 user->magic);
+      return ncclInvalidArgument;
+    }
+    if (user->size < offsetof(ncclConfig_t, blocking) + sizeof(int) || user->size > (1 << 20)) {
+      BRAID_WARN("%s: ncclConfig_t size %zu is not a valid configuration size", fn, user->size);
+      return ncclInvalidArgument;
+    }
+    /* Fields the caller's (older) header did not have keep their defaults. */
+    memcpy(&def, user, user->size < sizeof(def) ? user->size : sizeof(def));
+    def.size = sizeof(def);
+  }
+  int64_t blocking = braid_param_int(BRAID_PARAM_COMM_BLOCKING);
+  if (def.blocking == NCCL_CONFIG_UNDEF_INT) def.blocking = blocking == BRAID_PARAM_UNSET ? 1 : (int)blocking;
+  if (def.cgaClusterSize == NCCL_CONFIG_UNDEF_INT) def.cgaClusterSize = 4;
+  if (def.minCTAs == NCCL_CONFIG_UNDEF_INT) {
+    int64_t v = braid_param_int(BRAID_PARAM_MIN_CTAS);
+    def.minCTAs = v == BRAID_PARAM_UNSET ? 1 : (int)v;
+  }
+  if (def.maxCTAs == NCCL_CONFIG_UNDEF_INT) {
+    int64_t v = braid_param_int(BRAID_PARAM_MAX_CTAS);
+    def.maxCTAs = v == BRAID_PARAM_UNSET ? BRAID_MAX_CHANNELS : (int)v;
+  }
+  if (def.splitShare == NCCL_CONFIG_UNDEF_INT) def.splitShare = 0;
+  if (def.trafficClass == NCCL_CONFIG_UNDEF_INT) def.trafficClass = 0;
+  if (def.collnetEnable == NCCL_CONFIG_UNDEF_INT) def.collnetEnable = 0;
+  if (def.CTAPolicy == NCCL_CONFIG_UNDEF_INT) def.CTAPolicy = NCCL_CTA_POLICY_DEFAULT;
+  if (def.shrinkShare == NCCL_CONFIG_UNDEF_INT) def.shrinkShare = 0;
+  if (def.nvlsCTAs == NCCL_CONFIG_UNDEF_INT) def.nvlsCTAs = 0;
+  if (def.nChannelsPerNetPeer == NCCL_CONFIG_UNDEF_INT) def.nChannelsPerNetPeer = 0;
+  if (def.nvlinkCentricSched == NCCL_CONFIG_UNDEF_INT) def.nvlinkCentricSched = 0;
+  if (def.blocking != 0 && def.blocking != 1) {
+    BRAID_WARN("%s: config.blocking %d is not 0 or 1", fn, def.blocking);
+    return ncclInvalidArgument;
+  }
+  if (def.minCTAs < 1 || def.maxCTAs < 1 || def.minCTAs > def.maxCTAs || def.maxCTAs > BRAID_MAX_CHANNELS) {
+    BRAID_WARN("%s: config.minCTAs %d / maxCTAs %d out of range (1 <= min <= max <= %d)", fn, def.minCTAs,
+               def.maxCTAs, BRAID_MAX_CHANNELS);
+    return ncclInvalidArgument;
+  }
+  *out = def;
+  return ncclSuccess;
+}
+
+/* ---- allocation and teardown -------------------------------------------------------------- */
+
+ncclResult_t braid_comm_alloc(int rank, int nranks, const ncclConfig_t* config, struct braid_comm** comm_p) {
+  struct braid_comm* comm = calloc(1, sizeof(*comm));
+  if (comm == NULL) {
+    BRAID_WARN("Failed to allocate a communicator (%zu bytes)", sizeof(*comm));
+    return ncclSystemError;
+  }
+  comm->magic = BRAID_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->config = *config;
+  comm->cuda_dev = -1; /* host mode: the CUDA backend sets the device */
+  comm->host_mode = 1;
+  comm->state = BRAID_COMM_INITIALIZING;
+  comm->async_error = ncclInProgress;
+  comm->init_start = braid_time_now();
+  pthread_mutex_init(&comm->mutex, NULL);
+  pthread_cond_init(&comm->init_cond, NULL);
+  braid_debug_set_device(comm->cuda_dev < 0 ? 0 : comm->cuda_dev);
+  braid_host_pool_retain();
+  braid_comm_registry_add(comm);
+  *comm_p = comm;
+  return ncclSuccess;
+}
+
+void braid_comm_free(struct braid_comm* comm) {
+  braid_connect_free(comm);
+  for (int c = 0; c < comm->nchannels; c++) {
+    struct braid_channel* ch = &comm->channels[c];
+    free(ch->ring_ranks);
+    free(ch->p2p_send);
+    free(ch->p2p_recv);
+    free(ch->p2p_send_dev);
+    free(ch->p2p_recv_dev);
+  }
+  if (comm->bootstrap != NULL) braid_bootstrap_close(comm->bootstrap);
+  while (comm->regs != NULL) {
+    struct braid_reg* r = comm->regs;
+    comm->regs = r->next;
+    free(r);
+  }
+  free(comm->redops);
+  free(comm->peers);
+  free(comm->rank_to_node);
+  pthread_mutex_destroy(&comm->mutex);
+  pthread_cond_destroy(&comm->init_cond);
+  braid_comm_registry_remove(comm);
+  comm->magic = 0;
+  free(comm);
+  braid_host_pool_release();
+}
+
+/* Wait for a non-blocking or grouped init still running on its thread. */
+void braid_init_join_thread(struct braid_comm* comm) {
+  pthread_mutex_lock(&comm->mutex);
+  while (comm->blocking_init_active) pthread_cond_wait(&comm->init_cond, &comm->mutex);
+  pthread_mutex_unlock(&comm->mutex);
+  if (comm->init_thread_running) {
+    pthread_join(comm->init_thread, NULL);
+    comm->init_thread_running = 0;
+  }
+}
+
+/* ---- running init ------------------------------------------------------------------------- */
+
+static ncclResult_t init_run(struct init_args* a) {
+  struct braid_comm* comm = a->comm;
+  double t0 = braid_time_now();
+  ncclResult_t res;
+  if (a->parent_bs != NULL)
+    res = braid_bootstrap_split(a->parent_bs, comm->rank, comm->nranks, a->parent_ranks, a->split_tag,
+                                &comm->bootstrap);
+  else
+    res = braid_bootstrap_init(a->ids, a->nids, comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap);
+  if (res == ncclSuccess) res = braid_init_finish(comm, a->fn, braid_time_now() - t0);
+  if (res != ncclSuccess && comm->abort_flag)
+    BRAID_WARN("%s: rank %d: initialization aborted", a->fn, comm->rank);
+  comm->state = res == ncclSuccess ? BRAID_COMM_READY : BRAID_COMM_FAILED;
+  __atomic_store_n(&comm->async_error, res, __ATOMIC_RELEASE);
+  return res;
+}
+
+void braid_init_args_free(struct init_args* a) {
+  free(a->ids);
+  free(a->parent_ranks);
+  free(a);
+}
+
+static void* init_thread_main(void* arg) {
+  struct init_args* a = arg;
+  init_run(a);
+  braid_init_args_free(a);
+  return NULL;
+}
+
+/* Run init now (blocking, outside a group) or on a thread (non-blocking, or inside a group,
+ * where ncclGroupEnd joins it). Takes ownership of `a`. */
+ncclResult_t braid_init_start(struct init_args* a) {
+  struct braid_comm* comm = a->comm;
+  BRAID_INFO(BRAID_LOG_INIT, "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init START",
+             a->fn, (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev, 0L,
+             (unsigned long long)comm->comm_hash);
+  int in_group = braid_group_depth() > 0;
+  if (comm->config.blocking && !in_group) {
+    comm->blocking_init_active = 1;
+    ncclResult_t res = init_run(a);
+    braid_init_args_free(a);
+    /* From here another thread's ncclCommAbort may free the communicator. */
+    int aborted = comm->abort_flag != 0;
+    pthread_mutex_lock(&comm->mutex);
+    comm->blocking_init_active = 0;
+    pthread_cond_broadcast(&comm->init_cond);
+    pthread_mutex_unlock(&comm->mutex);
+    if (res != ncclSuccess && !aborted) braid_comm_free(comm);
+    return res;
+  }
+  int err = pthread_create(&comm->init_thread, NULL, init_thread_main, a);
+  if (err != 0) {
+    BRAID_WARN("%s: failed to start the init thread: %s", a->fn, strerror(err));
+    braid_init_args_free(a);
+    return ncclSystemError;
+  }
+  comm->init_thread_running = 1;
+  if (in_group) BRAID_CHECK(braid_group_add_init(comm));
+  return comm->config.blocking ? ncclSuccess : ncclInProgress;
+}
+
+ncclResult_t braid_init_join(struct braid_comm* comm) {
+  braid_init_join_thread(comm);
+  return comm->async_error;
+}

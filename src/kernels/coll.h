@@ -1,0 +1,187 @@
+/*
+ * coll.h - runs one work item on one channel: the loop that walks a schedule (src/algo) and
+ * calls a primitive (prims.h) per step. Shared subset: the host executor and the kernels call
+ * braid_run_work() with the same arguments.
+ *
+ * Data layout per collective (counts in elements, `count` as the API counts it):
+ *   AllReduce      in[count]          -> out[count]
+ *   AllGather      in[count]          -> out[nranks * count], rank r's part at r * count
+ *   ReduceScatter  in[nranks * count] -> out[count], rank r reduces part r
+ *   Broadcast      in[count] at root  -> out[count]
+ *   Reduce         in[count]          -> out[count] at root
+ * Each channel owns the element range [chan_off, chan_off + chan_count) of every part.
+ */
+#ifndef BRAID_COLL_H
+#define BRAID_COLL_H
+
+#include "algo/ring.h"
+#include "kernels/prims.h"
+
+HD size_t braid_min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Position of `rank` in a ring order. */
+HD int braid_ring_pos_of(const struct braid_dev_ring* ring, int nranks, int rank) {
+  for (int i = 0; i < nranks; i++)
+    if (ring->ranks[i] == rank) return i;
+  return -1;
+}
+
+/* AllReduce: each loop covers nranks chunks; chunk c of the loop is the same range on every rank. */
+HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w,
+                                const struct braid_dev_channel* ch) {
+  int n = w->nranks, es = p->esize, nsteps = braid_ring_allreduce_nsteps(n);
+  size_t size = w->chan_count, loop = (size_t)n * w->chunk_elems;
+  const char* in = (const char*)w->sendbuff + w->chan_off * es;
+  char* out = (char*)w->recvbuff + w->chan_off * es;
+  for (size_t grid = 0; grid < size; grid += loop) {
+    size_t chunk = braid_min_sz(w->chunk_elems, (size - grid + n - 1) / n);
+    for (int s = 0; s < nsteps; s++) {
+      struct braid_step st = {0, 0};
+      braid_ring_allreduce_step(n, ch->ring.index, s, &st);
+      size_t off = grid + (size_t)st.chunk * chunk;
+      size_t nelem = off < size ? braid_min_sz(chunk, size - off) : 0;
+      if (off > size) off = size;
+      int rc = braid_prim_step(p, st.prim, in + off * es, out + off * es, nelem, 1);
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
+/* AllGather / ReduceScatter: chunk c of a loop is the data of the rank at ring position c. */
+HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
+                                     const struct braid_dev_channel* ch, int is_gather) {
+  int n = w->nranks, es = p->esize;
+  int nsteps = is_gather ? braid_ring_allgather_nsteps(n) : braid_ring_reducescatter_nsteps(n);
+  size_t size = w->chan_count;
+  for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
+    size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
+    for (int s = 0; s < nsteps; s++) {
+      struct braid_step st = {0, 0};
+      if (is_gather)
+        braid_ring_allgather_step(n, ch->ring.index, s, &st);
+      else
+        braid_ring_reducescatter_step(n, ch->ring.index, s, &st);
+      size_t part = (size_t)ch->ring.ranks[st.chunk] * w->count + w->chan_off + grid;
+      size_t mine = w->chan_off + grid;
+      const char* in = (const char*)w->sendbuff + (is_gather ? mine : part) * es;
+      char* out = (char*)w->recvbuff + (is_gather ? part : mine) * es;
+      int rc = braid_prim_step(p, st.prim, in, out, nelem, 1);
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
+/* Broadcast / Reduce: a pipelined chain along the ring, one step per chunk. */
+HD int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w,
+                            const struct braid_dev_channel* ch, int is_bcast) {
+  int n = w->nranks, es = p->esize;
+  int root_pos = braid_ring_pos_of(&ch->ring, n, w->root);
+  int rel = is_bcast ? braid_ring_bcast_pos(n, ch->ring.index, root_pos)
+                     : braid_ring_reduce_pos(n, ch->ring.index, root_pos);
+  struct braid_step st = {0, 0};
+  if (is_bcast)
+    braid_ring_broadcast_step(n, rel, 0, &st);
+  else
+    braid_ring_reduce_step(n, rel, 0, &st);
+  size_t size = w->chan_count;
+  const char* in = (const char*)w->sendbuff + w->chan_off * es;
+  char* out = (char*)w->recvbuff + w->chan_off * es;
+  for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
+    size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
+    int rc = braid_prim_step(p, st.prim, in ? in + grid * es : 0, out ? out + grid * es : 0, nelem, 1);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Non-blocking readiness, for point-to-point rounds. */
+HD int braid_conn_can_send(const struct braid_conn* c) {
+  return c->step < BRAID_NSTEPS || simt_ld_acquire_u64(c->head) >= c->step + 1 - BRAID_NSTEPS;
+}
+HD int braid_conn_can_recv(const struct braid_conn* c) { return simt_ld_acquire_u64(c->tail) > c->step; }
+
+/* Ops to one peer in one direction run in call order: op k waits for earlier unfinished ones. */
+HD int braid_p2p_blocked(const struct braid_work* w, int first, int k) {
+  for (int j = first; j < k; j++)
+    if (w->ops[j].peer == w->ops[k].peer && w->ops[j].is_send == w->ops[k].is_send &&
+        w->ops[j].done < w->ops[j].bytes)
+      return 1;
+  return 0;
+}
+
+/*
+ * SendRecv: the ops of one round progress together, a step at a time, whichever side is
+ * ready, so a rank sending a large message to one peer keeps draining another's. Each op
+ * moves ceil(bytes / chunk) steps (none for 0 bytes), identically on both ends.
+ */
+HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w,
+                     const struct braid_dev_channel* ch) {
+  size_t chunk = w->p2p_chunk_bytes;
+  for (int i = 0, end; i < w->nops; i = end) {
+    for (end = i; end < w->nops && w->ops[end].round == w->ops[i].round; end++)
+      if (simt_tid() == 0) w->ops[end].done = 0;
+    simt_bar_sync();
+    uint32_t spins = 0;
+    for (int pending = 1; pending;) {
+      int progressed = 0;
+      pending = 0;
+      for (int k = i; k < end; k++) {
+        struct braid_p2p_op* op = &w->ops[k];
+        if (op->done >= op->bytes) continue;
+        pending = 1;
+        if (braid_p2p_blocked(w, i, k)) continue;
+        struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
+        if (simt_tid() == 0) p->status = op->is_send ? braid_conn_can_send(c) : braid_conn_can_recv(c);
+        simt_bar_sync();
+        int ready = p->status;
+        simt_bar_sync();
+        if (!ready) continue;
+        size_t n = braid_min_sz(chunk, op->bytes - op->done);
+        p->send = op->is_send ? c : 0;
+        p->recv = op->is_send ? 0 : c;
+        int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
+                                 op->buff + op->done, n, 0);
+        if (rc) return rc;
+        if (simt_tid() == 0) op->done += n;
+        simt_bar_sync();
+        progressed = 1;
+      }
+      if (pending && !progressed) {
+        simt_spin_pause(&spins);
+        if ((spins & 255) == 0 && *p->abort_flag) return (int)*p->abort_flag;
+      }
+    }
+  }
+  return 0;
+}
+
+/* Run one work item on one channel. Returns 0 or a braid_exec_status. */
+HD int braid_run_work(struct braid_prims* p, const struct braid_work* w,
+                      const struct braid_dev_channel* ch, const volatile uint32_t* abort_flag) {
+  p->op = &w->redop;
+  p->proto = w->proto;
+  p->esize = w->func == BRAID_FUNC_SendRecv ? 1 : braid_dtype_size(w->dtype);
+  p->abort_flag = abort_flag;
+  p->status = 0;
+  p->send = ch->ring_send;
+  p->recv = ch->ring_recv;
+  if (w->nranks == 1 && w->func != BRAID_FUNC_SendRecv) {
+    size_t size = w->chan_count;
+    const char* in = (const char*)w->sendbuff + w->chan_off * p->esize;
+    char* out = (char*)w->recvbuff + w->chan_off * p->esize;
+    return braid_prim_step(p, BRAID_PRIM_LOCAL_COPY, in, out, size, 1);
+  }
+  switch (w->func) {
+    case BRAID_FUNC_AllReduce: return braid_run_ring_allreduce(p, w, ch);
+    case BRAID_FUNC_AllGather: return braid_run_ring_gather_scatter(p, w, ch, 1);
+    case BRAID_FUNC_ReduceScatter: return braid_run_ring_gather_scatter(p, w, ch, 0);
+    case BRAID_FUNC_Broadcast: return braid_run_ring_chain(p, w, ch, 1);
+    case BRAID_FUNC_Reduce: return braid_run_ring_chain(p, w, ch, 0);
+    case BRAID_FUNC_SendRecv: return braid_run_p2p(p, w, ch);
+  }
+  return 0;
+}
+
+#endif /* BRAID_COLL_H */

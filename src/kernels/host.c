@@ -1,0 +1,181 @@
+/*
+ * host.c - the host executor: runs work items on host threads with the very code the CUDA
+ * kernels run (coll.h -> algo/ + prims.h -> reduce.h, compiled here by gcc through simt.h).
+ *
+ * A call with one job (one communicator, one channel) runs on the calling thread: no
+ * hand-off, so a small collective costs only its own steps. More jobs go to pool workers,
+ * one each, since every job may spin on its peers and must make progress independently; the
+ * caller runs the first job itself, then waits for the rest. Workers park on a condition
+ * variable between calls; the pool lives while any communicator does.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "executor.h"
+#include "kernels/coll.h"
+
+struct worker {
+  pthread_t thread;
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  struct braid_host_job* job; /* assigned work, NULL while idle (under mutex) */
+  int stop;
+  struct worker* next;        /* idle list / all-workers list */
+};
+
+static pthread_mutex_t pool_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct worker* idle;     /* workers ready for a job */
+static int pool_refs;
+
+struct worker_link {
+  struct worker* w;
+  struct worker_link* next;
+};
+static struct worker_link* all_workers;
+
+static void run_job(struct braid_host_job* job) {
+  struct braid_prims prims;
+  job->status = BRAID_EXEC_OK;
+  for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++)
+    job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);
+  __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+}
+
+static void* worker_main(void* arg) {
+  struct worker* w = arg;
+  pthread_mutex_lock(&w->mutex);
+  for (;;) {
+    while (w->job == NULL && !w->stop) pthread_cond_wait(&w->cond, &w->mutex);
+    if (w->stop) break;
+    struct braid_host_job* job = w->job;
+    pthread_mutex_unlock(&w->mutex);
+    run_job(job);
+    pthread_mutex_lock(&w->mutex);
+    w->job = NULL;
+  }
+  pthread_mutex_unlock(&w->mutex);
+  return NULL;
+}
+
+/* An idle worker, or a new one. Called with pool_mutex held. */
+static ncclResult_t take_worker(struct worker** w_p) {
+  ncclResult_t res = ncclSuccess;
+  struct worker* w = idle;
+  struct worker_link* link = NULL;
+  if (w != NULL) {
+    idle = w->next;
+    *w_p = w;
+    return ncclSuccess;
+  }
+  BRAID_CALLOC_GOTO(w, 1, res, err);
+  BRAID_CALLOC_GOTO(link, 1, res, err_free);
+  pthread_mutex_init(&w->mutex, NULL);
+  pthread_cond_init(&w->cond, NULL);
+  BRAID_PTHREADCHECK_GOTO(pthread_create(&w->thread, NULL, worker_main, w), "pthread_create", res, err_link);
+  link->w = w;
+  link->next = all_workers;
+  all_workers = link;
+  *w_p = w;
+  return ncclSuccess;
+err_link:
+  free(link);
+  pthread_cond_destroy(&w->cond);
+  pthread_mutex_destroy(&w->mutex);
+err_free:
+  free(w);
+err:
+  return res;
+}
+
+static void give_job(struct worker* w, struct braid_host_job* job) {
+  pthread_mutex_lock(&w->mutex);
+  w->job = job;
+  pthread_cond_signal(&w->cond);
+  pthread_mutex_unlock(&w->mutex);
+}
+
+/* Spin briefly, then yield: the job may be waiting on this very core's other threads. */
+static void wait_done(struct braid_host_job* job) {
+  uint32_t spins = 0;
+  while (!__atomic_load_n(&job->done, __ATOMIC_ACQUIRE)) simt_spin_pause(&spins);
+}
+
+ncclResult_t braid_host_run(struct braid_host_job* jobs, int njobs) {
+  ncclResult_t res = ncclSuccess;
+  struct worker* stack_workers[16];
+  struct worker** workers = njobs <= 16 ? stack_workers : calloc(njobs, sizeof(*workers));
+  if (workers == NULL) {
+    BRAID_WARN("Failed to allocate %d worker slots", njobs);
+    return ncclSystemError;
+  }
+  for (int i = 0; i < njobs; i++) jobs[i].done = 0;
+  int started = 1;
+  pthread_mutex_lock(&pool_mutex);
+  for (; started < njobs; started++)
+    if ((res = take_worker(&workers[started])) != ncclSuccess) break;
+  pthread_mutex_unlock(&pool_mutex);
+  if (res != ncclSuccess) {
+    /* Could not start them all: run nothing (a partial run could wait forever on a peer). */
+    pthread_mutex_lock(&pool_mutex);
+    for (int i = 1; i < started; i++) {
+      workers[i]->next = idle;
+      idle = workers[i];
+    }
+    pthread_mutex_unlock(&pool_mutex);
+    goto out;
+  }
+  for (int i = 1; i < njobs; i++) give_job(workers[i], &jobs[i]);
+  run_job(&jobs[0]);
+  for (int i = 1; i < njobs; i++) wait_done(&jobs[i]);
+  pthread_mutex_lock(&pool_mutex);
+  for (int i = 1; i < njobs; i++) {
+    /* The worker clears its job under its own mutex right after `done`; wait for that. */
+    pthread_mutex_lock(&workers[i]->mutex);
+    while (workers[i]->job != NULL) {
+      pthread_mutex_unlock(&workers[i]->mutex);
+      sched_yield();
+      pthread_mutex_lock(&workers[i]->mutex);
+    }
+    pthread_mutex_unlock(&workers[i]->mutex);
+    workers[i]->next = idle;
+    idle = workers[i];
+  }
+  pthread_mutex_unlock(&pool_mutex);
+out:
+  if (workers != stack_workers) free(workers);
+  return res;
+}
+
+void braid_host_pool_retain(void) {
+  pthread_mutex_lock(&pool_mutex);
+  pool_refs++;
+  pthread_mutex_unlock(&pool_mutex);
+}
+
+void braid_host_pool_release(void) {
+  pthread_mutex_lock(&pool_mutex);
+  if (--pool_refs > 0) {
+    pthread_mutex_unlock(&pool_mutex);
+    return;
+  }
+  struct worker_link* list = all_workers;
+  all_workers = NULL;
+  idle = NULL;
+  pthread_mutex_unlock(&pool_mutex);
+  while (list != NULL) {
+    struct worker_link* link = list;
+    struct worker* w = link->w;
+    list = link->next;
+    pthread_mutex_lock(&w->mutex);
+    w->stop = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mutex);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->mutex);
+    free(w);
+    free(link);
+  }
+}

@@ -1,0 +1,358 @@
+/*
+ * reduce.h - the reduction operators of the data path: every datatype of BRAID_DTYPES x every
+ * kind of BRAID_REDKINDS (axes.h), written once in the shared C / CUDA C subset. nvcc compiles
+ * it into the kernels, gcc into the host executor; both produce the same bits.
+ *
+ * The primitives call braid_reduce_copy (or the per-datatype braid_reduce_copy_<short>) on
+ * whole chunks, with every thread of the worker passing the same arguments, and
+ * braid_reduce_pack64 on 8-byte words a thread holds in registers (LL/LL128 lines).
+ *
+ * Semantics (NCCL's):
+ * - Integers: SUM, PROD and PREMULSUM wrap (computed in the unsigned type of the same width);
+ *   MIN/MAX compare signed or unsigned as the type says; SUMPOSTDIV divides, truncating
+ *   toward zero. PREMULSUM multiplies in the integer type.
+ * - float/double: computed in the type, each operation rounded once (products are never fused
+ *   with the following add, see fp.h). half/bf16/fp8: widened to float, one operation in
+ *   float, rounded once to the storage type (fp.h: RNE, fp8 saturating). Because float carries
+ *   more than 2p+2 bits of these formats, the result is the correctly rounded one.
+ * - MAX/MIN on floating types ignore a NaN operand like fmax/fmin (NaN only when both are NaN;
+ *   which NaN payload is unspecified) and order -0 below +0, so both are commutative.
+ * - SUMPOSTDIV on floating types divides by the divisor converted to the compute type.
+ * - A plain copy (no pre/post operation applies) copies the stored bits unchanged.
+ * - A `kind` or `dtype` outside the lists writes nothing; the host never builds one.
+ */
+#ifndef BRAID_REDUCE_H
+#define BRAID_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/axes.h"
+#include "kernels/fp.h"
+#include "kernels/simt.h"
+
+/* What the data path computes, decided on the host per call. */
+struct braid_redop {
+  uint8_t kind;    /* enum braid_redkind */
+  uint8_t dtype;   /* ncclDataType_t value */
+  uint64_t scalar; /* PREMULSUM: the multiplier's bits in the dtype's own format (zero-extended);
+                      SUMPOSTDIV: the divisor (nranks) as an integer (0 is taken as 1); else 0 */
+};
+
+/* ---- element helpers, one set per datatype family ----
+ * C is the compute type, D the divisor type. ld/st convert between storage and compute. */
+
+/* MAX/MIN of floating values: NaN-ignoring, +0 > -0. Equal values have equal bits except for
+ * the two zeros, so AND (max) / OR (min) of the bits picks +0 / -0 and is the value otherwise. */
+HD float braid_red_fmax_f32(float x, float y) {
+  float r = x > y ? x : y;
+  if (x == y) r = braid_fp_f32_from_bits(braid_fp_f32_bits(x) & braid_fp_f32_bits(y));
+  return y != y ? x : r;
+}
+HD float braid_red_fmin_f32(float x, float y) {
+  float r = x < y ? x : y;
+  if (x == y) r = braid_fp_f32_from_bits(braid_fp_f32_bits(x) | braid_fp_f32_bits(y));
+  return y != y ? x : r;
+}
+HD double braid_red_fmax_f64(double x, double y) {
+  double r = x > y ? x : y;
+  if (x == y) r = braid_fp_f64_from_bits(braid_fp_f64_bits(x) & braid_fp_f64_bits(y));
+  return y != y ? x : r;
+}
+HD double braid_red_fmin_f64(double x, double y) {
+  double r = x < y ? x : y;
+  if (x == y) r = braid_fp_f64_from_bits(braid_fp_f64_bits(x) | braid_fp_f64_bits(y));
+  return y != y ? x : r;
+}
+
+/* Integers: T storage = compute, UT the unsigned type of the width, W the division type. */
+#define BRAID_RED_INT(sh, T, UT, W, WMAX)                                                  \
+  HD T braid_red_ld_##sh(T v) { return v; }                                                \
+  HD T braid_red_st_##sh(T v) { return v; }                                                \
+  HD T braid_red_add_##sh(T x, T y) { return (T)(UT)((UT)x + (UT)y); }                     \
+  HD T braid_red_mul_##sh(T x, T y) { return (T)(UT)((UT)x * (UT)y); }                     \
+  HD T braid_red_max_##sh(T x, T y) { return x > y ? x : y; }                              \
+  HD T braid_red_min_##sh(T x, T y) { return x < y ? x : y; }                              \
+  HD T braid_red_scalar_##sh(uint64_t bits) { return (T)(UT)bits; }                        \
+  HD W braid_red_divisor_##sh(uint64_t bits) {                                             \
+    return bits == 0 ? (W)1 : bits > (uint64_t)(WMAX) ? (W)(WMAX) : (W)bits;               \
+  }                                                                                        \
+  HD T braid_red_div_##sh(T x, W d) { return (T)((W)x / d); }
+
+/* float / double: computed in the type itself. */
+#define BRAID_RED_FLT(sh, T, UB)                                                           \
+  HD T braid_red_ld_##sh(T v) { return v; }                                                \
+  HD T braid_red_st_##sh(T v) { return v; }                                                \
+  HD T braid_red_add_##sh(T x, T y) { return x + y; }                                      \
+  HD T braid_red_mul_##sh(T x, T y) { return braid_fp_mul_##sh(x, y); }                    \
+  HD T braid_red_max_##sh(T x, T y) { return braid_red_fmax_##sh(x, y); }                  \
+  HD T braid_red_min_##sh(T x, T y) { return braid_red_fmin_##sh(x, y); }                  \
+  HD T braid_red_scalar_##sh(uint64_t bits) { return braid_fp_##sh##_from_bits((UB)bits); } \
+  HD T braid_red_divisor_##sh(uint64_t bits) { return bits == 0 ? (T)1 : (T)bits; }        \
+  HD T braid_red_div_##sh(T x, T d) { return braid_fp_div_##sh(x, d); }
+
+/* half / bf16 / fp8: stored narrow, computed in float. */
+#define BRAID_RED_NARROW(sh, T)                                                            \
+  HD float braid_red_ld_##sh(T v) { return braid_fp_##sh##_to_f32(v); }                    \
+  HD T braid_red_st_##sh(float v) { return braid_fp_f32_to_##sh(v); }                      \
+  HD float braid_red_add_##sh(float x, float y) { return x + y; }                          \
+  HD float braid_red_mul_##sh(float x, float y) { return braid_fp_mul_f32(x, y); }         \
+  HD float braid_red_max_##sh(float x, float y) { return braid_red_fmax_f32(x, y); }       \
+  HD float braid_red_min_##sh(float x, float y) { return braid_red_fmin_f32(x, y); }       \
+  HD float braid_red_scalar_##sh(uint64_t bits) { return braid_fp_##sh##_to_f32((T)bits); } \
+  HD float braid_red_divisor_##sh(uint64_t bits) { return bits == 0 ? 1.0f : (float)bits; } \
+  HD float braid_red_div_##sh(float x, float d) { return braid_fp_div_f32(x, d); }
+
+/* ---- element expressions (x, y compute values; s0, s1, dv locals of the caller) ---- */
+#define BRAID_RE_ADD(sh, x, y) braid_red_add_##sh(x, y)
+#define BRAID_RE_MUL(sh, x, y) braid_red_mul_##sh(x, y)
+#define BRAID_RE_MAX(sh, x, y) braid_red_max_##sh(x, y)
+#define BRAID_RE_MIN(sh, x, y) braid_red_min_##sh(x, y)
+#define BRAID_RE_PMS(sh, x, y) braid_red_add_##sh(braid_red_mul_##sh(x, s0), braid_red_mul_##sh(y, s1))
+#define BRAID_RE_ADDDIV(sh, x, y) braid_red_div_##sh(braid_red_add_##sh(x, y), dv)
+#define BRAID_RE_MUL1(sh, x) braid_red_mul_##sh(x, s0)
+#define BRAID_RE_DIV1(sh, x) braid_red_div_##sh(x, dv)
+
+/*
+ * The element loops. Thread t0 of nt handles i = t0 + k*nt. Each iteration takes UNR elements
+ * per thread: all loads, then the operation, then all stores, so dst may equal a source (each
+ * element is read before it is written, by the one thread that owns it) and, on the host
+ * (nt == 1, contiguous blocks), gcc's SLP vectorizer turns the block into vector code at -O2
+ * without restrict and without runtime alias checks. TWO: dst1 is written too (constant).
+ */
+#define BRAID_RED_LOOP2(sh, T, C, UNR, EXPR, TWO)                                          \
+  do {                                                                                     \
+    size_t i = t0;                                                                         \
+    for (; i + (UNR - 1) * nt < n; i += UNR * nt) {                                        \
+      C x_[UNR], y_[UNR];                                                                  \
+      BRAID_UNROLL for (int u = 0; u < UNR; u++) {                                         \
+        x_[u] = braid_red_ld_##sh(a[i + u * nt]);                                          \
+        y_[u] = braid_red_ld_##sh(b[i + u * nt]);                                          \
+      }                                                                                    \
+      BRAID_UNROLL for (int u = 0; u < UNR; u++) x_[u] = EXPR(sh, x_[u], y_[u]);           \
+      BRAID_UNROLL for (int u = 0; u < UNR; u++) d0[i + u * nt] = braid_red_st_##sh(x_[u]); \
+      if (TWO) {                                                                            \
+        BRAID_UNROLL for (int u = 0; u < UNR; u++) d1[i + u * nt] = braid_red_st_##sh(x_[u]); \
+      }                                                                                    \
+    }                                                                                      \
+    for (int u = 0; u < UNR - 1 && i < n; u++, i += nt) {                                  \
+      T r_ = braid_red_st_##sh(EXPR(sh, braid_red_ld_##sh(a[i]), braid_red_ld_##sh(b[i]))); \
+      d0[i] = r_;                                                                          \
+      if (TWO) d1[i] = r_;                                                                 \
+    }                                                                                      \
+  } while (0)
+
+/* One source; EXPR1 == RAW copies the stored bits. */
+#define BRAID_RE_RAW_LD(sh, v) (v)
+#define BRAID_RE_RAW_ST(sh, v) (v)
+#define BRAID_RE_RAW(sh, x) (x)
+#define BRAID_RE_CVT_LD(sh, v) braid_red_ld_##sh(v)
+#define BRAID_RE_CVT_ST(sh, v) braid_red_st_##sh(v)
+#define BRAID_RED_LOOP1(sh, T, C, UNR, LD, ST, EXPR, TWO)                                  \
+  do {                                                                                     \
+    size_t i = t0;                                                                         \
+    for (; i + (UNR - 1) * nt < n; i += UNR * nt) {                                        \
+      C x_[UNR];                                                                           \
+      BRAID_UNROLL for (int u = 0; u < UNR; u++) x_[u] = LD(sh, a[i + u * nt]);            \
+      BRAID_UNROLL for (int u = 0; u < UNR; u++) x_[u] = EXPR(sh, x_[u]);                  \
+      BRAID_UNROLL for (int u = 0; u < UNR; u++) d0[i + u * nt] = ST(sh, x_[u]);           \
+      if (TWO) {                                                                           \
+        BRAID_UNROLL for (int u = 0; u < UNR; u++) d1[i + u * nt] = ST(sh, x_[u]);        \
+      }                                                                                   \
+    }                                                                                      \
+    for (int u = 0; u < UNR - 1 && i < n; u++, i += nt) {                                  \
+      T r_ = ST(sh, EXPR(sh, LD(sh, a[i])));                                               \
+      d0[i] = r_;                                                                          \
+      if (TWO) d1[i] = r_;                                                                 \
+    }                                                                                      \
+  } while (0)
+
+#define BRAID_RED_BOTH2(sh, T, C, UNR, EXPR) \
+  do {                                       \
+    if (d1 == NULL)                          \
+      BRAID_RED_LOOP2(sh, T, C, UNR, EXPR, 0); \
+    else                                     \
+      BRAID_RED_LOOP2(sh, T, C, UNR, EXPR, 1); \
+  } while (0)
+#define BRAID_RED_BOTH1(sh, T, C, UNR, LD, ST, EXPR)  \
+  do {                                                \
+    if (d1 == NULL)                                   \
+      BRAID_RED_LOOP1(sh, T, C, UNR, LD, ST, EXPR, 0); \
+    else                                              \
+      BRAID_RED_LOOP1(sh, T, C, UNR, LD, ST, EXPR, 1); \
+  } while (0)
+
+/*
+ * braid_reduce_copy_<sh>: dst0[i] (and dst1[i] when dst1 != NULL) =
+ *   post(op(pre0(src0[i]), pre1(src1[i]))) for i in [0, n); src1 == NULL: post(pre0(src0[i])).
+ * preN applies PREMULSUM's multiplier to srcN, post applies SUMPOSTDIV's division; both are
+ * identities for the other kinds. Every thread of the worker calls it with the same arguments.
+ */
+#define BRAID_RED_DEFINE(sh, T, C, D, UNR)                                                 \
+  HD_NOFORCE void braid_reduce_copy_##sh(const struct braid_redop* op, void* dst0,         \
+                                         void* dst1, const void* src0, int pre0,           \
+                                         const void* src1, int pre1, int post, size_t n) { \
+    T* d0 = (T*)dst0;                                                                      \
+    T* d1 = (T*)dst1;                                                                      \
+    const T* a = (const T*)src0;                                                           \
+    const T* b = (const T*)src1;                                                           \
+    const size_t t0 = (size_t)simt_tid(), nt = (size_t)simt_nthreads();                    \
+    const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                          \
+    const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                              \
+    const C s0 = pms && pre0 ? braid_red_scalar_##sh(op->scalar) : one;                    \
+    const C s1 = pms && pre1 ? braid_red_scalar_##sh(op->scalar) : one;                    \
+    const D dv = braid_red_divisor_##sh(op->scalar);                                       \
+    if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return;                                    \
+    if (b == NULL) {                                                                       \
+      if (pms && pre0)                                                                     \
+        BRAID_RED_BOTH1(sh, T, C, UNR, BRAID_RE_CVT_LD, BRAID_RE_CVT_ST, BRAID_RE_MUL1);   \
+      else if (kind == BRAID_RED_SUMPOSTDIV && post)                                       \
+        BRAID_RED_BOTH1(sh, T, C, UNR, BRAID_RE_CVT_LD, BRAID_RE_CVT_ST, BRAID_RE_DIV1);   \
+      else                                                                                 \
+        BRAID_RED_BOTH1(sh, T, T, UNR, BRAID_RE_RAW_LD, BRAID_RE_RAW_ST, BRAID_RE_RAW);    \
+      return;                                                                              \
+    }                                                                                      \
+    switch (kind) {                                                                        \
+      case BRAID_RED_PROD: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_MUL); break;            \
+      case BRAID_RED_MAX: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_MAX); break;             \
+      case BRAID_RED_MIN: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_MIN); break;             \
+      case BRAID_RED_PREMULSUM:                                                            \
+        if (pre0 || pre1) {                                                                \
+          BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_PMS);                                    \
+          break;                                                                           \
+        }                                                                                  \
+        BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADD);                                      \
+        break;                                                                             \
+      case BRAID_RED_SUMPOSTDIV:                                                           \
+        if (post) {                                                                        \
+          BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADDDIV);                                 \
+          break;                                                                           \
+        }                                                                                  \
+        BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADD);                                      \
+        break;                                                                             \
+      default: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADD); break;                        \
+    }                                                                                      \
+  }                                                                                        \
+                                                                                           \
+  /* The same operation on the 8 / sizeof(T) elements of one 8-byte word a thread holds    \
+   * (little-endian, like memory); b == NULL means a copy. Runs in the calling thread only. */ \
+  HD uint64_t braid_reduce_pack64_##sh(const struct braid_redop* op, uint64_t a, int pre_a, \
+                                       const uint64_t* b, int pre_b, int post) {           \
+    T xa[8 / sizeof(T)], xb[8 / sizeof(T)];                                                \
+    const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                          \
+    const int div = kind == BRAID_RED_SUMPOSTDIV && post;                                  \
+    const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                              \
+    const C s0 = pms && pre_a ? braid_red_scalar_##sh(op->scalar) : one;                   \
+    const C s1 = pms && pre_b ? braid_red_scalar_##sh(op->scalar) : one;                   \
+    const D dv = braid_red_divisor_##sh(op->scalar);                                       \
+    uint64_t r;                                                                            \
+    if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return a;                                  \
+    if (b == NULL && !(pms && pre_a) && !div) return a;                                    \
+    memcpy(xa, &a, 8);                                                                     \
+    if (b != NULL) memcpy(xb, b, 8);                                                       \
+    BRAID_UNROLL for (int k = 0; k < (int)(8 / sizeof(T)); k++) {                          \
+      C x = braid_red_ld_##sh(xa[k]);                                                      \
+      if (b == NULL) {                                                                     \
+        x = BRAID_RE_MUL1(sh, x);                                                          \
+      } else {                                                                             \
+        C y = braid_red_ld_##sh(xb[k]);                                                    \
+        switch (kind) {                                                                    \
+          case BRAID_RED_PROD: x = BRAID_RE_MUL(sh, x, y); break;                          \
+          case BRAID_RED_MAX: x = BRAID_RE_MAX(sh, x, y); break;                           \
+          case BRAID_RED_MIN: x = BRAID_RE_MIN(sh, x, y); break;                           \
+          case BRAID_RED_PREMULSUM:                                                        \
+            x = pre_a || pre_b ? BRAID_RE_PMS(sh, x, y) : BRAID_RE_ADD(sh, x, y);          \
+            break;                                                                         \
+          default: x = BRAID_RE_ADD(sh, x, y); break;                                      \
+        }                                                                                  \
+      }                                                                                    \
+      if (div) x = BRAID_RE_DIV1(sh, x);                                                   \
+      xa[k] = braid_red_st_##sh(x);                                                        \
+    }                                                                                      \
+    memcpy(&r, xa, 8);                                                                     \
+    return r;                                                                              \
+  }
+
+/* Per-datatype traits, keyed by the short names of BRAID_DTYPES (a new datatype in axes.h
+ * fails to compile until it gets a line here). UNR = elements per thread per iteration. */
+#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i8, T, T, int64_t, 16)
+#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u8, T, T, uint64_t, 16)
+#define BRAID_RED_DEF_i32(T) BRAID_RED_INT(i32, T, uint32_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i32, T, T, int64_t, 8)
+#define BRAID_RED_DEF_u32(T) BRAID_RED_INT(u32, T, uint32_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u32, T, T, uint64_t, 8)
+#define BRAID_RED_DEF_i64(T) BRAID_RED_INT(i64, T, uint64_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i64, T, T, int64_t, 4)
+#define BRAID_RED_DEF_u64(T) BRAID_RED_INT(u64, T, uint64_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u64, T, T, uint64_t, 4)
+#define BRAID_RED_DEF_f16(T) BRAID_RED_NARROW(f16, T) BRAID_RED_DEFINE(f16, T, float, float, 8)
+#define BRAID_RED_DEF_f32(T) BRAID_RED_FLT(f32, T, uint32_t) BRAID_RED_DEFINE(f32, T, T, T, 8)
+#define BRAID_RED_DEF_f64(T) BRAID_RED_FLT(f64, T, uint64_t) BRAID_RED_DEFINE(f64, T, T, T, 4)
+#define BRAID_RED_DEF_bf16(T) BRAID_RED_NARROW(bf16, T) BRAID_RED_DEFINE(bf16, T, float, float, 8)
+#define BRAID_RED_DEF_f8e4m3(T) BRAID_RED_NARROW(f8e4m3, T) BRAID_RED_DEFINE(f8e4m3, T, float, float, 16)
+#define BRAID_RED_DEF_f8e5m2(T) BRAID_RED_NARROW(f8e5m2, T) BRAID_RED_DEFINE(f8e5m2, T, float, float, 16)
+
+#define BRAID_X(id, sh, T, size, str) BRAID_RED_DEF_##sh(T)
+BRAID_DTYPES(BRAID_X)
+#undef BRAID_X
+
+/* Dispatch on op->dtype (a per-datatype kernel calls braid_reduce_copy_<short> directly). */
+HD_NOFORCE void braid_reduce_copy(const struct braid_redop* op, void* dst0, void* dst1,
+                                  const void* src0, int pre0, const void* src1, int pre1,
+                                  int post, size_t n) {
+  switch (op->dtype) {
+#define BRAID_X(id, sh, T, size, str) \
+  case id: braid_reduce_copy_##sh(op, dst0, dst1, src0, pre0, src1, pre1, post, n); break;
+    BRAID_DTYPES(BRAID_X)
+#undef BRAID_X
+    default: break;
+  }
+}
+
+HD uint64_t braid_reduce_pack64(const struct braid_redop* op, uint64_t a, int pre_a,
+                                const uint64_t* b, int pre_b, int post) {
+  switch (op->dtype) {
+#define BRAID_X(id, sh, T, size, str) \
+  case id: return braid_reduce_pack64_##sh(op, a, pre_a, b, pre_b, post);
+    BRAID_DTYPES(BRAID_X)
+#undef BRAID_X
+    default: return a;
+  }
+}
+
+/* ---- scalars, built on the host per call ---- */
+
+/* v clamped to [lo, hi] and truncated toward zero; NaN gives 0. */
+HD int64_t braid_redop_clamp_i64(double v, double lo, double hi, int64_t ilo, int64_t ihi) {
+  if (v != v) return 0;
+  if (v <= lo) return ilo;
+  if (v >= hi) return ihi;
+  return (int64_t)v;
+}
+
+/* The bits of v in dtype's own format, zero-extended (PREMULSUM's multiplier, e.g. 1/nranks for
+ * Avg on floating types). Integers: truncated toward zero and clamped to the type's range.
+ * Floating types: rounded to nearest even once (fp8 saturating). Unknown dtype: 0. */
+HD uint64_t braid_redop_scalar_from_double(int dtype, double v) {
+  switch (dtype) {
+    case 0: return (uint8_t)(int8_t)braid_redop_clamp_i64(v, -128.0, 127.0, -128, 127);
+    case 1: return (uint8_t)braid_redop_clamp_i64(v, 0.0, 255.0, 0, 255);
+    case 2:
+      return (uint32_t)(int32_t)braid_redop_clamp_i64(v, -2147483648.0, 2147483647.0,
+                                                      INT32_MIN, INT32_MAX);
+    case 3: return (uint32_t)braid_redop_clamp_i64(v, 0.0, 4294967295.0, 0, UINT32_MAX);
+    case 4:
+      return (uint64_t)braid_redop_clamp_i64(v, -9223372036854775808.0, 9223372036854775808.0,
+                                             INT64_MIN, INT64_MAX);
+    case 5:
+      if (v != v || v <= 0.0) return 0;
+      if (v >= 18446744073709551616.0) return UINT64_MAX;
+      return (uint64_t)v;
+    case 6: return braid_fp_f64_to_f16(v);
+    case 7: return braid_fp_f32_bits((float)v);
+    case 8: return braid_fp_f64_bits(v);
+    case 9: return braid_fp_f64_to_bf16(v);
+    case 10: return braid_fp_f64_to_f8e4m3(v);
+    case 11: return braid_fp_f64_to_f8e5m2(v);
+    default: return 0;
+  }
+}
+
+#endif /* BRAID_REDUCE_H */

@@ -1,0 +1,212 @@
+/*
+ * simt.h - the one header of the data path that differs between nvcc and gcc (DESIGN.md 1).
+ *
+ * Everything above it (fp.h, reduce.h, prims.h, the src/algo headers) is written once in the
+ * shared C / CUDA C subset and reaches threads, barriers, fences and FIFO loads/stores only
+ * through the names defined here. Under nvcc a "channel worker" is a thread block (tid = threadIdx.x,
+ * nthreads = blockDim.x); under gcc (host mode) it is one OS thread (tid 0, nthreads 1).
+ *
+ * Qualifiers:
+ *   HD          small helpers: `__host__ __device__ __forceinline__` under nvcc, so a .cu file can
+ *               also call them from host code (scalars, conversions); `static inline` under gcc.
+ *   HD_NOFORCE  large functions (the per-datatype reduction loops): `__host__ __device__ inline`
+ *               under nvcc, so the compiler may keep one copy instead of force-inlining a switch
+ *               over every datatype and operator at each call site; `static inline` under gcc.
+ * BRAID_DEVICE_COMPILE is 1 while compiling device code (__CUDA_ARCH__), else 0. Function
+ * bodies branch on it, never on __CUDACC__, because nvcc compiles HD functions twice.
+ */
+#ifndef BRAID_SIMT_H
+#define BRAID_SIMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define HD __host__ __device__ __forceinline__
+#define HD_NOFORCE __host__ __device__ inline
+#else
+#define HD static inline
+#define HD_NOFORCE static inline
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define BRAID_DEVICE_COMPILE 1
+#else
+#define BRAID_DEVICE_COMPILE 0
+#include <sched.h>
+#endif
+
+/* Host: polls that only `pause` before each poll calls sched_yield() (ranks may be more
+ * threads than cores). Device (sm_70+): polls before the wait starts sleeping BRAID_SPIN_SLEEP_NS
+ * per poll, which keeps a long wait (a peer not started yet) from hammering the memory system
+ * while leaving the latency of ordinary short waits untouched. */
+#ifndef BRAID_SPIN_BEFORE_YIELD
+#define BRAID_SPIN_BEFORE_YIELD 2000
+#endif
+#ifndef BRAID_SPIN_BEFORE_SLEEP
+#define BRAID_SPIN_BEFORE_SLEEP 10000
+#endif
+#ifndef BRAID_SPIN_SLEEP_NS
+#define BRAID_SPIN_SLEEP_NS 100
+#endif
+
+/* Loop unrolling hint for a loop with a small constant trip count (the data path's per-thread
+ * blocks). Both compilers unroll such loops at -O2 anyway; the hint makes it certain. */
+#if defined(BRAID_UNROLL)
+/* given by the build */
+#elif defined(__CUDA_ARCH__)
+#define BRAID_UNROLL _Pragma("unroll")
+#elif defined(__CUDACC__) /* host pass of a .cu: the host compiler would not know the pragma */
+#define BRAID_UNROLL
+#elif defined(__GNUC__) && !defined(__clang__)
+#define BRAID_UNROLL _Pragma("GCC unroll 32")
+#elif defined(__clang__)
+#define BRAID_UNROLL _Pragma("unroll")
+#else
+#define BRAID_UNROLL
+#endif
+
+/* ---- threads of a channel worker ---- */
+
+HD int simt_tid(void) {
+#if BRAID_DEVICE_COMPILE
+  return (int)threadIdx.x;
+#else
+  return 0;
+#endif
+}
+
+HD int simt_nthreads(void) {
+#if BRAID_DEVICE_COMPILE
+  return (int)blockDim.x;
+#else
+  return 1;
+#endif
+}
+
+/* Barrier among the threads of one worker; nothing to do for a single host thread. */
+HD void simt_bar_sync(void) {
+#if BRAID_DEVICE_COMPILE
+  __syncthreads();
+#endif
+}
+
+/* ---- fences: order this worker's data stores before a flag store (release) and a flag load
+ * before the data loads that follow it (acquire), as seen by other GPUs, the host and NICs. */
+
+HD void simt_fence_release(void) {
+#if BRAID_DEVICE_COMPILE
+  __threadfence_system();
+#else
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+HD void simt_fence_acquire(void) {
+#if BRAID_DEVICE_COMPILE
+  __threadfence_system();
+#else
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+/* ---- FIFO counters and flags (8-byte aligned, in global or host-mapped memory) ---- */
+
+HD uint64_t simt_ld_acquire_u64(const volatile uint64_t* p) {
+#if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  uint64_t v = *p;
+  __threadfence_system();
+  return v;
+#endif
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+HD void simt_st_release_u64(volatile uint64_t* p, uint64_t v) {
+#if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+#else
+  __threadfence_system();
+  *p = v;
+#endif
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+/* Relaxed: atomic for 8 bytes, no ordering of other accesses. */
+HD uint64_t simt_ld_volatile_u64(const volatile uint64_t* p) {
+#if BRAID_DEVICE_COMPILE
+  return *p;
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+HD void simt_st_volatile_u64(volatile uint64_t* p, uint64_t v) {
+#if BRAID_DEVICE_COMPILE
+  *p = v;
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* 16-byte LL line (16-byte aligned). Device: one v2.u64 access. Host: two relaxed 8-byte
+ * accesses, which is all LL needs since each 8-byte half carries its own flag. */
+HD void simt_ld_volatile_u64x2(const volatile uint64_t* p, uint64_t* lo, uint64_t* hi) {
+#if BRAID_DEVICE_COMPILE
+  uint64_t a, b;
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+  *lo = a;
+  *hi = b;
+#else
+  *lo = __atomic_load_n(p, __ATOMIC_RELAXED);
+  *hi = __atomic_load_n(p + 1, __ATOMIC_RELAXED);
+#endif
+}
+
+HD void simt_st_volatile_u64x2(volatile uint64_t* p, uint64_t lo, uint64_t hi) {
+#if BRAID_DEVICE_COMPILE
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(lo), "l"(hi) : "memory");
+#else
+  __atomic_store_n(p, lo, __ATOMIC_RELAXED);
+  __atomic_store_n(p + 1, hi, __ATOMIC_RELAXED);
+#endif
+}
+
+/* ---- waiting ---- */
+
+/* Call once per iteration of every wait loop, with a counter the loop set to 0 when it started
+ * waiting. The counter saturates, so the caller may also use it to space out abort checks. */
+HD void simt_spin_pause(uint32_t* spins) {
+  uint32_t n = *spins;
+  if (n != UINT32_MAX) *spins = n + 1;
+#if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  if (n >= BRAID_SPIN_BEFORE_SLEEP) __nanosleep(BRAID_SPIN_SLEEP_NS);
+#endif
+#else
+  if (n < BRAID_SPIN_BEFORE_YIELD) {
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__CUDACC__)
+    __asm__ __volatile__("pause");
+#else
+    __builtin_ia32_pause();
+#endif
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+  } else {
+    sched_yield();
+  }
+#endif
+}
+
+#endif /* BRAID_SIMT_H */

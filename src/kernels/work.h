@@ -1,0 +1,128 @@
+/*
+ * work.h - the structures the data path runs on, shared by the host executor and the CUDA
+ * kernels (valid C and CUDA C, includes nothing host-only).
+ *
+ * A connection is one direction between two ranks on one channel (DESIGN.md section 4): a
+ * FIFO of BRAID_NSTEPS slots per protocol in memory both sides can reach, and two monotonic
+ * counters: `tail` (written by the sender: steps filled) and `head` (written by the receiver:
+ * steps freed). Both ends keep their own step counter; because every rank runs the same
+ * schedule, the counters of the two ends advance in lock-step across calls, whatever the
+ * protocol of each call.
+ */
+#ifndef BRAID_WORK_H
+#define BRAID_WORK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/axes.h"
+#include "kernels/reduce.h"
+#include "kernels/simt.h"
+
+#define BRAID_NSTEPS 8
+#define BRAID_MAX_CHANNELS 64
+#define BRAID_MAX_TREE_ARITY 3
+/* LL: 16-byte lines {data lo, flag, data hi, flag}; 8 payload bytes per line. */
+#define BRAID_LL_LINE_BYTES 16
+#define BRAID_LL_PAYLOAD 8
+/* LL128: 128-byte lines of 16 words; word 15 is the flag; 120 payload bytes per line. */
+#define BRAID_LL128_LINE_BYTES 128
+#define BRAID_LL128_PAYLOAD 120
+#define BRAID_LL128_WORDS 16
+
+/* The control block of a connection; it lives in memory both ends map (the receiver owns it).
+ * Counters sit on their own 128-byte lines so the two writers never share a cache line. */
+struct braid_conn_ctrl {
+  volatile uint64_t tail;  /* sender: number of steps published */
+  char pad0[120];
+  volatile uint64_t head;  /* receiver: number of steps consumed */
+  char pad1[120];
+  volatile uint64_t sizes[BRAID_NSTEPS]; /* sender: bytes in each slot (the net proxy reads them) */
+  char pad2[64];
+};
+
+/* One end of a connection as the data path sees it. */
+struct braid_conn {
+  volatile uint64_t* tail;              /* ctrl->tail of the shared block */
+  volatile uint64_t* head;              /* ctrl->head */
+  volatile uint64_t* sizes;             /* ctrl->sizes */
+  char* buff[BRAID_NUM_PROTOS];         /* slot 0 of each protocol's FIFO */
+  uint32_t slot_bytes[BRAID_NUM_PROTOS]; /* bytes of one slot (lines included for LL/LL128) */
+  uint64_t step;                        /* this end's step counter */
+};
+
+/* Per channel: where this rank sits in the ring and the trees, and its connections. */
+struct braid_dev_ring {
+  int prev, next;       /* ranks */
+  int index;            /* my position in ring order */
+  const int* ranks;     /* ring order: ranks[i] is the rank at position i (nranks entries) */
+};
+struct braid_dev_tree {
+  int up;                            /* -1 at the root */
+  int down[BRAID_MAX_TREE_ARITY];    /* -1 when absent */
+};
+struct braid_dev_channel {
+  int id;
+  struct braid_dev_ring ring;
+  struct braid_dev_tree tree;
+  struct braid_conn* ring_send;     /* to ring.next */
+  struct braid_conn* ring_recv;     /* from ring.prev */
+  struct braid_conn* tree_up_send;   /* to tree.up */
+  struct braid_conn* tree_up_recv;   /* from tree.up */
+  struct braid_conn* tree_down_send[BRAID_MAX_TREE_ARITY];
+  struct braid_conn* tree_down_recv[BRAID_MAX_TREE_ARITY];
+  struct braid_conn** p2p_send;     /* [nranks], NULL where not connected */
+  struct braid_conn** p2p_recv;     /* [nranks] */
+};
+
+/* One piece of point-to-point work in a channel: a send or a receive of a byte range. Ops
+ * come sorted by round; the sends and receives of one round progress together, so a rank
+ * never waits on a send while its own receive of the same round could drain a peer. */
+struct braid_p2p_op {
+  int round;
+  int peer;
+  int is_send;
+  char* buff;          /* recv: destination; send: source */
+  size_t bytes;
+  size_t done;         /* progress, kept by the executor (reset when the op starts) */
+};
+
+/* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
+struct braid_work {
+  uint8_t func;        /* enum braid_func */
+  uint8_t algo;        /* enum braid_algo */
+  uint8_t proto;       /* enum braid_proto */
+  uint8_t dtype;       /* ncclDataType_t */
+  struct braid_redop redop;
+  int nranks, rank, root;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;        /* elements per rank as the API counts them */
+  /* This channel's share: elements [chan_off, chan_off + chan_count) of the per-chunk range. */
+  size_t chan_off, chan_count;
+  uint32_t chunk_elems; /* elements per step (at most one FIFO slot of payload) */
+  uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */
+  /* SendRecv: the channel's p2p ops, run in order (sends and receives interleaved per round). */
+  int nops;
+  struct braid_p2p_op* ops;
+};
+
+/* Bytes per element of an ncclDataType_t. */
+HD int braid_dtype_size(int dtype) {
+  switch (dtype) {
+#define BRAID_X(id, short_name, type, size, str) \
+  case id: return size;
+    BRAID_DTYPES(BRAID_X)
+#undef BRAID_X
+  }
+  return 0;
+}
+
+/* Status the executors return: 0 ok, else why the work stopped. */
+enum braid_exec_status {
+  BRAID_EXEC_OK = 0,
+  BRAID_EXEC_ABORTED = 1,   /* the communicator's abort flag was raised */
+  BRAID_EXEC_TIMEOUT = 2,   /* BRAID_TIMEOUT elapsed waiting for a peer */
+};
+
+#endif /* BRAID_WORK_H */

@@ -1,0 +1,40 @@
+/*
+ * plan.h - one communicator's share of a group: its work items per channel, its
+ * point-to-point ops, the peers to connect first, and the executor jobs (plan.c).
+ */
+#ifndef BRAID_PLAN_H
+#define BRAID_PLAN_H
+
+#include "comm.h"
+#include "executor.h"
+#include "group.h"
+
+struct braid_self_copy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+};
+
+struct braid_plan {
+  struct braid_comm* comm;
+  struct braid_work* works;        /* channel-major: channel c's items start at c * stride */
+  int stride;
+  struct braid_host_job jobs[BRAID_MAX_CHANNELS];
+  int njobs;
+  struct braid_p2p_op* ops;        /* sends and receives with other ranks, sorted by round */
+  int nops;
+  int* connect_send;               /* peers whose p2p send connection must be made first */
+  int nconnect_send;
+  int* connect_recv;
+  int nconnect_recv;
+  struct braid_self_copy* copies;  /* sends to self, matched with receives from self */
+  int ncopies;
+};
+
+ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks);
+ncclResult_t braid_plan_connect_post(struct braid_plan* plan);
+ncclResult_t braid_plan_connect_finish(struct braid_plan* plan);
+void braid_plan_self_copies(struct braid_plan* plan);
+void braid_plan_free(struct braid_plan* plan);
+
+#endif /* BRAID_PLAN_H */

@@ -1,0 +1,195 @@
+/*
+ * shm.c - the shared-memory transport. The receiver allocates the connection's FIFO (control
+ * block + one buffer per protocol); the sender maps it and writes into it.
+ *
+ * Between processes the FIFO is a POSIX shared-memory segment with a name unique per
+ * process, communicator, channel and peer; the sender unlinks it as soon as it has mapped it,
+ * so nothing is left in /dev/shm even after kill -9 (the receiver unlinks too if it is freed
+ * before the sender ever mapped it). Between ranks of one process it is plain memory with a
+ * reference count, freed by whichever side lets go last.
+ */
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "param.h"
+#include "transport/transport.h"
+
+/* The first page of every FIFO: lifetime bookkeeping, never touched by the data path. */
+struct shm_header {
+  atomic_int refs;   /* same-process FIFOs: sides still holding it */
+};
+#define SHM_HEADER_BYTES 4096
+
+/* What the receiver tells the sender. */
+struct shm_blob {
+  uint64_t pid_hash;  /* the receiver's process */
+  void* ptr;          /* same process: the FIFO itself */
+  size_t bytes;
+  char name[96];      /* other process: the segment to map */
+};
+
+/* Per-side state. */
+struct shm_res {
+  char* base;         /* mapping (or allocation) including the header */
+  size_t bytes;
+  int same_process;
+  int unlinked;       /* receiver: name already gone */
+  char name[96];
+};
+
+static int shm_can_connect(const struct braid_comm* comm, int peer) {
+  if (braid_param_int(BRAID_PARAM_SHM_DISABLE) == 1) return 0;
+  const struct braid_peer_info* me = &comm->peers[comm->rank];
+  const struct braid_peer_info* p = &comm->peers[peer];
+  return me->host_hash == p->host_hash && me->shm_dev == p->shm_dev;
+}
+
+static ncclResult_t shm_send_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
+                                   struct braid_connect_blob* out) {
+  memset(out, 0, sizeof(*out)); /* the receiver needs nothing from the sender */
+  return ncclSuccess;
+}
+
+/* Reserve the pages now, so a too-small /dev/shm fails here with a clear message instead of
+ * a SIGBUS at the first collective. */
+static ncclResult_t shm_reserve(int fd, size_t bytes, const char* name) {
+  int err = posix_fallocate(fd, 0, (off_t)bytes);
+  if (err == 0) return ncclSuccess;
+  struct statvfs vfs;
+  unsigned long long avail = statvfs("/dev/shm", &vfs) == 0 ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
+  BRAID_WARN("Failed to allocate %zu bytes of shared memory for %s: %s. /dev/shm has %llu bytes free; "
+             "enlarge it (e.g. docker --shm-size) or lower NCCL_BUFFSIZE (now %lld)",
+             bytes, name, strerror(err), avail, (long long)braid_param_int(BRAID_PARAM_BUFFSIZE));
+  return ncclSystemError;
+}
+
+static ncclResult_t shm_recv_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
+                                   struct braid_connect_blob* out) {
+  static atomic_uint counter;
+  ncclResult_t res = ncclSuccess;
+  struct shm_res* r;
+  struct shm_blob* blob = (struct shm_blob*)out->data;
+  int fd = -1;
+  BRAID_CALLOC_GOTO(r, 1, res, err);
+  r->bytes = SHM_HEADER_BYTES + braid_transport_fifo_bytes(comm);
+  r->same_process = comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
+  if (r->same_process) {
+    if (posix_memalign((void**)&r->base, 4096, r->bytes) != 0) {
+      BRAID_WARN("Failed to allocate %zu bytes for a connection FIFO", r->bytes);
+      res = ncclSystemError;
+      goto err_free_res;
+    }
+    memset(r->base, 0, r->bytes);
+    atomic_store(&((struct shm_header*)r->base)->refs, 2);
+  } else {
+    snprintf(r->name, sizeof(r->name), "/braid-%d-%llx-%d-%d-%d-%u", (int)getpid(),
+             (unsigned long long)comm->comm_hash, comm->rank, peer, channel, atomic_fetch_add(&counter, 1));
+    BRAID_SYSCHECK_GOTO(fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600), "shm_open", res, err_free_res);
+    BRAID_CHECK_GOTO(shm_reserve(fd, r->bytes, r->name), res, err_close);
+    r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (r->base == MAP_FAILED) {
+      BRAID_WARN("Call to mmap of %zu bytes (%s) failed: %s", r->bytes, r->name, strerror(errno));
+      res = ncclSystemError;
+      goto err_close;
+    }
+    close(fd);
+  }
+  memset(blob, 0, sizeof(*blob));
+  blob->pid_hash = comm->peers[comm->rank].pid_hash;
+  blob->ptr = r->base;
+  blob->bytes = r->bytes;
+  memcpy(blob->name, r->name, sizeof(blob->name));
+  braid_transport_fifo_layout(comm, r->base + SHM_HEADER_BYTES, &c->conn);
+  c->res = r;
+  return ncclSuccess;
+err_close:
+  close(fd);
+  shm_unlink(r->name);
+err_free_res:
+  free(r);
+err:
+  return res;
+}
+
+static ncclResult_t shm_send_connect(struct braid_comm* comm, struct braid_connector* c,
+                                     const struct braid_connect_blob* peer) {
+  ncclResult_t res = ncclSuccess;
+  const struct shm_blob* blob = (const struct shm_blob*)peer->data;
+  struct shm_res* r;
+  BRAID_CALLOC_GOTO(r, 1, res, err);
+  r->bytes = blob->bytes;
+  r->same_process = blob->pid_hash == comm->peers[comm->rank].pid_hash;
+  if (r->same_process) {
+    r->base = blob->ptr;
+  } else {
+    int fd;
+    BRAID_SYSCHECK_GOTO(fd = shm_open(blob->name, O_RDWR, 0600), "shm_open", res, err_free_res);
+    r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    shm_unlink(blob->name); /* both sides have it now: nothing can leak from here on */
+    if (r->base == MAP_FAILED) {
+      BRAID_WARN("Call to mmap of %zu bytes (%s) failed: %s", r->bytes, blob->name, strerror(errno));
+      res = ncclSystemError;
+      goto err_free_res;
+    }
+  }
+  braid_transport_fifo_layout(comm, r->base + SHM_HEADER_BYTES, &c->conn);
+  c->res = r;
+  return ncclSuccess;
+err_free_res:
+  free(r);
+err:
+  return res;
+}
+
+static ncclResult_t shm_recv_connect(struct braid_comm* comm, struct braid_connector* c,
+                                     const struct braid_connect_blob* peer) {
+  struct shm_res* r = c->res;
+  /* The sender unlinks once mapped; the blob exchange is over, so unlinking again here is
+   * harmless and closes the window in which a dead sender could leave the name behind. */
+  if (!r->same_process && !r->unlinked) {
+    shm_unlink(r->name);
+    r->unlinked = 1;
+  }
+  return ncclSuccess;
+}
+
+static void shm_free(struct braid_connector* c) {
+  struct shm_res* r = c->res;
+  if (r == NULL) return;
+  if (r->same_process) {
+    if (atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1) == 1) free(r->base);
+  } else {
+    if (r->name[0] && !r->unlinked) shm_unlink(r->name);
+    munmap(r->base, r->bytes);
+  }
+  free(r);
+  c->res = NULL;
+}
+
+/* A same-process FIFO whose peer never connected still holds the peer's reference. */
+static void shm_recv_free(struct braid_connector* c) {
+  struct shm_res* r = c->res;
+  if (r != NULL && r->same_process && !c->connected)
+    atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1);
+  shm_free(c);
+}
+
+const struct braid_transport braid_transport_shm = {
+    .name = "SHM",
+    .can_connect = shm_can_connect,
+    .send_setup = shm_send_setup,
+    .recv_setup = shm_recv_setup,
+    .send_connect = shm_send_connect,
+    .recv_connect = shm_recv_connect,
+    .send_free = shm_free,
+    .recv_free = shm_recv_free,
+};

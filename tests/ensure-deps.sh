@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# ensure-deps.sh PKG... - install the Debian packages the tests or benchmarks need when they
+# are missing, and say so. Known names: check, mpi, matplotlib.
+set -euo pipefail
+need=()
+for what in "$@"; do
+  case "$what" in
+    check) pkg-config --exists check 2>/dev/null || need+=(check pkg-config) ;;
+    mpi) command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev) ;;
+    matplotlib) python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib) ;;
+    *) echo "ensure-deps: unknown dependency '$what'" >&2; exit 2 ;;
+  esac
+done
+[ ${#need[@]} -eq 0 ] && exit 0
+echo "== installing missing packages: ${need[*]}"
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq "${need[@]}" >/dev/null

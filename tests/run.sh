@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# run.sh - the whole test suite, as `make test` runs it: the Check suites (build/bin/braid-tests),
+# the ABI and export checks, the benchmark output checks. Ends with one line
+# "N passed, N failed" summing every case of every part; exits non-zero if anything failed.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# part NAME COMMAND... : run one part, add its counts. A part prints either Check's summary
+# ("Checks: N, Failures: F, Errors: E") or a "N passed, N failed" line; with neither, its exit
+# status counts as one case.
+part() {
+  local name=$1
+  shift
+  echo "== $name: $*"
+  local start=$SECONDS
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local p f
+  if line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$log" | tail -n 1) && [ -n "$line" ]; then
+    read -r p f e <<<"$(echo "$line" | sed -E 's/Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)/\1 \2 \3/')"
+    f=$((f + e))
+    p=$((p - f))
+  elif line=$(grep -Eo '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1) && [ -n "$line" ]; then
+    read -r p f <<<"$(echo "$line" | sed -E 's/([0-9]+) passed, ([0-9]+) failed/\1 \2/')"
+  elif [ "$rc" -eq 0 ]; then
+    p=1 f=0
+  else
+    p=0 f=1
+  fi
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  echo "== $name: $p passed, $f failed ($((SECONDS - start)) s)"
+}
+
+part unit "$BUILD/bin/braid-tests" "$@"
+if [ $# -eq 0 ]; then
+  part abi tests/abi/check.sh
+  part exports tests/abi/exports.sh "$BUILD"
+  [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,153 @@
+/*
+ * harness.c - the multi-rank runner of harness.h.
+ */
+#include "harness.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct thread_arg {
+  struct harness_rank r;
+  harness_fn fn;
+  int result;
+};
+
+static void* thread_main(void* p) {
+  struct thread_arg* a = p;
+  a->result = a->fn(&a->r);
+  return NULL;
+}
+
+/* Run ranks [first, first + n) as threads; returns how many failed. */
+static int run_threads(int first, int n, int nranks, const ncclUniqueId* id, harness_fn fn, void* arg) {
+  struct thread_arg* args = calloc(n, sizeof(*args));
+  pthread_t* th = calloc(n, sizeof(*th));
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    args[i].r = (struct harness_rank){first + i, nranks, *id, arg};
+    args[i].fn = fn;
+    if (pthread_create(&th[i], NULL, thread_main, &args[i]) != 0) {
+      args[i].result = 1;
+      th[i] = 0;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (th[i]) pthread_join(th[i], NULL);
+    failed += args[i].result != 0;
+  }
+  free(args);
+  free(th);
+  return failed;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int run_procs(int nranks, int per_proc, const ncclUniqueId* id, harness_fn fn, void* arg, int timeout_s) {
+  int nprocs = (nranks + per_proc - 1) / per_proc, failed = 0;
+  pid_t* pids = calloc(nprocs, sizeof(*pids));
+  fflush(stdout);
+  fflush(stderr);
+  for (int p = 0; p < nprocs; p++) {
+    int first = p * per_proc, n = first + per_proc <= nranks ? per_proc : nranks - first;
+    pids[p] = fork();
+    if (pids[p] == 0) {
+      int f = run_threads(first, n, nranks, id, fn, arg);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(f == 0 ? 0 : 1);
+    }
+    if (pids[p] < 0) failed += n;
+  }
+  double deadline = now() + timeout_s;
+  int alive = nprocs;
+  while (alive > 0) {
+    alive = 0;
+    for (int p = 0; p < nprocs; p++) {
+      if (pids[p] <= 0) continue;
+      int status;
+      pid_t w = waitpid(pids[p], &status, WNOHANG);
+      if (w == 0) {
+        alive++;
+        continue;
+      }
+      if (w < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (w > 0 && WIFSIGNALED(status))
+          fprintf(stderr, "harness: process %d (ranks from %d) killed by signal %d\n", p, p * per_proc,
+                  WTERMSIG(status));
+        failed++;
+      }
+      pids[p] = 0;
+    }
+    if (alive > 0 && now() > deadline) {
+      fprintf(stderr, "harness: %d processes still running after %d s: killing them\n", alive, timeout_s);
+      for (int p = 0; p < nprocs; p++) {
+        if (pids[p] > 0) {
+          kill(pids[p], SIGKILL);
+          waitpid(pids[p], NULL, 0);
+          failed++;
+        }
+      }
+      break;
+    }
+    if (alive > 0) usleep(2000);
+  }
+  free(pids);
+  return failed;
+}
+
+int harness_run(int nranks, enum harness_mode mode, harness_fn fn, void* arg, int timeout_s) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) {
+    fprintf(stderr, "harness: ncclGetUniqueId failed: %s\n", ncclGetLastError(NULL));
+    return nranks;
+  }
+  switch (mode) {
+    case HARNESS_THREADS: return run_threads(0, nranks, nranks, &id, fn, arg);
+    case HARNESS_PROCS: return run_procs(nranks, 1, &id, fn, arg, timeout_s);
+    case HARNESS_PAIRS: return run_procs(nranks, 2, &id, fn, arg, timeout_s);
+  }
+  return nranks;
+}
+
+int harness_fail(const struct harness_rank* r, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "rank %d/%d: %s\n", r->rank, r->nranks, buf);
+  return 1;
+}
+
+static int count_dir(const char* path, const char* prefix) {
+  DIR* d = opendir(path);
+  if (d == NULL) return -1;
+  int n = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (prefix == NULL || strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+int harness_count_fds(void) { return count_dir("/proc/self/fd", NULL) - 1; /* minus opendir's own */ }
+int harness_count_threads(void) { return count_dir("/proc/self/task", NULL); }
+int harness_count_shm(void) { return count_dir("/dev/shm", "braid-"); }
+
+const char* harness_mode_name(enum harness_mode mode) {
+  return mode == HARNESS_THREADS ? "threads" : mode == HARNESS_PROCS ? "processes" : "pairs";
+}

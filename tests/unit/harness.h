@@ -1,0 +1,45 @@
+/*
+ * harness.h - run one function on N ranks, as threads of this process, as forked processes,
+ * or as processes holding two ranks each (threads), for the multi-rank tests.
+ *
+ *   static int body(struct harness_rank* r) { ...ncclCommInitRank(&c, r->nranks, r->id, r->rank)...; return 0; }
+ *   ck_assert_int_eq(harness_run(4, HARNESS_PROCS, body, NULL, 60), 0);
+ *
+ * The unique id is created before any rank starts. A rank reports failure by returning
+ * non-zero (and printing why with harness_fail); a crashed or hung process counts as failed.
+ */
+#ifndef BRAID_TEST_HARNESS_H
+#define BRAID_TEST_HARNESS_H
+
+#include "nccl.h"
+
+enum harness_mode {
+  HARNESS_THREADS = 0, /* every rank a thread of this process */
+  HARNESS_PROCS,       /* every rank a forked process */
+  HARNESS_PAIRS,       /* processes of two ranks (threads) each */
+};
+
+struct harness_rank {
+  int rank, nranks;
+  ncclUniqueId id;
+  void* arg;           /* the caller's, shared (threads) or copied by fork (processes) */
+};
+
+typedef int (*harness_fn)(struct harness_rank* r);
+
+/* 0 when every rank returned 0; otherwise the number of ranks that failed, crashed or timed
+ * out (processes are killed after timeout_s seconds). */
+int harness_run(int nranks, enum harness_mode mode, harness_fn fn, void* arg, int timeout_s);
+
+/* Print a failure line naming the rank (stderr), return 1: `return harness_fail(r, "...", ...)`. */
+int harness_fail(const struct harness_rank* r, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Number of open file descriptors and threads of this process (leak checks). */
+int harness_count_fds(void);
+int harness_count_threads(void);
+/* Entries in /dev/shm whose name starts with "braid-". */
+int harness_count_shm(void);
+
+const char* harness_mode_name(enum harness_mode mode);
+
+#endif /* BRAID_TEST_HARNESS_H */
