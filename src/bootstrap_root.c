@@ -140,6 +140,8 @@ out:
 /* Sends the verdict (and the table on success) to every rank and relay connection. */
 static void root_send_down(struct root* rt, const struct bs_down* d, const struct bs_entry* table) {
   char buf[BRAID_SOCKET_ADDR_STR_MAX];
+  /* closed first: once a rank has the verdict, the address is free again (NCCL_COMM_ID reuses it) */
+  braid_socket_close(&rt->listener);
   for (int i = 0; i < rt->nconns; i++) {
     struct rc* c = rt->conns[i];
     if (c->dead || c->state == RC_HANDSHAKE) continue;
@@ -153,6 +155,8 @@ static void root_send_down(struct root* rt, const struct bs_down* d, const struc
   }
 }
 
+static int rc_identify(struct root* rt, struct rc* c);
+
 /* The communicator cannot be built: tell everyone (a relay also tells root 0) and stop. */
 static void root_fail(struct root* rt, ncclResult_t result, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 static void root_fail(struct root* rt, ncclResult_t result, const char* fmt, ...) {
@@ -164,6 +168,10 @@ static void root_fail(struct root* rt, ncclResult_t result, const char* fmt, ...
   vsnprintf(d.text, sizeof(d.text), fmt, ap);
   va_end(ap);
   BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root %d: %s", rt->iroot, d.text);
+  rt->finished = 1;
+  /* ranks whose hello is here but not yet read get the verdict too (else they see a reset) */
+  for (int i = 0; i < rt->nconns; i++)
+    if (!rt->conns[i]->dead && rt->conns[i]->state == RC_HANDSHAKE) (void)rc_identify(rt, rt->conns[i]);
   if (rt->iroot > 0 && rt->up.fd >= 0) {
     struct bs_up u;
     memset(&u, 0, sizeof(u));
@@ -228,8 +236,8 @@ static void root_record(struct root* rt, const struct bs_hello* h) {
 
 /* Root 0 checks and records a hello (direct: from a rank's own connection); a relay forwards it. */
 static void root_hello(struct root* rt, const struct bs_hello* h, int direct) {
-  if (rt->iroot < 0) {
-    rt->iroot = direct ? h->iroot : 0; /* only root 0 hears from relays */
+  if (rt->first_ns == 0) {
+    if (rt->iroot < 0) rt->iroot = direct ? h->iroot : 0; /* only root 0 hears from relays */
     rt->first = *h;
     rt->first_ns = braid_socket_clock_ns();
     if (rt->iroot > 0) root_connect_up(rt);
@@ -282,30 +290,38 @@ static int rc_read_unit(struct rc* c, int with_hs, ncclResult_t* res_p) {
   return 1;
 }
 
-static void rc_handshake(struct root* rt, struct rc* c) {
+/* Reads and checks the handshake and first unit: 1 when the connection is a rank or a relay
+ * with its first unit in c->unit, 0 while incomplete, -1 when dropped. */
+static int rc_identify(struct root* rt, struct rc* c) {
   ncclResult_t res;
   if (!rc_read_unit(c, 1, &res)) {
-    if (res != ncclSuccess) rc_drop(c, "closed before completing its handshake");
-    return;
+    if (res == ncclSuccess) return 0;
+    rc_drop(c, "closed before completing its handshake");
+    return -1;
   }
   if (braid_socket_handshake_check(&c->sock, &c->hs, rt->secret, BRAID_SOCKET_TYPE_BOOTSTRAP, "Bootstrap root") !=
       ncclSuccess) {
     braid_socket_close(&c->sock);
     c->dead = 1;
-    return;
+    return -1;
   }
   int relay = c->hs.arg == BS_CONN_RELAY;
   int hello = c->unit.what == BS_UP_HELLO;
   if ((c->hs.arg != BS_CONN_RANK && !relay) || (relay && rt->iroot > 0) || (hello && hello_malformed(&c->unit.hello)) ||
       (!hello && !(relay && c->unit.what == BS_UP_ERROR))) {
     rc_drop(c, "malformed hello");
-    return;
+    return -1;
   }
   c->state = relay ? RC_RELAY : RC_RANK;
   c->rank = c->unit.hello.rank;
-  if (relay && rt->iroot < 0) rt->iroot = 0;
-  if (hello)
-    root_hello(rt, &c->unit.hello, !relay);
+  return 1;
+}
+
+static void rc_handshake(struct root* rt, struct rc* c) {
+  if (rc_identify(rt, c) <= 0) return;
+  if (c->state == RC_RELAY && rt->iroot < 0) rt->iroot = 0;
+  if (c->unit.what == BS_UP_HELLO)
+    root_hello(rt, &c->unit.hello, c->state == RC_RANK);
   else
     root_fail(rt, c->unit.result, "%s", c->unit.text);
 }
@@ -517,13 +533,19 @@ ncclResult_t braid_bootstrap_get_unique_id(ncclUniqueId* id) {
 
 /* ---- a rank's side ------------------------------------------------------------------------ */
 
-/* The WARN for a failed step of the exchange with the root at `addr`. */
+static int aborted(volatile uint32_t* abort_flag) {
+  return abort_flag != NULL && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The WARN for a failed step of the exchange with the root at `addr`. Once the abort flag is
+ * up, whatever else went wrong (others aborting close their connections) is the abort. */
 static ncclResult_t exchange_error(ncclResult_t res, const struct braid_socket* s, int rank, int64_t timeout_s,
-                                   const union braid_sockaddr* addr, const char* doing) {
+                                   const union braid_sockaddr* addr, const char* doing, volatile uint32_t* abort_flag) {
   char buf[BRAID_SOCKET_ADDR_STR_MAX];
   braid_socket_addr_str(addr, buf);
-  if (res == ncclInvalidUsage && s->fail == BRAID_SOCKET_FAIL_ABORTED) {
+  if (s->fail == BRAID_SOCKET_FAIL_ABORTED || aborted(abort_flag)) {
     BRAID_WARN("Bootstrap: rank %d: init aborted while %s the bootstrap root at %s", rank, doing, buf);
+    res = ncclInvalidUsage;
   } else if (s->fail == BRAID_SOCKET_FAIL_TIMEOUT) {
     BRAID_WARN("Bootstrap: rank %d: timeout after %lld s %s the bootstrap root at %s", rank, (long long)timeout_s,
                doing, buf);
@@ -555,21 +577,25 @@ ncclResult_t braid_bootstrap_root_exchange(const ncclUniqueId* ids, int nids, in
 
   braid_socket_init(&s);
   res = braid_socket_connect(&s, &addr, 1, abort_flag, t ? braid_socket_clock_ns() + t : 0);
-  if (res != ncclSuccess) return exchange_error(res, &s, rank, timeout_s, &addr, "connecting to");
+  if (res != ncclSuccess) return exchange_error(res, &s, rank, timeout_s, &addr, "connecting to", abort_flag);
   /* the root answers within the timeout after the first hello; allow a grace on top */
   int64_t deadline = t ? braid_socket_clock_ns() + t + bs_grace_s(timeout_s) * NS_PER_S : 0;
   res = braid_socket_send(&s, &hs, sizeof(hs), abort_flag, deadline);
   if (res == ncclSuccess) res = braid_socket_send(&s, &u, sizeof(u), abort_flag, deadline);
   if (res != ncclSuccess) {
-    exchange_error(res, &s, rank, timeout_s, &addr, "sending its hello to");
+    res = exchange_error(res, &s, rank, timeout_s, &addr, "sending its hello to", abort_flag);
     goto out;
   }
   res = braid_socket_recv(&s, &d, sizeof(d), abort_flag, deadline);
   if (res != ncclSuccess) {
-    exchange_error(res, &s, rank, timeout_s, &addr, "waiting for the other ranks at");
+    res = exchange_error(res, &s, rank, timeout_s, &addr, "waiting for the other ranks at", abort_flag);
     goto out;
   }
   d.text[BS_TEXT_MAX - 1] = '\0';
+  if (d.result != ncclSuccess && aborted(abort_flag)) {
+    res = exchange_error(ncclInvalidUsage, &s, rank, timeout_s, &addr, "waiting for the other ranks at", abort_flag);
+    goto out;
+  }
   if (d.result != ncclSuccess) {
     BRAID_WARN("%s", d.text);
     res = d.result > ncclSuccess && d.result < ncclNumResults ? (ncclResult_t)d.result : ncclRemoteError;
@@ -581,7 +607,7 @@ ncclResult_t braid_bootstrap_root_exchange(const ncclUniqueId* ids, int nids, in
     goto out;
   }
   res = braid_socket_recv(&s, table, (size_t)nranks * sizeof(*table), abort_flag, deadline);
-  if (res != ncclSuccess) exchange_error(res, &s, rank, timeout_s, &addr, "reading the table from");
+  if (res != ncclSuccess) res = exchange_error(res, &s, rank, timeout_s, &addr, "reading the table from", abort_flag);
   for (int r = 0; r < nranks && res == ncclSuccess; r++) table[r].host[BS_HOST_MAX - 1] = '\0';
 out:
   braid_socket_close(&s);

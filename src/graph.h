@@ -6,8 +6,9 @@
  * about every other (struct braid_topo_rank, allgathered by init), so every rank computes
  * the same result when its nodes are alike. Rings visit each node's ranks contiguously
  * (one network crossing per node boundary and channel); trees are NCCL's double binary tree
- * over nodes (src/algo/tree.h) with a chain through each node's ranks, in the node's ring
- * order for that channel. Channels [0, nrings) carry tree 0, [nrings, 2*nrings) the same
+ * over nodes (src/algo/tree.h; for an odd node count braid's own second tree, so that every
+ * node is a leaf in one of the two) with a chain through each node's ranks, in the node's
+ * ring order for that channel, its first rank linked to the other nodes. Channels [0, nrings) carry tree 0, [nrings, 2*nrings) the same
  * rings with tree 1, and so on cyclically when NCCL_MIN_NCHANNELS asks for more.
  *
  * Files: graph.c (the search), graph_build.c (rings, trees, NICs over all ranks; channel

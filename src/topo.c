@@ -7,6 +7,7 @@
  * Gen1..6; NVLink per link by GPU generation; C2C = bw x count; CPU to CPU by vendor/model;
  * a NIC's PCIe link is capped by its port speed (Mb/s / 8000).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,7 @@ ncclResult_t braid_topo_node_add(struct braid_topo_system* sys, int kind, int64_
   n->rank = -1;
   n->pseudo = -1;
   n->dev = -1;
+  n->parent = -1;
   *idx_p = sys->nnodes++;
   return ncclSuccess;
 }
@@ -104,15 +106,28 @@ ncclResult_t braid_topo_link_add(struct braid_topo_system* sys, int a, int b, in
 }
 
 ncclResult_t braid_topo_busid_parse(const char* s, int64_t* id_p) {
-  unsigned dom = 0, bus = 0, dev = 0, fn = 0;
-  char tail;
+  /* [dddd:]bb:dd.f, hex digits only */
+  unsigned long part[4] = {0, 0, 0, 0};
+  char sep[4];
+  int n = 0, digits = 0;
   if (s == NULL) return ncclInvalidArgument;
-  if (sscanf(s, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4) {
-    if (sscanf(s, "%x:%x.%x%c", &bus, &dev, &fn, &tail) != 3) return ncclInvalidArgument;
-    dom = 0;
+  for (const char* c = s;; c++) {
+    if (isxdigit((unsigned char)*c)) {
+      if (++digits > 4 || n > 3) return ncclInvalidArgument;
+      part[n] = part[n] * 16 + (unsigned long)(isdigit((unsigned char)*c) ? *c - '0' : tolower((unsigned char)*c) - 'a' + 10);
+      continue;
+    }
+    if (digits == 0 || n > 3 || (*c != ':' && *c != '.' && *c != '\0')) return ncclInvalidArgument;
+    sep[n++] = *c;
+    digits = 0;
+    if (*c == '\0') break;
   }
+  unsigned long dom, bus, dev, fn;
+  if (n == 4 && sep[0] == ':' && sep[1] == ':' && sep[2] == '.') dom = part[0], bus = part[1], dev = part[2], fn = part[3];
+  else if (n == 3 && sep[0] == ':' && sep[1] == '.') dom = 0, bus = part[0], dev = part[1], fn = part[2];
+  else return ncclInvalidArgument;
   if (bus > 0xff || dev > 0x1f || fn > 7) return ncclInvalidArgument;
-  *id_p = ((int64_t)dom << 20) | ((int64_t)bus << 12) | ((int64_t)dev << 4) | fn;
+  *id_p = ((int64_t)dom << 20) | ((int64_t)bus << 12) | ((int64_t)dev << 4) | (int64_t)fn;
   return ncclSuccess;
 }
 
@@ -169,6 +184,7 @@ static ncclResult_t build_gpu(struct topo_build* b, const struct braid_topo_xml*
   BRAID_CHECK(braid_topo_node_add(sys, BRAID_TOPO_GPU, busid, &idx));
   struct braid_topo_node* g = &sys->nodes[idx];
   g->xml_line = x->line;
+  g->parent = parent;
   BRAID_CHECK(xml_int(x, "dev", -1, &g->dev));
   BRAID_CHECK(xml_int(x, "sm", 0, &g->sm));
   BRAID_CHECK(xml_int(x, "rank", -1, &g->rank));
@@ -208,6 +224,7 @@ static ncclResult_t build_nic(struct topo_build* b, const struct braid_topo_xml*
     const char* name = braid_topo_xml_get(k, "name");
     const char* guid = braid_topo_xml_get(k, "guid");
     n->xml_line = k->line;
+    n->parent = parent;
     snprintf(n->name, sizeof(n->name), "%s", name ? name : "");
     BRAID_CHECK(xml_int(k, "dev", -1, &n->dev));
     BRAID_CHECK(xml_int(k, "speed", BRAID_TOPO_NET_SPEED_DEFAULT, &n->speed));
@@ -241,6 +258,7 @@ static ncclResult_t build_pci(struct topo_build* b, const struct braid_topo_xml*
   int idx;
   BRAID_CHECK(braid_topo_node_add(sys, BRAID_TOPO_PCI, busid, &idx));
   sys->nodes[idx].xml_line = x->line;
+  sys->nodes[idx].parent = parent;
   BRAID_CHECK(braid_topo_link_add(sys, idx, parent, BRAID_LINK_PCI, bw));
   for (int i = 0; i < x->nkids; i++) {
     const struct braid_topo_xml* k = x->kids[i];
@@ -527,6 +545,7 @@ ncclResult_t braid_topo_add_pseudo_gpus(const struct braid_topo_system* sys, int
     int g, cpu = c->cpus[i % c->ncpus];
     BRAID_CHECK_GOTO(braid_topo_node_add(c, BRAID_TOPO_GPU, -1, &g), res, err_free);
     c->nodes[g].pseudo = i;
+    c->nodes[g].parent = cpu;
     c->nodes[g].dev = i;
     BRAID_CHECK_GOTO(braid_topo_link_add(c, g, cpu, BRAID_LINK_SHM, BRAID_TOPO_BW_SHM), res, err_free);
   }

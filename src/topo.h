@@ -88,6 +88,7 @@ struct braid_topo_node {
   int kind;     /* enum braid_topo_kind */
   int64_t id;   /* PCI bus id as a number (GPU, PCI, NIC on PCI; -1 if none); numa id (CPU) */
   int xml_line; /* line of the XML element it came from (0: made up, e.g. NVS, pseudo-GPU) */
+  int parent;   /* the PCI switch or CPU it hangs under in the PCI tree (-1: a CPU, the NVS) */
   int nlinks, cap_links;
   struct braid_topo_link* links;
   /* GPU */
@@ -132,8 +133,8 @@ struct braid_topo_path {
   float bw;      /* GB/s: the narrowest link */
 };
 
-/* A PXN alternative for a GPU->NIC path: through `relay`, a GPU linked by NVLink whose own
- * path to the NIC is PXB or better. relay -1: none. */
+/* A PXN alternative for a GPU->NIC path that is worse than PXB: through `relay`, a GPU linked
+ * by NVLink whose own path to the NIC is P2C or better. relay -1: none. */
 struct braid_topo_pxn {
   int relay;
   float bw;

@@ -234,6 +234,13 @@ ncclResult_t braid_topo_compute_paths(struct braid_topo_system* sys) {
   }
   for (int s = 0; s < sys->nnodes; s++) BRAID_CHECK_GOTO(bfs_from(sys, s, frontier, next), res, err);
 
+  /* P2C is named from the GPU's side; the way back (NIC -PCIe- CPU -C2C- GPU) is the same */
+  for (int a = 0; a < sys->nnodes; a++)
+    for (int b = 0; b < sys->nnodes; b++) {
+      struct braid_topo_path *ab = path_at(sys, a, b), *ba = path_at(sys, b, a);
+      if (ab->direct == BRAID_PATH_P2C && ba->direct == BRAID_PATH_PHB) ba->type = ba->direct = BRAID_PATH_P2C;
+    }
+
   /* PXN: a NIC reached better through an NVLink peer that sits next to it */
   BRAID_CALLOC_GOTO(sys->pxn, (size_t)sys->ngpus * sys->nnics, res, err);
   for (int g = 0; g < sys->ngpus; g++) {
@@ -245,7 +252,7 @@ ncclResult_t braid_topo_compute_paths(struct braid_topo_system* sys) {
       for (int h = 0; h < sys->ngpus; h++) {
         const struct braid_topo_path* gh = braid_topo_path(sys, sys->gpus[g], sys->gpus[h]);
         const struct braid_topo_path* hn = braid_topo_path(sys, sys->gpus[h], sys->nics[k]);
-        if (h == g || gh->type != BRAID_PATH_NVL || hn->type > BRAID_PATH_PXB) continue;
+        if (h == g || gh->type != BRAID_PATH_NVL || hn->type > BRAID_PATH_P2C) continue;
         float bw = gh->bw < hn->bw ? gh->bw : hn->bw;
         if (bw > x->bw) {
           x->relay = sys->gpus[h];

@@ -17,11 +17,11 @@ void bench_format_float(char* out, double v, int width) {
   snprintf(out, (size_t)width + 1, width >= 7 ? "%*.1e" : "%*.0e", width, v);
 }
 
-void bench_report_header(FILE* f, const struct bench_opts* o, int headers, int library,
-                         const char* prog) {
-  /* The "(braid)" tag sits where nccl-tests puts its git hash, so parsers keep working. */
-  fprintf(f, "# nccl-tests version %s (braid) nccl-headers=%d nccl-library=%d\n",
-          BENCH_NCCL_TESTS_VERSION, headers, library);
+void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, int headers,
+                         int library, const char* prog) {
+  /* The tag sits where nccl-tests puts its git hash, so parsers keep working. */
+  fprintf(f, "# nccl-tests version %s (%s) nccl-headers=%d nccl-library=%d\n",
+          BENCH_NCCL_TESTS_VERSION, tag, headers, library);
   fprintf(f, "# Collective test starting: %s\n", prog);
   int factor = o->step_factor > 1;
   fprintf(f,

@@ -26,9 +26,10 @@
 void bench_format_float(char* out, double v, int width);
 
 /* "# nccl-tests version ...", "# Collective test starting", "# nThread ...", option lines,
- * "#" and "# Using devices". `headers`/`library` are NCCL version codes. */
-void bench_report_header(FILE* f, const struct bench_opts* o, int headers, int library,
-                         const char* prog);
+ * "#" and "# Using devices". `tag` goes where nccl-tests prints its git hash ("braid");
+ * `headers`/`library` are NCCL version codes. */
+void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, int headers,
+                         int library, const char* prog);
 /* Appends one "#  Rank ..." line to lines[BENCH_LINES_MAX] at *len (truncated with "...").
  * `name` is the device name: "host" for host buffers. */
 void bench_report_device_line(char* lines, int* len, int rank, int group, int pid,

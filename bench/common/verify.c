@@ -17,9 +17,10 @@ enum {
   CLS_BITS,      /* any bit pattern (floats: never inf/NaN); integer sums, data movement */
   CLS_INT_ODD,   /* odd integers in [-7, 7] (unsigned: 1..7); integer prod */
   CLS_INT_AVG,   /* integers in [0, mag]; integer avg */
-  CLS_FLT_SUM,   /* integers in [-mag, mag] (avg: [0, mag]), sparse with q; float sums */
+  CLS_FLT_SUM,   /* integers in [-mag, mag], sparse with q; float sum and mulsum */
   CLS_FLT_PROD,  /* +-1, or +-2 where (index + rank) % q == 0; float prod */
-  CLS_FLT_RANGE  /* integers in [-mag, mag]; float max/min */
+  CLS_FLT_RANGE, /* integers in [-mag, mag]; float max/min */
+  CLS_FLT_AVG    /* 2^0..2^mag at <= 2 ranks per index, else 0; float avg */
 };
 
 static const char* const op_names[] = {"sum", "prod", "max", "min", "avg", "mulsum", "none"};
@@ -62,8 +63,17 @@ void bench_gen_setup(struct bench_gen* g, int dtype, int op, int nranks, uint64_
   }
   uint64_t exact = bench_dtype_exact_int(dtype);
   switch (op) {
+    case BENCH_OP_AVG: {
+      /* NCCL's float avg multiplies each input by 1/n rounded to the type, then sums. With
+       * powers of two the products are exact, and two terms round once in any order. */
+      int mbits = 0;
+      while ((2ull << mbits) < exact) mbits++; /* exact = 2^(mantissa bits + 1) */
+      g->cls = CLS_FLT_AVG;
+      g->q = (n + 1) / 2;
+      g->mag = mbits < 3 ? mbits : 3; /* 2^a + 2^b stays exact */
+      break;
+    }
     case BENCH_OP_SUM:
-    case BENCH_OP_AVG:
     case BENCH_OP_MULSUM: {
       uint64_t budget = op == BENCH_OP_MULSUM ? exact / 2 : exact; /* scalars are 1 or 2 */
       g->cls = CLS_FLT_SUM;
@@ -117,10 +127,10 @@ static struct elem gen_elem(const struct bench_gen* g, int rank, uint64_t key, s
       e.bits = h % (uint64_t)(g->mag + 1);
       break;
     case CLS_FLT_SUM:
-      if (contributes) {
-        e.val = g->op == BENCH_OP_AVG ? (double)(h % (uint64_t)(g->mag + 1))
-                                      : (double)((int64_t)(h % (uint64_t)(2 * g->mag + 1)) - g->mag);
-      }
+      if (contributes) e.val = (double)((int64_t)(h % (uint64_t)(2 * g->mag + 1)) - g->mag);
+      break;
+    case CLS_FLT_AVG:
+      if (contributes) e.val = ldexp(1, (int)(h % (uint64_t)(g->mag + 1)));
       break;
     case CLS_FLT_PROD:
       e.val = (contributes && (h & 2)) ? 2 : 1;
@@ -134,6 +144,7 @@ static struct elem gen_elem(const struct bench_gen* g, int rank, uint64_t key, s
 }
 
 static int float_cls(const struct bench_gen* g) { return g->cls >= CLS_FLT_SUM; }
+
 
 void bench_gen_input(const struct bench_gen* g, void* buf, size_t count, size_t offset, int rank) {
   char* p = buf;
@@ -184,11 +195,21 @@ static uint64_t reduce_int(const struct bench_gen* g, const uint64_t* keys, size
   return acc & width_mask(g->elt);
 }
 
+/* x rounded to the datatype. */
+static double round_to(int dtype, double x) {
+  uint64_t bits = 0;
+  bench_dtype_encode(dtype, x, &bits);
+  return bench_dtype_decode(dtype, &bits);
+}
+
 static double reduce_float(const struct bench_gen* g, const uint64_t* keys, size_t index) {
+  /* avg: 1/n as NCCL forms it (float, or double for double), rounded to the type. */
+  double inv = g->elt == 8 ? 1.0 / g->nranks : round_to(g->dtype, (double)(1.0f / (float)g->nranks));
   double acc = 0;
   for (int r = 0; r < g->nranks; r++) {
     double v = gen_elem(g, r, keys[r], index).val;
     if (g->op == BENCH_OP_MULSUM) v *= scalar_of(r);
+    if (g->op == BENCH_OP_AVG) v = round_to(g->dtype, v * inv); /* exact for 2^a */
     if (r == 0) {
       acc = v;
       continue;
@@ -200,7 +221,7 @@ static double reduce_float(const struct bench_gen* g, const uint64_t* keys, size
       default: acc += v; break; /* sum, avg, mulsum */
     }
   }
-  return g->op == BENCH_OP_AVG ? acc / g->nranks : acc;
+  return acc; /* avg: at most two exact terms, rounded once by the caller */
 }
 
 void bench_gen_expected(const struct bench_gen* g, void* buf, size_t count, size_t offset) {

@@ -9,8 +9,11 @@
  * that every partial sum or product in any order is exactly representable: |value| <= M with
  * n*M within the type's exact-integer range (a rank contributes to only every q-th index when
  * even M = 1 would not fit, e.g. fp8 with many ranks), and products of +-1 and +-2 with
- * few enough 2s to stay finite. Only float avg is inexact (NCCL multiplies by 1/n or divides
- * after summing); it is compared within 2 ulp, as nccl-tests does.
+ * few enough 2s to stay finite. Float avg is NCCL's PreMulSum by 1/n (formed in float, or
+ * double for double, then rounded to the type): inputs are powers of two at no more than two
+ * ranks per index (zero elsewhere), so each product is exact and the sum rounds once in any
+ * order. It is still compared within 2 ulp, as nccl-tests does, which also admits a
+ * sum-then-divide implementation for few ranks.
  */
 #ifndef BENCH_VERIFY_H
 #define BENCH_VERIFY_H

@@ -26,6 +26,7 @@
 /* Bytes of scratch per communicator for COMM-mode combinations. */
 #define SCRATCH_SLOT 64
 
+#if !BRAID_BENCH_MPI
 static int env_int(const char* name, int* out) {
   const char* s = getenv(name);
   if (!s || !*s) return 0;
@@ -71,6 +72,7 @@ static int init_comm_world(struct bench_world* w) {
   }
   return 0;
 }
+#endif
 
 #if BRAID_BENCH_MPI
 /* nccl-tests' host hash: hostname + boot id, djb2a. */

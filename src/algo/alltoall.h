@@ -109,8 +109,7 @@ HD int braid_p2p_alltoall_round(int n, int rank, int delta, struct braid_p2p_rou
 
 /* Gather to root: every rank sends its one block (block 0) to the root in the round where
  * rank+delta = root; the root receives rank j's block into its block j, one per round. */
-HD int braid_p2p_gather_round(int n, int rank, int root, int delta,
-                              struct braid_p2p_round* out) {
+HD int braid_p2p_gather_round(int n, int rank, int root, int delta, struct braid_p2p_round* out) {
   int err = braid_p2p_check(n, rank, delta);
   if (err != BRAID_SCHED_OK) return err;
   if (root < 0 || root >= n) return BRAID_SCHED_EBADROOT;
@@ -123,8 +122,7 @@ HD int braid_p2p_gather_round(int n, int rank, int root, int delta,
 
 /* Scatter from root: the root sends its block j to rank j, one per round; every rank
  * receives its block into its block 0 in the round where rank-delta = root. */
-HD int braid_p2p_scatter_round(int n, int rank, int root, int delta,
-                               struct braid_p2p_round* out) {
+HD int braid_p2p_scatter_round(int n, int rank, int root, int delta, struct braid_p2p_round* out) {
   int err = braid_p2p_check(n, rank, delta);
   if (err != BRAID_SCHED_OK) return err;
   if (root < 0 || root >= n) return BRAID_SCHED_EBADROOT;

@@ -137,15 +137,11 @@ HD int braid_ring_reducescatter_step(int nranks, int pos, int step, struct braid
  * ring position - root's ring position - 1 (mod n). Both take and return positions in
  * [0, n); -1 on bad input. */
 HD int braid_ring_bcast_pos(int nranks, int ring_pos, int root_ring_pos) {
-  if (nranks < 1 || ring_pos < 0 || ring_pos >= nranks || root_ring_pos < 0 ||
-      root_ring_pos >= nranks)
-    return -1;
+  if (nranks < 1 || ring_pos < 0 || ring_pos >= nranks || root_ring_pos < 0 || root_ring_pos >= nranks) return -1;
   return braid_sched_mod(ring_pos - root_ring_pos, nranks);
 }
 HD int braid_ring_reduce_pos(int nranks, int ring_pos, int root_ring_pos) {
-  if (nranks < 1 || ring_pos < 0 || ring_pos >= nranks || root_ring_pos < 0 ||
-      root_ring_pos >= nranks)
-    return -1;
+  if (nranks < 1 || ring_pos < 0 || ring_pos >= nranks || root_ring_pos < 0 || root_ring_pos >= nranks) return -1;
   return braid_sched_mod(ring_pos - root_ring_pos - 1, nranks);
 }
 
@@ -187,22 +183,34 @@ HD int braid_ring_reduce_step(int nranks, int pos, int step, struct braid_step* 
  * unknown ids: 0 steps / BRAID_SCHED_EBADARG. */
 HD int braid_ring_nsteps(int func, int nranks) {
   switch (func) {
-    case BRAID_FUNC_Broadcast: return braid_ring_broadcast_nsteps(nranks);
-    case BRAID_FUNC_Reduce: return braid_ring_reduce_nsteps(nranks);
-    case BRAID_FUNC_AllGather: return braid_ring_allgather_nsteps(nranks);
-    case BRAID_FUNC_ReduceScatter: return braid_ring_reducescatter_nsteps(nranks);
-    case BRAID_FUNC_AllReduce: return braid_ring_allreduce_nsteps(nranks);
-    default: return 0;
+    case BRAID_FUNC_Broadcast:
+      return braid_ring_broadcast_nsteps(nranks);
+    case BRAID_FUNC_Reduce:
+      return braid_ring_reduce_nsteps(nranks);
+    case BRAID_FUNC_AllGather:
+      return braid_ring_allgather_nsteps(nranks);
+    case BRAID_FUNC_ReduceScatter:
+      return braid_ring_reducescatter_nsteps(nranks);
+    case BRAID_FUNC_AllReduce:
+      return braid_ring_allreduce_nsteps(nranks);
+    default:
+      return 0;
   }
 }
 HD int braid_ring_step(int func, int nranks, int pos, int step, struct braid_step* out) {
   switch (func) {
-    case BRAID_FUNC_Broadcast: return braid_ring_broadcast_step(nranks, pos, step, out);
-    case BRAID_FUNC_Reduce: return braid_ring_reduce_step(nranks, pos, step, out);
-    case BRAID_FUNC_AllGather: return braid_ring_allgather_step(nranks, pos, step, out);
-    case BRAID_FUNC_ReduceScatter: return braid_ring_reducescatter_step(nranks, pos, step, out);
-    case BRAID_FUNC_AllReduce: return braid_ring_allreduce_step(nranks, pos, step, out);
-    default: return BRAID_SCHED_EBADARG;
+    case BRAID_FUNC_Broadcast:
+      return braid_ring_broadcast_step(nranks, pos, step, out);
+    case BRAID_FUNC_Reduce:
+      return braid_ring_reduce_step(nranks, pos, step, out);
+    case BRAID_FUNC_AllGather:
+      return braid_ring_allgather_step(nranks, pos, step, out);
+    case BRAID_FUNC_ReduceScatter:
+      return braid_ring_reducescatter_step(nranks, pos, step, out);
+    case BRAID_FUNC_AllReduce:
+      return braid_ring_allreduce_step(nranks, pos, step, out);
+    default:
+      return BRAID_SCHED_EBADARG;
   }
 }
 

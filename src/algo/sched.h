@@ -51,12 +51,12 @@ struct braid_step {
  * arguments are written only on BRAID_SCHED_OK. */
 enum braid_sched_status {
   BRAID_SCHED_OK = 0,
-  BRAID_SCHED_EBADN = -1,     /* nranks (or node count) < 1, or too large */
-  BRAID_SCHED_EBADPOS = -2,   /* position / rank not in [0, nranks) */
-  BRAID_SCHED_EBADSTEP = -3,  /* step / round not in [0, nsteps) */
-  BRAID_SCHED_EBADROOT = -4,  /* root not in [0, nranks) */
-  BRAID_SCHED_EBADARG = -5    /* another argument (tree id, children count, chunk count,
-                                 depth, collective id, phase) */
+  BRAID_SCHED_EBADN = -1,    /* nranks (or node count) < 1, or too large */
+  BRAID_SCHED_EBADPOS = -2,  /* position / rank not in [0, nranks) */
+  BRAID_SCHED_EBADSTEP = -3, /* step / round not in [0, nsteps) */
+  BRAID_SCHED_EBADROOT = -4, /* root not in [0, nranks) */
+  BRAID_SCHED_EBADARG = -5   /* another argument (tree id, children count, chunk count,
+                                depth, collective id, phase) */
 };
 
 /* Largest rank count any schedule accepts: keeps (x*x+x)/2 and 2*n in range. */
@@ -65,12 +65,18 @@ enum braid_sched_status {
 /* The argument an error status blames, for the caller's WARN ("ok" for BRAID_SCHED_OK). */
 HD const char* braid_sched_errarg(int status) {
   switch (status) {
-    case BRAID_SCHED_OK: return "ok";
-    case BRAID_SCHED_EBADN: return "nranks";
-    case BRAID_SCHED_EBADPOS: return "rank position";
-    case BRAID_SCHED_EBADSTEP: return "step";
-    case BRAID_SCHED_EBADROOT: return "root";
-    default: return "argument";
+    case BRAID_SCHED_OK:
+      return "ok";
+    case BRAID_SCHED_EBADN:
+      return "nranks";
+    case BRAID_SCHED_EBADPOS:
+      return "rank position";
+    case BRAID_SCHED_EBADSTEP:
+      return "step";
+    case BRAID_SCHED_EBADROOT:
+      return "root";
+    default:
+      return "argument";
   }
 }
 
@@ -82,25 +88,25 @@ HD int braid_sched_mod(int a, int n) {
 
 /* Properties of a primitive, for executors (which connections to touch) and tests. */
 HD int braid_prim_recvs(int prim) {
-  return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_SEND ||
-         prim == BRAID_PRIM_RECV_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_SEND ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY || prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+  return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
+         prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
 }
 HD int braid_prim_sends(int prim) {
-  return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND ||
-         prim == BRAID_PRIM_RECV_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
-         prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+  return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_SEND ||
+         prim == BRAID_PRIM_RECV_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_SEND ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
 }
 /* Reads my input chunk (SEND, COPY_SEND, LOCAL_COPY and every RECV_REDUCE_*). */
 HD int braid_prim_reads_input(int prim) {
-  return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND ||
-         prim == BRAID_PRIM_LOCAL_COPY || prim == BRAID_PRIM_RECV_REDUCE_SEND ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY || prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+  return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_LOCAL_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
 }
 HD int braid_prim_writes_output(int prim) {
-  return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_COPY_SEND ||
-         prim == BRAID_PRIM_RECV_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || prim == BRAID_PRIM_LOCAL_COPY;
+  return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY || prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND ||
+         prim == BRAID_PRIM_LOCAL_COPY;
 }
 /* Combines received data with my input through the reduction operator. */
 HD int braid_prim_reduces(int prim) {

@@ -33,8 +33,8 @@ HD int braid_btree(int n, int r, int* up, int* down0, int* down1) {
   if (n < 1 || n > BRAID_SCHED_MAX_RANKS) return BRAID_SCHED_EBADN;
   if (r < 0 || r >= n) return BRAID_SCHED_EBADPOS;
   if (r == 0) {
-    for (bit = 1; bit < n; bit <<= 1) {
-    }
+    bit = 1; /* the smallest power of two >= n: its half is the largest one below n */
+    while (bit < n) bit <<= 1;
     *up = -1;
     *down0 = -1;
     *down1 = n > 1 ? bit >> 1 : -1;
@@ -131,13 +131,11 @@ HD int braid_tree_check(int has_up, int ndown) {
  *   leaf       SEND ->up                                    RECV up->
  * "-": the phase has no step there (BRAID_PRIM_NONE, phase = the one asked). chunk is copied.
  */
-HD int braid_tree_allreduce_chunk_step(int has_up, int ndown, int phase, int chunk,
-                                       struct braid_tree_step* out) {
+HD int braid_tree_allreduce_chunk_step(int has_up, int ndown, int phase, int chunk, struct braid_tree_step* out) {
   int err = braid_tree_check(has_up, ndown);
   struct braid_tree_step s;
   if (err != BRAID_SCHED_OK) return err;
-  if (phase != BRAID_TREE_PHASE_REDUCE && phase != BRAID_TREE_PHASE_BCAST)
-    return BRAID_SCHED_EBADARG;
+  if (phase != BRAID_TREE_PHASE_REDUCE && phase != BRAID_TREE_PHASE_BCAST) return BRAID_SCHED_EBADARG;
   if (chunk < 0) return BRAID_SCHED_EBADSTEP;
   s.prim = BRAID_PRIM_NONE;
   s.recv = BRAID_TREE_NONE;
@@ -185,15 +183,12 @@ HD int braid_tree_allreduce_nsteps(int has_up, int ndown, int nchunks) {
  * order. Deadlock-free when every connection holds at least D chunks (the root may run D
  * chunks ahead of a child); tests/unit/test_schedule.c checks this by simulation.
  */
-HD int braid_tree_allreduce_step(int has_up, int ndown, int nchunks, int depth, int step,
-                                 struct braid_tree_step* out) {
+HD int braid_tree_allreduce_step(int has_up, int ndown, int nchunks, int depth, int step, struct braid_tree_step* out) {
   int nsteps = braid_tree_allreduce_nsteps(has_up, ndown, nchunks);
   int d, t, chunk, phase;
-  if (braid_tree_check(has_up, ndown) != BRAID_SCHED_OK || nchunks < 0 || depth < 1)
-    return BRAID_SCHED_EBADARG;
+  if (braid_tree_check(has_up, ndown) != BRAID_SCHED_OK || nchunks < 0 || depth < 1) return BRAID_SCHED_EBADARG;
   if (step < 0 || step >= nsteps) return BRAID_SCHED_EBADSTEP;
-  if (!has_up)
-    return braid_tree_allreduce_chunk_step(has_up, ndown, BRAID_TREE_PHASE_REDUCE, step, out);
+  if (!has_up) return braid_tree_allreduce_chunk_step(has_up, ndown, BRAID_TREE_PHASE_REDUCE, step, out);
   d = depth < nchunks ? depth : nchunks;
   if (step < d) {
     chunk = step;

@@ -25,6 +25,18 @@
 #include "kernels/simt.h"
 #include "kernels/work.h"
 
+/* A kernel built for one datatype (src/kernels/coll_<dtype>.cu) names its reduction routines,
+ * so it instantiates one datatype's loops instead of all twelve. */
+#ifdef BRAID_KERNEL_DTYPE
+#define BRAID_CAT3_(a, b, c) a##b##c
+#define BRAID_CAT3(a, b, c) BRAID_CAT3_(a, b, c)
+#define BRAID_REDUCE_COPY BRAID_CAT3(braid_reduce_copy_, BRAID_KERNEL_DTYPE, )
+#define BRAID_REDUCE_PACK64 BRAID_CAT3(braid_reduce_pack64_, BRAID_KERNEL_DTYPE, )
+#else
+#define BRAID_REDUCE_COPY braid_reduce_copy
+#define BRAID_REDUCE_PACK64 braid_reduce_pack64
+#endif
+
 /* Everything one channel's primitives need, shared by the threads of a block. */
 struct braid_prims {
   struct braid_conn* send;             /* NULL: the schedule never sends */
@@ -163,7 +175,7 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
   }
   /* The post-op applies where the value becomes final; a value merely relayed is final already. */
   int do_post = post && reads_in;
-  braid_reduce_copy(p->op, dst0, dst1, src0, pre0, src1, 0, do_post, nelem);
+  BRAID_REDUCE_COPY(p->op, dst0, dst1, src0, pre0, src1, 0, do_post, nelem);
 }
 
 /* Copy `n` (<= 8) bytes; the rest of an 8-byte word stays zero. */
@@ -188,7 +200,7 @@ HD void braid_prim_compute_serial(const struct braid_prims* p, int prim, const c
     int k = bytes - off < 8 ? bytes - off : 8;
     uint64_t a = braid_load_word(reads_in ? in + off : rbuf + off, k);
     uint64_t b = reads_in && recvs ? braid_load_word(rbuf + off, k) : 0;
-    uint64_t r = braid_reduce_pack64(p->op, a, reads_in, reads_in && recvs ? &b : 0, 0, post && reads_in);
+    uint64_t r = BRAID_REDUCE_PACK64(p->op, a, reads_in, reads_in && recvs ? &b : 0, 0, post && reads_in);
     if (writes_out) braid_store_word(out + off, r, k);
     if (sends) braid_store_word(sbuf + off, r, k);
   }

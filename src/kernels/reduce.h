@@ -111,76 +111,112 @@ HD double braid_red_fmin_f64(double x, double y) {
 #define BRAID_RE_MIN(sh, x, y) braid_red_min_##sh(x, y)
 #define BRAID_RE_PMS(sh, x, y) braid_red_add_##sh(braid_red_mul_##sh(x, s0), braid_red_mul_##sh(y, s1))
 #define BRAID_RE_ADDDIV(sh, x, y) braid_red_div_##sh(braid_red_add_##sh(x, y), dv)
-#define BRAID_RE_MUL1(sh, x) braid_red_mul_##sh(x, s0)
-#define BRAID_RE_DIV1(sh, x) braid_red_div_##sh(x, dv)
+/* one source, storage value in and out; RAW copies the stored bits (an e5m2 inf stays inf) */
+#define BRAID_RE_MUL1(sh, v) braid_red_st_##sh(braid_red_mul_##sh(braid_red_ld_##sh(v), s0))
+#define BRAID_RE_DIV1(sh, v) braid_red_st_##sh(braid_red_div_##sh(braid_red_ld_##sh(v), dv))
+#define BRAID_RE_RAW(sh, v) (v)
 
 /*
- * The element loops. Thread t0 of nt handles i = t0 + k*nt. Each iteration takes UNR elements
- * per thread: all loads, then the operation, then all stores, so dst may equal a source (each
- * element is read before it is written, by the one thread that owns it) and, on the host
- * (nt == 1, contiguous blocks), gcc's SLP vectorizer turns the block into vector code at -O2
- * without restrict and without runtime alias checks. TWO: dst1 is written too (constant).
+ * The element loops. Thread t0 of nt handles i = t0 + k*nt, k < cnt. Each kernel comes in
+ * three pointer layouts, picked per call from pointer equality (partial overlap is excluded
+ * by contract):
+ *   _d  all pointers distinct: all restrict. The first cnt & ~15 iterations form a loop whose
+ *       trip count is a multiple of any vector width, which gcc vectorizes even at -O2 (its
+ *       "very cheap" cost model refuses loops that need alias checks or a scalar epilogue);
+ *       nvcc may batch the loads of several iterations.
+ *   _ip dst0 == src0 (in place), the rest distinct: restrict too, dst0 is read and written.
+ *   _g  anything else: no restrict; each element is read completely before it is written, so
+ *       every exact aliasing is right.
+ * The `if (d1 == NULL)` sits outside the loops, so the common one-destination case has a plain
+ * loop body.
  */
-#define BRAID_RED_LOOP2(sh, T, C, UNR, EXPR, TWO)                                          \
+#define BRAID_RED_STRIDED(BODY)                                                            \
   do {                                                                                     \
-    size_t i = t0;                                                                         \
-    for (; i + (UNR - 1) * nt < n; i += UNR * nt) {                                        \
-      C x_[UNR], y_[UNR];                                                                  \
-      BRAID_UNROLL for (int u = 0; u < UNR; u++) {                                         \
-        x_[u] = braid_red_ld_##sh(a[i + u * nt]);                                          \
-        y_[u] = braid_red_ld_##sh(b[i + u * nt]);                                          \
-      }                                                                                    \
-      BRAID_UNROLL for (int u = 0; u < UNR; u++) x_[u] = EXPR(sh, x_[u], y_[u]);           \
-      BRAID_UNROLL for (int u = 0; u < UNR; u++) d0[i + u * nt] = braid_red_st_##sh(x_[u]); \
-      if (TWO) {                                                                            \
-        BRAID_UNROLL for (int u = 0; u < UNR; u++) d1[i + u * nt] = braid_red_st_##sh(x_[u]); \
+    const size_t cnt_ = n > t0 ? (n - t0 + nt - 1) / nt : 0;                               \
+    size_t k_ = 0;                                                                         \
+    if (!BRAID_DEVICE_COMPILE && nt == 1) { /* host: unit stride, whether inlined or not */ \
+      for (; k_ + 16 <= cnt_; k_ += 16) {                                                  \
+        for (size_t u_ = 0; u_ < 16; u_++) {                                               \
+          const size_t i = t0 + k_ + u_;                                                   \
+          BODY;                                                                            \
+        }                                                                                  \
       }                                                                                    \
     }                                                                                      \
-    for (int u = 0; u < UNR - 1 && i < n; u++, i += nt) {                                  \
-      T r_ = braid_red_st_##sh(EXPR(sh, braid_red_ld_##sh(a[i]), braid_red_ld_##sh(b[i]))); \
-      d0[i] = r_;                                                                          \
-      if (TWO) d1[i] = r_;                                                                 \
+    for (; k_ < cnt_; k_++) {                                                              \
+      const size_t i = t0 + k_ * nt;                                                       \
+      BODY;                                                                                \
     }                                                                                      \
   } while (0)
 
-/* One source; EXPR1 == RAW copies the stored bits. */
-#define BRAID_RE_RAW_LD(sh, v) (v)
-#define BRAID_RE_RAW_ST(sh, v) (v)
-#define BRAID_RE_RAW(sh, x) (x)
-#define BRAID_RE_CVT_LD(sh, v) braid_red_ld_##sh(v)
-#define BRAID_RE_CVT_ST(sh, v) braid_red_st_##sh(v)
-#define BRAID_RED_LOOP1(sh, T, C, UNR, LD, ST, EXPR, TWO)                                  \
-  do {                                                                                     \
-    size_t i = t0;                                                                         \
-    for (; i + (UNR - 1) * nt < n; i += UNR * nt) {                                        \
-      C x_[UNR];                                                                           \
-      BRAID_UNROLL for (int u = 0; u < UNR; u++) x_[u] = LD(sh, a[i + u * nt]);            \
-      BRAID_UNROLL for (int u = 0; u < UNR; u++) x_[u] = EXPR(sh, x_[u]);                  \
-      BRAID_UNROLL for (int u = 0; u < UNR; u++) d0[i + u * nt] = ST(sh, x_[u]);           \
-      if (TWO) {                                                                           \
-        BRAID_UNROLL for (int u = 0; u < UNR; u++) d1[i + u * nt] = ST(sh, x_[u]);        \
-      }                                                                                   \
-    }                                                                                      \
-    for (int u = 0; u < UNR - 1 && i < n; u++, i += nt) {                                  \
-      T r_ = ST(sh, EXPR(sh, LD(sh, a[i])));                                               \
-      d0[i] = r_;                                                                          \
-      if (TWO) d1[i] = r_;                                                                 \
-    }                                                                                      \
+/* One element: two sources (A is a or d0) or one source, with ld/st conversions. */
+#define BRAID_RB2(sh, OP, A) \
+  braid_red_st_##sh(BRAID_RE_##OP(sh, braid_red_ld_##sh(A[i]), braid_red_ld_##sh(b[i])))
+#define BRAID_RB1(sh, OP, A) BRAID_RE_##OP(sh, A[i])
+#define BRAID_RED_ONE_OR_TWO(T, VAL)                 \
+  do {                                               \
+    if (d1 == NULL) {                                \
+      BRAID_RED_STRIDED(d0[i] = VAL);                \
+    } else {                                         \
+      BRAID_RED_STRIDED(const T r_ = VAL; d0[i] = r_; d1[i] = r_); \
+    }                                                \
   } while (0)
 
-#define BRAID_RED_BOTH2(sh, T, C, UNR, EXPR) \
-  do {                                       \
-    if (d1 == NULL)                          \
-      BRAID_RED_LOOP2(sh, T, C, UNR, EXPR, 0); \
-    else                                     \
-      BRAID_RED_LOOP2(sh, T, C, UNR, EXPR, 1); \
+#define BRAID_RED_ARGS(C, D) size_t n, size_t t0, size_t nt, C s0, C s1, D dv
+#define BRAID_RED_USE3 ((void)s0, (void)s1, (void)dv) /* each kernel uses some of them */
+#define BRAID_RED_KERNEL2(sh, T, C, D, OP)                                                 \
+  HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,              \
+                                  const T* BRAID_RESTRICT a, const T* BRAID_RESTRICT b,    \
+                                  BRAID_RED_ARGS(C, D)) {                                  \
+    BRAID_RED_USE3;                                                                        \
+    BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, a));                                         \
+  }                                                                                        \
+  HD void braid_red_ip_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,             \
+                                   const T* BRAID_RESTRICT b, BRAID_RED_ARGS(C, D)) {      \
+    BRAID_RED_USE3;                                                                        \
+    BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, d0));                                        \
+  }                                                                                        \
+  HD void braid_red_g_##OP##_##sh(T* d0, T* d1, const T* a, const T* b,                    \
+                                  BRAID_RED_ARGS(C, D)) {                                  \
+    BRAID_RED_USE3;                                                                        \
+    BRAID_RED_STRIDED(const T r_ = BRAID_RB2(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);  \
+  }
+#define BRAID_RED_KERNEL1(sh, T, C, D, OP)                                                 \
+  HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,              \
+                                  const T* BRAID_RESTRICT a, BRAID_RED_ARGS(C, D)) {       \
+    BRAID_RED_USE3;                                                                        \
+    BRAID_RED_ONE_OR_TWO(T, BRAID_RB1(sh, OP, a));                                         \
+  }                                                                                        \
+  HD void braid_red_g_##OP##_##sh(T* d0, T* d1, const T* a, BRAID_RED_ARGS(C, D)) {        \
+    BRAID_RED_USE3;                                                                        \
+    BRAID_RED_STRIDED(const T r_ = BRAID_RB1(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);  \
+  }
+#define BRAID_RED_KERNELS(sh, T, C, D)  \
+  BRAID_RED_KERNEL2(sh, T, C, D, ADD)    \
+  BRAID_RED_KERNEL2(sh, T, C, D, MUL)    \
+  BRAID_RED_KERNEL2(sh, T, C, D, MAX)    \
+  BRAID_RED_KERNEL2(sh, T, C, D, MIN)    \
+  BRAID_RED_KERNEL2(sh, T, C, D, PMS)    \
+  BRAID_RED_KERNEL2(sh, T, C, D, ADDDIV) \
+  BRAID_RED_KERNEL1(sh, T, C, D, MUL1)   \
+  BRAID_RED_KERNEL1(sh, T, C, D, DIV1)   \
+  BRAID_RED_KERNEL1(sh, T, C, D, RAW)
+
+/* Run kernel OP in the layout the pointers allow. */
+#define BRAID_RED_RUN2(sh, OP)                                                             \
+  do {                                                                                     \
+    if (d0 != a && d0 != b && d1ok)                                                        \
+      braid_red_d_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv);                        \
+    else if (d0 == a && d0 != b && d1ok)                                                   \
+      braid_red_ip_##OP##_##sh(d0, d1, b, n, t0, nt, s0, s1, dv);                          \
+    else                                                                                   \
+      braid_red_g_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv);                        \
   } while (0)
-#define BRAID_RED_BOTH1(sh, T, C, UNR, LD, ST, EXPR)  \
-  do {                                                \
-    if (d1 == NULL)                                   \
-      BRAID_RED_LOOP1(sh, T, C, UNR, LD, ST, EXPR, 0); \
-    else                                              \
-      BRAID_RED_LOOP1(sh, T, C, UNR, LD, ST, EXPR, 1); \
+#define BRAID_RED_RUN1(sh, OP)                                                             \
+  do {                                                                                     \
+    if (d0 != a && d1ok)                                                                   \
+      braid_red_d_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv);                           \
+    else                                                                                   \
+      braid_red_g_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv);                           \
   } while (0)
 
 /*
@@ -189,7 +225,8 @@ HD double braid_red_fmin_f64(double x, double y) {
  * preN applies PREMULSUM's multiplier to srcN, post applies SUMPOSTDIV's division; both are
  * identities for the other kinds. Every thread of the worker calls it with the same arguments.
  */
-#define BRAID_RED_DEFINE(sh, T, C, D, UNR)                                                 \
+#define BRAID_RED_DEFINE(sh, T, C, D)                                                      \
+  BRAID_RED_KERNELS(sh, T, C, D)                                                           \
   HD_NOFORCE void braid_reduce_copy_##sh(const struct braid_redop* op, void* dst0,         \
                                          void* dst1, const void* src0, int pre0,           \
                                          const void* src1, int pre1, int post, size_t n) { \
@@ -200,38 +237,44 @@ HD double braid_red_fmin_f64(double x, double y) {
     const size_t t0 = (size_t)simt_tid(), nt = (size_t)simt_nthreads();                    \
     const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                          \
     const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                              \
-    const C s0 = pms && pre0 ? braid_red_scalar_##sh(op->scalar) : one;                    \
-    const C s1 = pms && pre1 ? braid_red_scalar_##sh(op->scalar) : one;                    \
+    C s0, s1;                                                                              \
     const D dv = braid_red_divisor_##sh(op->scalar);                                       \
+    int d1ok;                                                                              \
     if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return;                                    \
+    if (b != NULL && d0 == b && d0 != a) { /* in place on src1: swap, every op commutes */ \
+      const T* t_ = a;                                                                     \
+      int p_ = pre0;                                                                       \
+      a = b, b = t_, pre0 = pre1, pre1 = p_;                                               \
+    }                                                                                      \
+    s0 = pms && pre0 ? braid_red_scalar_##sh(op->scalar) : one;                            \
+    s1 = pms && pre1 ? braid_red_scalar_##sh(op->scalar) : one;                            \
+    d1ok = d1 == NULL || (d1 != d0 && d1 != a && d1 != b);                                 \
     if (b == NULL) {                                                                       \
       if (pms && pre0)                                                                     \
-        BRAID_RED_BOTH1(sh, T, C, UNR, BRAID_RE_CVT_LD, BRAID_RE_CVT_ST, BRAID_RE_MUL1);   \
+        BRAID_RED_RUN1(sh, MUL1);                                                          \
       else if (kind == BRAID_RED_SUMPOSTDIV && post)                                       \
-        BRAID_RED_BOTH1(sh, T, C, UNR, BRAID_RE_CVT_LD, BRAID_RE_CVT_ST, BRAID_RE_DIV1);   \
-      else                                                                                 \
-        BRAID_RED_BOTH1(sh, T, T, UNR, BRAID_RE_RAW_LD, BRAID_RE_RAW_ST, BRAID_RE_RAW);    \
+        BRAID_RED_RUN1(sh, DIV1);                                                          \
+      else if (d0 != a || d1 != NULL)                                                      \
+        BRAID_RED_RUN1(sh, RAW);                                                           \
       return;                                                                              \
     }                                                                                      \
     switch (kind) {                                                                        \
-      case BRAID_RED_PROD: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_MUL); break;            \
-      case BRAID_RED_MAX: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_MAX); break;             \
-      case BRAID_RED_MIN: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_MIN); break;             \
+      case BRAID_RED_PROD: BRAID_RED_RUN2(sh, MUL); break;                                 \
+      case BRAID_RED_MAX: BRAID_RED_RUN2(sh, MAX); break;                                  \
+      case BRAID_RED_MIN: BRAID_RED_RUN2(sh, MIN); break;                                  \
       case BRAID_RED_PREMULSUM:                                                            \
-        if (pre0 || pre1) {                                                                \
-          BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_PMS);                                    \
-          break;                                                                           \
-        }                                                                                  \
-        BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADD);                                      \
+        if (pre0 || pre1)                                                                  \
+          BRAID_RED_RUN2(sh, PMS);                                                         \
+        else                                                                               \
+          BRAID_RED_RUN2(sh, ADD);                                                         \
         break;                                                                             \
       case BRAID_RED_SUMPOSTDIV:                                                           \
-        if (post) {                                                                        \
-          BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADDDIV);                                 \
-          break;                                                                           \
-        }                                                                                  \
-        BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADD);                                      \
+        if (post)                                                                          \
+          BRAID_RED_RUN2(sh, ADDDIV);                                                      \
+        else                                                                               \
+          BRAID_RED_RUN2(sh, ADD);                                                         \
         break;                                                                             \
-      default: BRAID_RED_BOTH2(sh, T, C, UNR, BRAID_RE_ADD); break;                        \
+      default: BRAID_RED_RUN2(sh, ADD); break;                                             \
     }                                                                                      \
   }                                                                                        \
                                                                                            \
@@ -254,7 +297,7 @@ HD double braid_red_fmin_f64(double x, double y) {
     BRAID_UNROLL for (int k = 0; k < (int)(8 / sizeof(T)); k++) {                          \
       C x = braid_red_ld_##sh(xa[k]);                                                      \
       if (b == NULL) {                                                                     \
-        x = BRAID_RE_MUL1(sh, x);                                                          \
+        x = braid_red_mul_##sh(x, s0);                                                     \
       } else {                                                                             \
         C y = braid_red_ld_##sh(xb[k]);                                                    \
         switch (kind) {                                                                    \
@@ -267,7 +310,7 @@ HD double braid_red_fmin_f64(double x, double y) {
           default: x = BRAID_RE_ADD(sh, x, y); break;                                      \
         }                                                                                  \
       }                                                                                    \
-      if (div) x = BRAID_RE_DIV1(sh, x);                                                   \
+      if (div) x = braid_red_div_##sh(x, dv);                                              \
       xa[k] = braid_red_st_##sh(x);                                                        \
     }                                                                                      \
     memcpy(&r, xa, 8);                                                                     \
@@ -275,19 +318,19 @@ HD double braid_red_fmin_f64(double x, double y) {
   }
 
 /* Per-datatype traits, keyed by the short names of BRAID_DTYPES (a new datatype in axes.h
- * fails to compile until it gets a line here). UNR = elements per thread per iteration. */
-#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i8, T, T, int64_t, 16)
-#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u8, T, T, uint64_t, 16)
-#define BRAID_RED_DEF_i32(T) BRAID_RED_INT(i32, T, uint32_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i32, T, T, int64_t, 8)
-#define BRAID_RED_DEF_u32(T) BRAID_RED_INT(u32, T, uint32_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u32, T, T, uint64_t, 8)
-#define BRAID_RED_DEF_i64(T) BRAID_RED_INT(i64, T, uint64_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i64, T, T, int64_t, 4)
-#define BRAID_RED_DEF_u64(T) BRAID_RED_INT(u64, T, uint64_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u64, T, T, uint64_t, 4)
-#define BRAID_RED_DEF_f16(T) BRAID_RED_NARROW(f16, T) BRAID_RED_DEFINE(f16, T, float, float, 8)
-#define BRAID_RED_DEF_f32(T) BRAID_RED_FLT(f32, T, uint32_t) BRAID_RED_DEFINE(f32, T, T, T, 8)
-#define BRAID_RED_DEF_f64(T) BRAID_RED_FLT(f64, T, uint64_t) BRAID_RED_DEFINE(f64, T, T, T, 4)
-#define BRAID_RED_DEF_bf16(T) BRAID_RED_NARROW(bf16, T) BRAID_RED_DEFINE(bf16, T, float, float, 8)
-#define BRAID_RED_DEF_f8e4m3(T) BRAID_RED_NARROW(f8e4m3, T) BRAID_RED_DEFINE(f8e4m3, T, float, float, 16)
-#define BRAID_RED_DEF_f8e5m2(T) BRAID_RED_NARROW(f8e5m2, T) BRAID_RED_DEFINE(f8e5m2, T, float, float, 16)
+ * fails to compile until it gets a line here). */
+#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i8, T, T, int64_t)
+#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u8, T, T, uint64_t)
+#define BRAID_RED_DEF_i32(T) BRAID_RED_INT(i32, T, uint32_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i32, T, T, int64_t)
+#define BRAID_RED_DEF_u32(T) BRAID_RED_INT(u32, T, uint32_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u32, T, T, uint64_t)
+#define BRAID_RED_DEF_i64(T) BRAID_RED_INT(i64, T, uint64_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i64, T, T, int64_t)
+#define BRAID_RED_DEF_u64(T) BRAID_RED_INT(u64, T, uint64_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u64, T, T, uint64_t)
+#define BRAID_RED_DEF_f16(T) BRAID_RED_NARROW(f16, T) BRAID_RED_DEFINE(f16, T, float, float)
+#define BRAID_RED_DEF_f32(T) BRAID_RED_FLT(f32, T, uint32_t) BRAID_RED_DEFINE(f32, T, T, T)
+#define BRAID_RED_DEF_f64(T) BRAID_RED_FLT(f64, T, uint64_t) BRAID_RED_DEFINE(f64, T, T, T)
+#define BRAID_RED_DEF_bf16(T) BRAID_RED_NARROW(bf16, T) BRAID_RED_DEFINE(bf16, T, float, float)
+#define BRAID_RED_DEF_f8e4m3(T) BRAID_RED_NARROW(f8e4m3, T) BRAID_RED_DEFINE(f8e4m3, T, float, float)
+#define BRAID_RED_DEF_f8e5m2(T) BRAID_RED_NARROW(f8e5m2, T) BRAID_RED_DEFINE(f8e5m2, T, float, float)
 
 #define BRAID_X(id, sh, T, size, str) BRAID_RED_DEF_##sh(T)
 BRAID_DTYPES(BRAID_X)

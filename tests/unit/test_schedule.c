@@ -20,25 +20,23 @@
 /* Check's ck_assert reports every passing assertion to the parent process (a syscall each in
  * fork mode); the simulations assert millions of times, so they use these, which only call
  * into Check on failure. */
-#define EXPECT(c)                                                   \
-  do {                                                              \
+#define EXPECT(c)                                                        \
+  do {                                                                   \
     if (!(c)) ck_abort_msg("%s:%d: failed: %s", __FILE__, __LINE__, #c); \
   } while (0)
-#define EXPECT_OP(a, op, b)                                                               \
-  do {                                                                                    \
-    long long a_ = (long long)(a), b_ = (long long)(b);                                   \
-    if (!(a_ op b_))                                                                      \
-      ck_abort_msg("%s:%d: failed: %s %s %s (%lld vs %lld)", __FILE__, __LINE__, #a, #op, #b, \
-                   a_, b_);                                                               \
+#define EXPECT_OP(a, op, b)                                                                                           \
+  do {                                                                                                                \
+    long long a_ = (long long)(a), b_ = (long long)(b);                                                               \
+    if (!(a_ op b_)) ck_abort_msg("%s:%d: failed: %s %s %s (%lld vs %lld)", __FILE__, __LINE__, #a, #op, #b, a_, b_); \
   } while (0)
-#define EXPECT_MSG(c, ...)                \
-  do {                                    \
-    if (!(c)) ck_abort_msg(__VA_ARGS__);  \
+#define EXPECT_MSG(c, ...)               \
+  do {                                   \
+    if (!(c)) ck_abort_msg(__VA_ARGS__); \
   } while (0)
 
-#define MAXR 64    /* ranks simulated */
-#define NLOOPS 2   /* ring loops run back to back */
-#define QCAP 512   /* ring buffer of a simulated FIFO (the capacity limit is separate) */
+#define MAXR 64  /* ranks simulated */
+#define NLOOPS 2 /* ring loops run back to back */
+#define QCAP 512 /* ring buffer of a simulated FIFO (the capacity limit is separate) */
 
 struct val {
   uint8_t cnt[MAXR]; /* contributions of each rank */
@@ -82,21 +80,26 @@ struct ringsim {
 };
 
 static int is_reduction(int func) {
-  return func == BRAID_FUNC_AllReduce || func == BRAID_FUNC_ReduceScatter ||
-         func == BRAID_FUNC_Reduce;
+  return func == BRAID_FUNC_AllReduce || func == BRAID_FUNC_ReduceScatter || func == BRAID_FUNC_Reduce;
 }
 static int has_input(const struct ringsim* s, int p, int c) {
   switch (s->func) {
-    case BRAID_FUNC_AllGather: return c == p;
-    case BRAID_FUNC_Broadcast: return p == s->root && c == 0;
-    default: return 1;
+    case BRAID_FUNC_AllGather:
+      return c == p;
+    case BRAID_FUNC_Broadcast:
+      return p == s->root && c == 0;
+    default:
+      return 1;
   }
 }
 static int wants_output(const struct ringsim* s, int p, int c) {
   switch (s->func) {
-    case BRAID_FUNC_ReduceScatter: return c == p;
-    case BRAID_FUNC_Reduce: return p == s->root && c == 0;
-    default: return 1;
+    case BRAID_FUNC_ReduceScatter:
+      return c == p;
+    case BRAID_FUNC_Reduce:
+      return p == s->root && c == 0;
+    default:
+      return 1;
   }
 }
 /* Chain position for Broadcast/Reduce, ring position otherwise. */
@@ -158,6 +161,8 @@ static void ring_finish(struct ringsim* s, int p, int item, int t) {
       (st.prim == BRAID_PRIM_LOCAL_COPY && is_reduction(s->func))) {
     EXPECT(!v.post);
     v.post = 1;
+    /* ring.h's layout: chunk c of a loop is finalised at ring position c */
+    EXPECT(s->n == 1 || s->nchunks == 1 || c == p);
   }
   if (braid_prim_writes_output(st.prim)) {
     EXPECT_MSG(wants_output(s, p, c), "pos %d writes output chunk %d", p, c);
@@ -181,17 +186,16 @@ static void ringsim_check(const struct ringsim* s) {
           EXPECT_OP(s->writes[p][l][c], ==, 0);
           continue;
         }
-        EXPECT_MSG(s->writes[p][l][c] == 1, "n %d pos %d loop %d chunk %d written %d times",
-                      s->n, p, l, c, s->writes[p][l][c]);
+        EXPECT_MSG(s->writes[p][l][c] == 1, "n %d pos %d loop %d chunk %d written %d times", s->n, p, l, c,
+                   s->writes[p][l][c]);
         EXPECT_OP(v->loop, ==, l);
         EXPECT_OP(v->chunk, ==, c);
         EXPECT_OP(v->post, ==, is_reduction(s->func));
         for (int i = 0; i < s->n; i++) {
-          int want = is_reduction(s->func) ? 1
+          int want = is_reduction(s->func)             ? 1
                      : s->func == BRAID_FUNC_Broadcast ? (i == s->root)
                                                        : (i == c); /* AllGather */
-          EXPECT_MSG(v->cnt[i] == want, "n %d pos %d chunk %d: rank %d counted %d times",
-                        s->n, p, c, i, v->cnt[i]);
+          EXPECT_MSG(v->cnt[i] == want, "n %d pos %d chunk %d: rank %d counted %d times", s->n, p, c, i, v->cnt[i]);
         }
       }
 }
@@ -298,10 +302,14 @@ static void chain_check(int func, int n) {
   }
 }
 
-START_TEST(ring_broadcast) { chain_check(BRAID_FUNC_Broadcast, _i); }
+START_TEST(ring_broadcast) {
+  chain_check(BRAID_FUNC_Broadcast, _i);
+}
 END_TEST
 
-START_TEST(ring_reduce) { chain_check(BRAID_FUNC_Reduce, _i); }
+START_TEST(ring_reduce) {
+  chain_check(BRAID_FUNC_Reduce, _i);
+}
 END_TEST
 
 START_TEST(ring_bad_args) {
@@ -326,10 +334,13 @@ START_TEST(ring_bad_args) {
   ck_assert_str_eq(braid_sched_errarg(BRAID_SCHED_EBADPOS), "rank position");
   ck_assert_str_eq(braid_sched_errarg(BRAID_SCHED_EBADN), "nranks");
   /* NCCL's ring AllReduce step list for n = 4, position 1 */
-  static const uint8_t prims[7] = {
-      BRAID_PRIM_SEND,           BRAID_PRIM_RECV_REDUCE_SEND, BRAID_PRIM_RECV_REDUCE_SEND,
-      BRAID_PRIM_RECV_REDUCE_COPY_SEND, BRAID_PRIM_RECV_COPY_SEND, BRAID_PRIM_RECV_COPY_SEND,
-      BRAID_PRIM_RECV};
+  static const uint8_t prims[7] = {BRAID_PRIM_SEND,
+                                   BRAID_PRIM_RECV_REDUCE_SEND,
+                                   BRAID_PRIM_RECV_REDUCE_SEND,
+                                   BRAID_PRIM_RECV_REDUCE_COPY_SEND,
+                                   BRAID_PRIM_RECV_COPY_SEND,
+                                   BRAID_PRIM_RECV_COPY_SEND,
+                                   BRAID_PRIM_RECV};
   static const int chunks[7] = {0, 3, 2, 1, 0, 3, 2};
   for (int k = 0; k < 7; k++) {
     EXPECT_OP(braid_ring_allreduce_step(4, 1, k, &st), ==, BRAID_SCHED_OK);
@@ -443,8 +454,7 @@ START_TEST(tree_known) {
   static const int t0[5][3] = {{-1, -1, 4}, {2, -1, -1}, {4, 1, 3}, {2, -1, -1}, {0, 2, -1}};
   static const int t1[5][3] = {{1, 3, -1}, {-1, -1, 0}, {3, -1, -1}, {0, 2, 4}, {3, -1, -1}};
   /* n = 6, tree 1 (mirror of tree 0: 0 -> 4 -> {2 -> {1, 3}, 5}): 5 -> 1 -> {3 -> {4, 2}, 0} */
-  static const int m1[6][3] = {{1, -1, -1}, {5, 3, 0}, {3, -1, -1},
-                               {1, 4, 2},   {3, -1, -1}, {-1, -1, 1}};
+  static const int m1[6][3] = {{1, -1, -1}, {5, 3, 0}, {3, -1, -1}, {1, 4, 2}, {3, -1, -1}, {-1, -1, 1}};
   int u, d0, d1;
   for (int r = 0; r < 5; r++) {
     braid_dbtree(5, r, 0, &u, &d0, &d1);
@@ -454,8 +464,7 @@ START_TEST(tree_known) {
   }
   for (int r = 0; r < 6; r++) {
     braid_dbtree(6, r, 1, &u, &d0, &d1);
-    EXPECT_MSG(u == m1[r][0] && d0 == m1[r][1] && d1 == m1[r][2], "r %d: %d %d %d", r, u,
-                  d0, d1);
+    EXPECT_MSG(u == m1[r][0] && d0 == m1[r][1] && d1 == m1[r][2], "r %d: %d %d %d", r, u, d0, d1);
   }
   EXPECT_OP(braid_dbtree_root(6, 1), ==, 5);
   EXPECT_OP(braid_dbtree_root(5, 1), ==, 1);
@@ -504,8 +513,7 @@ struct treesim {
 static struct braid_tree_step tree_step_of(const struct treesim* s, int r) {
   struct braid_tree_step st;
   int has_up = s->t->up[r] >= 0, nd = s->t->ndown[r];
-  EXPECT_OP(braid_tree_allreduce_step(has_up, nd, s->nchunks, s->depth, s->next[r], &st), ==,
-                   BRAID_SCHED_OK);
+  EXPECT_OP(braid_tree_allreduce_step(has_up, nd, s->nchunks, s->depth, s->next[r], &st), ==, BRAID_SCHED_OK);
   EXPECT(st.chunk >= 0 && st.chunk < s->nchunks);
   EXPECT_OP(braid_prim_recvs(st.prim), ==, st.recv != BRAID_TREE_NONE);
   EXPECT_OP(braid_prim_sends(st.prim), ==, st.send != BRAID_TREE_NONE);
@@ -547,15 +555,13 @@ static void tree_exec(struct treesim* s, const struct braid_tree_step* st, int r
   EXPECT_OP(v.chunk, ==, st->chunk);
   if (braid_prim_reduces(st->prim)) val_add(&v, &in);
   if (st->prim == BRAID_PRIM_SEND || st->prim == BRAID_PRIM_LOCAL_COPY) v = in;
-  if (st->prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || st->prim == BRAID_PRIM_LOCAL_COPY)
-    v.post = 1;
+  if (st->prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || st->prim == BRAID_PRIM_LOCAL_COPY) v.post = 1;
   if (braid_prim_writes_output(st->prim)) {
     s->out[r][st->chunk] = v;
     s->writes[r][st->chunk]++;
   }
   if (st->send == BRAID_TREE_UP) fifo_push(&s->upq[r], &v);
-  for (int k = 0; st->send == BRAID_TREE_DOWN && k < t->ndown[r]; k++)
-    fifo_push(&s->downq[t->down[r][k]], &v);
+  for (int k = 0; st->send == BRAID_TREE_DOWN && k < t->ndown[r]; k++) fifo_push(&s->downq[t->down[r][k]], &v);
 }
 
 /* Runs the tree AllReduce asynchronously; 0 on deadlock, else checks every output. */
@@ -567,14 +573,12 @@ static int treesim_run(const struct topo* t, int nchunks, int depth, int cap, in
   s->nchunks = nchunks;
   s->depth = depth;
   s->cap = cap;
-  for (int r = 0; r < t->n; r++)
-    remaining += braid_tree_allreduce_nsteps(t->up[r] >= 0, t->ndown[r], nchunks);
+  for (int r = 0; r < t->n; r++) remaining += braid_tree_allreduce_nsteps(t->up[r] >= 0, t->ndown[r], nchunks);
   while (remaining > 0 && ok) {
     int progressed = 0;
     for (int k = 0; k < t->n; k++) {
       int r = backward ? t->n - 1 - k : k;
-      if (s->next[r] == braid_tree_allreduce_nsteps(t->up[r] >= 0, t->ndown[r], nchunks))
-        continue;
+      if (s->next[r] == braid_tree_allreduce_nsteps(t->up[r] >= 0, t->ndown[r], nchunks)) continue;
       struct braid_tree_step st = tree_step_of(s, r);
       if (!tree_ready(s, &st, r)) continue;
       tree_exec(s, &st, r);
@@ -590,8 +594,8 @@ static int treesim_run(const struct topo* t, int nchunks, int depth, int cap, in
       EXPECT_OP(s->writes[r][c], ==, 1);
       EXPECT(s->out[r][c].post && s->out[r][c].chunk == c);
       for (int i = 0; i < t->n; i++)
-        EXPECT_MSG(s->out[r][c].cnt[i] == 1, "n %d node %d chunk %d: rank %d counted %d",
-                      t->n, r, c, i, s->out[r][c].cnt[i]);
+        EXPECT_MSG(s->out[r][c].cnt[i] == 1, "n %d node %d chunk %d: rank %d counted %d", t->n, r, c, i,
+                   s->out[r][c].cnt[i]);
     }
   }
   free(s);
@@ -605,8 +609,8 @@ static void tree_runs(const struct topo* t) {
     for (size_t b = 0; b < sizeof(depths) / sizeof(depths[0]); b++) {
       int d = depths[b] < nchunks[a] ? depths[b] : nchunks[a];
       for (int bw = 0; bw < 2; bw++)
-        EXPECT_MSG(treesim_run(t, nchunks[a], depths[b], d, bw),
-                      "deadlock n %d nchunks %d depth %d cap %d", t->n, nchunks[a], depths[b], d);
+        EXPECT_MSG(treesim_run(t, nchunks[a], depths[b], d, bw), "deadlock n %d nchunks %d depth %d cap %d", t->n,
+                   nchunks[a], depths[b], d);
     }
 }
 
@@ -640,14 +644,11 @@ START_TEST(tree_steps) {
   for (int k = 0; k < 6; k++) {
     EXPECT_OP(braid_tree_allreduce_step(1, 2, 3, 2, k, &st), ==, BRAID_SCHED_OK);
     EXPECT(st.chunk == chunk[k] && st.phase == phase[k]);
-    EXPECT_OP(st.prim, ==, phase[k] == 1 ? BRAID_PRIM_RECV_REDUCE_SEND
-                                            : BRAID_PRIM_RECV_COPY_SEND);
+    EXPECT_OP(st.prim, ==, phase[k] == 1 ? BRAID_PRIM_RECV_REDUCE_SEND : BRAID_PRIM_RECV_COPY_SEND);
   }
-  EXPECT_OP(braid_tree_allreduce_chunk_step(0, 2, BRAID_TREE_PHASE_BCAST, 0, &st), ==,
-                   BRAID_SCHED_OK);
+  EXPECT_OP(braid_tree_allreduce_chunk_step(0, 2, BRAID_TREE_PHASE_BCAST, 0, &st), ==, BRAID_SCHED_OK);
   EXPECT_OP(st.prim, ==, BRAID_PRIM_NONE);
-  EXPECT_OP(braid_tree_allreduce_chunk_step(1, 0, BRAID_TREE_PHASE_BCAST, 4, &st), ==,
-                   BRAID_SCHED_OK);
+  EXPECT_OP(braid_tree_allreduce_chunk_step(1, 0, BRAID_TREE_PHASE_BCAST, 4, &st), ==, BRAID_SCHED_OK);
   EXPECT(st.prim == BRAID_PRIM_RECV && st.recv == BRAID_TREE_UP && st.chunk == 4);
   EXPECT_OP(braid_tree_allreduce_step(0, 0, 2, 1, 1, &st), ==, BRAID_SCHED_OK);
   EXPECT(st.prim == BRAID_PRIM_LOCAL_COPY && st.chunk == 1);
@@ -682,7 +683,7 @@ START_TEST(p2p_rounds) {
       int to = braid_p2p_send_peer(n, i, k);
       EXPECT_OP(to, ==, (i + deltas[k]) % n);
       EXPECT_OP(braid_p2p_recv_peer(n, to, k), ==, i); /* the peer expects me this round */
-      EXPECT_OP(recvs_from[to], ==, -1);                /* one sender per receiver */
+      EXPECT_OP(recvs_from[to], ==, -1);               /* one sender per receiver */
       recvs_from[to] = i;
       pairs[i][to]++;
     }
@@ -704,7 +705,7 @@ static void p2p_expand(int kind, int n, int root) {
   for (int k = 0; k < n; k++) {
     int d = braid_p2p_delta_next(n, &x);
     for (int r = 0; r < n; r++) {
-      int rc = kind == X_ALLTOALL  ? braid_p2p_alltoall_round(n, r, d, &rd[r])
+      int rc = kind == X_ALLTOALL ? braid_p2p_alltoall_round(n, r, d, &rd[r])
                : kind == X_GATHER ? braid_p2p_gather_round(n, r, root, d, &rd[r])
                                   : braid_p2p_scatter_round(n, r, root, d, &rd[r]);
       EXPECT_OP(rc, ==, BRAID_SCHED_OK);

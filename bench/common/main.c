@@ -1,0 +1,217 @@
+/*
+ * main.c - entry point of every bench/<coll>_perf program: options, launch (world.c,
+ * fork.c), header and device lines, host buffers, communicators, one thread per -t (thread 0
+ * is the main thread), then nccl-tests' footer and exit status: 0, 7 when a check found
+ * wrong data or the bandwidth is under NCCL_TESTS_MIN_BW, 3 on an NCCL error, 255 for bad
+ * arguments.
+ *
+ * Buffers are always host memory (posix_memalign): the benchmarks do not link CUDA, so the
+ * "#  Rank" lines name the device "host", with bus id 0000:00:00 and, as device number, the
+ * index nccl-tests would have used (local process x threads x ranks per thread + i).
+ *
+ * Test hooks (environment): BRAID_BENCH_CORRUPT=N flips one element of rank 0's result in
+ * the first N checks; BRAID_BENCH_DIE=P makes process P kill itself (SIGKILL) before its
+ * first timed size.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dtype.h"
+#include "engine.h"
+#include "report.h"
+
+static int env_int(const char* name, int dflt) {
+  const char* s = getenv(name);
+  return s && *s ? atoi(s) : dflt;
+}
+
+/* -T: a process-wide watchdog over every thread's current blocking call. */
+static void* watchdog(void* arg) {
+  struct bench_run* r = arg;
+  for (;;) {
+    usleep(100000);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    for (int i = 0; i < r->o->nthreads; i++) {
+      double since = atomic_load(&r->threads[i].busy_since);
+      if (since > 0 && now - since > r->o->timeout) {
+        char host[256];
+        bench_hostname(host, sizeof(host));
+        printf("%s: Test timeout (%ds) %s:%d\n", host, r->o->timeout, __FILE__, __LINE__);
+        fflush(stdout);
+        _exit(BENCH_TIMEOUT);
+      }
+    }
+  }
+  return NULL;
+}
+
+/* nccl-tests caps -e by device memory; here by this host's memory over its local ranks. */
+static void limit_max_bytes(struct bench_run* r, int local_ranks, int is_main) {
+  double total = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  double per_rank = 0.8 * total / local_ranks / (r->o->datacheck ? 3 : 2);
+  if (total <= 0 || (double)r->max_bytes <= per_rank) return;
+  r->max_bytes = (size_t)per_rank;
+  if (is_main) printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", r->max_bytes);
+}
+
+/* Per-rank tables: communicators, registration handles, threads. */
+static enum bench_result alloc_tables(struct bench_run* r, int nlocal) {
+  r->send = calloc((size_t)nlocal, sizeof(char*));
+  r->recv = calloc((size_t)nlocal, sizeof(char*));
+  r->expected = calloc((size_t)nlocal, sizeof(char*));
+  r->send_reg = calloc((size_t)nlocal, sizeof(void*));
+  r->recv_reg = calloc((size_t)nlocal, sizeof(void*));
+  r->comms = calloc((size_t)nlocal, sizeof(ncclComm_t));
+  r->threads = calloc((size_t)r->o->nthreads, sizeof(struct bench_thread));
+  int ok = r->send && r->recv && r->expected && r->send_reg && r->recv_reg && r->comms && r->threads;
+  return ok ? BENCH_SUCCESS : BENCH_INTERNAL_ERROR;
+}
+
+/* Send, receive and expected buffers of max_bytes per local rank, page aligned. */
+static enum bench_result alloc_buffers(struct bench_run* r, int nlocal) {
+  size_t bytes = r->max_bytes > 64 ? r->max_bytes : 64;
+  char** lists[] = {r->send, r->recv, r->expected};
+  for (int l = 0; l < 3; l++)
+    for (int i = 0; i < nlocal; i++) {
+      void* p = NULL;
+      if (posix_memalign(&p, 4096, bytes) != 0) {
+        fprintf(stderr, "cannot allocate %zu bytes of host memory for rank buffers\n", bytes);
+        return BENCH_INTERNAL_ERROR;
+      }
+      memset(p, 0, bytes);
+      lists[l][i] = p;
+    }
+  return BENCH_SUCCESS;
+}
+
+static enum bench_result release(struct bench_run* r, int nlocal) {
+  for (int i = 0; i < nlocal; i++) {
+    if (r->comms[i] && r->o->local_register == 2) {
+      BENCH_NCCLCHECK(ncclCommWindowDeregister(r->comms[i], (ncclWindow_t)r->send_reg[i]));
+      BENCH_NCCLCHECK(ncclCommWindowDeregister(r->comms[i], (ncclWindow_t)r->recv_reg[i]));
+    } else if (r->comms[i] && r->o->local_register == 1) {
+      BENCH_NCCLCHECK(ncclCommDeregister(r->comms[i], r->send_reg[i]));
+      BENCH_NCCLCHECK(ncclCommDeregister(r->comms[i], r->recv_reg[i]));
+    }
+    if (r->comms[i]) BENCH_NCCLCHECK(ncclCommDestroy(r->comms[i]));
+    free(r->send[i]);
+    free(r->recv[i]);
+    free(r->expected[i]);
+  }
+  free(r->send);
+  free(r->recv);
+  free(r->expected);
+  free(r->send_reg);
+  free(r->recv_reg);
+  free(r->comms);
+  free(r->threads);
+  return BENCH_SUCCESS;
+}
+
+static enum bench_result run(struct bench_world* w, const struct bench_opts* o, int lib_version,
+                             const char* prog) {
+  struct bench_run r;
+  memset(&r, 0, sizeof(r));
+  r.o = o;
+  r.coll = &bench_coll;
+  r.w = w;
+  int nthreads = o->nthreads, ngpus = o->ngpus, nlocal = nthreads * ngpus;
+  int is_main = w->world_proc == 0, comm_mode = w->kind == BENCH_WORLD_COMM;
+  r.nranks = w->nprocs * nlocal;
+  r.max_bytes = o->max_bytes;
+  atomic_store(&r.corrupt, env_int("BRAID_BENCH_CORRUPT", 0));
+  r.die_proc = env_int("BRAID_BENCH_DIE", -1);
+
+  if (is_main) bench_report_header(stdout, o, "braid", NCCL_VERSION_CODE, lib_version, prog);
+  char lines[BENCH_LINES_MAX], host[256];
+  int len = 0;
+  bench_hostname(host, sizeof(host));
+  for (int i = 0; i < nlocal; i++)
+    bench_report_device_line(lines, &len, w->world_proc * nlocal + i, w->color, (int)getpid(), host,
+                             w->local_rank * nlocal + i, "host");
+  BENCH_CHECK(alloc_tables(&r, nlocal));
+  struct bench_member pm; /* the whole process, for the steps outside the threads */
+  if (bench_member_init(&pm, w, -1, r.comms, nlocal, w->proc * nlocal) != 0) return BENCH_INTERNAL_ERROR;
+  if (!comm_mode) bench_print_device_lines(&pm, lines, is_main);
+
+  limit_max_bytes(&r, w->kind == BENCH_WORLD_FORK ? w->nprocs * nlocal : nlocal, is_main);
+  BENCH_NCCLCHECK(bench_world_unique_id(w, &r.id));
+  BENCH_CHECK(alloc_buffers(&r, nlocal));
+  if (!o->parallel_init) {
+    BENCH_CHECK(bench_comms_init(&r, r.comms, nlocal, w->proc * nlocal));
+    BENCH_CHECK(bench_buffers_register(&r, 0, nlocal));
+    if (comm_mode) bench_print_device_lines(&pm, lines, is_main);
+  }
+  r.print_table_header = comm_mode && o->parallel_init;
+  if (is_main && !r.print_table_header) bench_report_table_header(stdout, o->report_cputime, o->report_timestamps);
+  fflush(stdout);
+
+  for (int t = 0; t < nthreads; t++) {
+    struct bench_thread* th = &r.threads[t];
+    th->run = &r;
+    th->thread = t;
+    th->is_main = is_main && t == 0;
+    th->first_rank = (w->proc * nthreads + t) * ngpus;
+    th->comms = r.comms + t * ngpus;
+    th->send = r.send + t * ngpus;
+    th->recv = r.recv + t * ngpus;
+    th->expected = r.expected + t * ngpus;
+    if (bench_member_init(&th->m, w, t, th->comms, ngpus, th->first_rank) != 0) return BENCH_INTERNAL_ERROR;
+  }
+  pthread_t dog;
+  if (o->timeout > 0 && pthread_create(&dog, NULL, watchdog, &r) == 0) pthread_detach(dog);
+  for (int t = 1; t < nthreads; t++)
+    if (pthread_create(&r.threads[t].tid, NULL, bench_thread_main, &r.threads[t]) != 0) {
+      fprintf(stderr, "pthread_create failed: %s\n", strerror(errno));
+      return BENCH_INTERNAL_ERROR;
+    }
+  bench_thread_main(&r.threads[0]); /* failures end the process from inside */
+  int errors = r.threads[0].errors, bw_count = r.threads[0].bw_count;
+  double bw = r.threads[0].bw_sum;
+  for (int t = 1; t < nthreads; t++) {
+    pthread_join(r.threads[t].tid, NULL);
+    errors += r.threads[t].errors;
+    bw += r.threads[t].bw_sum;
+    bw_count += r.threads[t].bw_count;
+  }
+  errors = (int)bench_allreduce_i64(&pm, errors);
+  for (int t = 0; t < nthreads; t++) bench_member_free(&r.threads[t].m);
+  bench_member_free(&pm);
+  BENCH_CHECK(release(&r, nlocal));
+
+  const char* min_env = getenv("NCCL_TESTS_MIN_BW");
+  double min_bw = min_env ? atof(min_env) : -1;
+  bw = bw_count ? bw / bw_count : 0;
+  if (is_main) bench_report_footer(stdout, errors, bw, min_bw, prog, ncclGetLastError(NULL));
+  fflush(stdout);
+  return errors || (min_bw >= 0 && bw < min_bw * 0.9) ? BENCH_NUM_RESULTS : BENCH_SUCCESS;
+}
+
+int main(int argc, char** argv) {
+  setlinebuf(stdout);
+  int lib_version = 0;
+  ncclGetVersion(&lib_version);
+  const char* prog = program_invocation_short_name;
+  struct bench_opts o;
+  switch (bench_opts_parse(&o, argc, argv, prog)) {
+    case BENCH_PARSE_EXIT_OK: return 0;
+    case BENCH_PARSE_EXIT_ERROR: return 255; /* nccl-tests returns -1 from main */
+    default: break;
+  }
+  struct bench_world w;
+  int status = bench_world_init(&w, &o, &argc, &argv);
+  if (status != 0) return status;
+  enum bench_result res = run(&w, &o, lib_version, prog);
+  bench_world_finalize(&w);
+  if (res != BENCH_SUCCESS) {
+    bench_fail_trace(__FILE__, __LINE__);
+    return res;
+  }
+  return 0;
+}

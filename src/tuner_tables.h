@@ -1,0 +1,163 @@
+/*
+ * tuner_tables.h - the constants of the cost model (tuner.c), as tables with named indices
+ * (STYLE.md 12). GPU values are NCCL's (reference section 7) unless marked "braid"; host-mode
+ * rows (shared memory inside a node, sockets between nodes) are braid's, sized from what a
+ * host-mode channel worker does per step: one copy through a shared segment and a flag
+ * handoff between two cores (SHM), or a send()/recv() pair over TCP (SOCKET).
+ *
+ * Units: latencies in microseconds, bandwidths in GB/s. Included by tuner.c only.
+ */
+#ifndef BRAID_TUNER_TABLES_H
+#define BRAID_TUNER_TABLES_H
+
+#include "kernels/axes.h"
+
+/* The link classes the per-step latency depends on. */
+enum braid_tuner_hw {
+  BRAID_HW_NVLINK = 0, /* GPUs of a node joined by NVLink (path NVL/NVB) */
+  BRAID_HW_PCI = 1,    /* GPUs of a node joined by PCIe or through host memory */
+  BRAID_HW_NET = 2,    /* GPU nodes over the network (IB, RoCE) */
+  BRAID_HW_SHM = 3,    /* host mode: ranks of a node through shared memory */
+  BRAID_HW_SOCKET = 4, /* host mode: nodes over TCP sockets */
+  BRAID_NUM_HW
+};
+
+/* GPU generations the bandwidth caps depend on; HOST for host mode. */
+enum braid_tuner_arch {
+  BRAID_ARCH_VOLTA = 0, /* sm70-sm75 (and older) */
+  BRAID_ARCH_AMPERE = 1, /* sm80-sm89 */
+  BRAID_ARCH_HOPPER = 2, /* sm90 */
+  BRAID_ARCH_BLACKWELL = 3, /* sm100 and later */
+  BRAID_ARCH_HOST = 4,
+  BRAID_NUM_ARCH
+};
+
+/* Node-count classes of the caps: one node, two nodes, more. */
+enum { BRAID_NODES_1 = 0, BRAID_NODES_2 = 1, BRAID_NODES_MANY = 2, BRAID_NUM_NODE_CLASSES };
+
+/* Launch and setup latency of one collective, per algorithm and protocol. */
+static const float braid_tuner_base_lat[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
+    [BRAID_ALGO_TREE] = {[BRAID_PROTO_LL] = 6.8f, [BRAID_PROTO_LL128] = 14.0f, [BRAID_PROTO_SIMPLE] = 8.4f},
+    [BRAID_ALGO_RING] = {[BRAID_PROTO_LL] = 6.6f, [BRAID_PROTO_LL128] = 14.0f, [BRAID_PROTO_SIMPLE] = 8.4f},
+    [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 0}, /* the hardware row carries it */
+    [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 0},
+    [BRAID_ALGO_NVLS] = {0, 0, 0},
+    [BRAID_ALGO_NVLS_TREE] = {0, 0, 0},
+    [BRAID_ALGO_PAT] = {[BRAID_PROTO_LL] = 8.0f, [BRAID_PROTO_LL128] = 8.0f, [BRAID_PROTO_SIMPLE] = 8.0f},
+};
+
+/* Host mode: no kernel launch; the call hands work items to the channel workers and waits
+ * for them (a wake-up and a completion flag). braid. */
+static const float braid_tuner_base_lat_host[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
+    [BRAID_ALGO_TREE] = {[BRAID_PROTO_LL] = 4.0f, [BRAID_PROTO_LL128] = 4.0f, [BRAID_PROTO_SIMPLE] = 5.0f},
+    [BRAID_ALGO_RING] = {[BRAID_PROTO_LL] = 4.0f, [BRAID_PROTO_LL128] = 4.0f, [BRAID_PROTO_SIMPLE] = 5.0f},
+};
+
+/* Latency of one step over a link class, per algorithm and protocol. Algorithms that only run
+ * Simple have only that column. */
+static const float braid_tuner_hw_lat[BRAID_NUM_HW][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
+    /* NVLink inside a node */
+    [BRAID_HW_NVLINK] = {
+        [BRAID_ALGO_TREE] = {.6f, 1.25f, 4.0f},
+        [BRAID_ALGO_RING] = {.6f, 1.9f, 3.4f},
+        [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 3.7f},
+        [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 2.8f},
+        [BRAID_ALGO_NVLS] = {0, 0, 25.0f},
+        [BRAID_ALGO_NVLS_TREE] = {0, 0, 25.0f},
+        [BRAID_ALGO_PAT] = {0, 0, 4.0f},
+    },
+    /* PCIe (or host memory) inside a node */
+    [BRAID_HW_PCI] = {
+        [BRAID_ALGO_TREE] = {1.0f, 1.9f, 4.0f},
+        [BRAID_ALGO_RING] = {1.0f, 2.5f, 5.7f},
+        [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 3.7f}, /* braid: NCCL's NVLink value */
+        [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 2.8f},  /* braid: NCCL's NVLink value */
+        [BRAID_ALGO_NVLS] = {0, 0, 0},
+        [BRAID_ALGO_NVLS_TREE] = {0, 0, 0},
+        [BRAID_ALGO_PAT] = {0, 0, 4.0f},
+    },
+    /* network between GPU nodes */
+    [BRAID_HW_NET] = {
+        [BRAID_ALGO_TREE] = {5.0f, 8.5f, 14.0f},
+        [BRAID_ALGO_RING] = {2.7f, 4.0f, 14.0f},
+        [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 31.0f},
+        [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 30.0f},
+        [BRAID_ALGO_NVLS] = {0, 0, 18.0f},
+        [BRAID_ALGO_NVLS_TREE] = {0, 0, 20.9f},
+        [BRAID_ALGO_PAT] = {0, 0, 14.0f},
+    },
+    /* host mode, shared memory: a flag handoff between cores (LL) or a fenced slot (Simple). braid */
+    [BRAID_HW_SHM] = {
+        [BRAID_ALGO_TREE] = {1.0f, 1.5f, 2.0f},
+        [BRAID_ALGO_RING] = {1.0f, 1.5f, 2.0f},
+    },
+    /* host mode, TCP sockets through the proxy: a send/recv round on loopback or a LAN. braid */
+    [BRAID_HW_SOCKET] = {
+        [BRAID_ALGO_TREE] = {12.0f, 14.0f, 16.0f},
+        [BRAID_ALGO_RING] = {10.0f, 12.0f, 15.0f},
+    },
+};
+
+/* Software overhead of a network step on the GPU side (us); x3 for Simple. */
+static const float braid_tuner_net_overhead[2] = {1.0f /* Intel and others */, 2.0f /* AMD */};
+
+/* LL bandwidth ceiling of one communicator (bus bandwidth), by generation and node count. */
+static const float braid_tuner_ll_max_bw[BRAID_NUM_ARCH][BRAID_NUM_NODE_CLASSES] = {
+    [BRAID_ARCH_VOLTA] = {39.0f, 39.0f, 20.4f},
+    [BRAID_ARCH_AMPERE] = {87.7f, 22.5f, 19.0f},
+    [BRAID_ARCH_HOPPER] = {141.0f, 45.0f, 35.0f},
+    [BRAID_ARCH_BLACKWELL] = {282.0f, 90.0f, 70.0f}, /* braid: twice Hopper */
+    [BRAID_ARCH_HOST] = {1e9f, 1e9f, 1e9f},          /* no ceiling: the link speed decides */
+};
+
+/* Ring LL128 bandwidth one channel can drive. */
+static const float braid_tuner_ring_ll128_per_ch[BRAID_NUM_ARCH] = {
+    [BRAID_ARCH_VOLTA] = 20.0f, [BRAID_ARCH_AMPERE] = 20.0f, [BRAID_ARCH_HOPPER] = 36.7f,
+    [BRAID_ARCH_BLACKWELL] = 40.0f /* braid */, [BRAID_ARCH_HOST] = 1e9f};
+
+/* Tree bandwidth one channel can drive, by node count. */
+static const float braid_tuner_tree_per_ch[BRAID_NUM_ARCH][BRAID_NUM_NODE_CLASSES] = {
+    [BRAID_ARCH_VOLTA] = {26.5f, 18.5f, 10.0f},
+    [BRAID_ARCH_AMPERE] = {24.0f, 23.6f, 17.8f},
+    [BRAID_ARCH_HOPPER] = {38.7f, 41.4f, 36.0f},
+    [BRAID_ARCH_BLACKWELL] = {70.0f, 42.8f, 40.0f}, /* braid */
+    [BRAID_ARCH_HOST] = {1e9f, 1e9f, 1e9f},
+};
+
+/* NVLink SHARP: share of the NVLink bandwidth an NVLS AllReduce reaches. */
+static const float braid_tuner_nvls_eff[BRAID_NUM_ARCH] = {
+    [BRAID_ARCH_HOPPER] = 0.85f, [BRAID_ARCH_BLACKWELL] = 0.74f};
+
+/*
+ * Tree AllReduce efficiency by message size (bucket b covers 64 << b bytes; the last bucket
+ * also covers everything larger): the pipeline of a tree fills badly in the middle sizes.
+ * braid's calibration, after the shape NCCL describes (dips to .4-.5 around 128 KiB-1 MiB),
+ * with the largest sizes held lower than a ring, whose pipeline is longer and steadier.
+ */
+#define BRAID_TUNER_TREE_BUCKETS 23
+static const float braid_tuner_tree_corr[BRAID_NUM_PROTOS][BRAID_TUNER_TREE_BUCKETS] = {
+    [BRAID_PROTO_LL] = {1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .7f, .7f, .7f, .7f, .6f, .5f, .4f, .4f, .5f, .6f, .7f,
+                        .8f, .9f, 1.0f, 1.0f, 1.0f, 1.0f},
+    [BRAID_PROTO_LL128] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, .8f, .7f, .6f,
+                           .6f, .6f, .6f, .6f, .6f, .6f, .6f, .6f},
+    [BRAID_PROTO_SIMPLE] = {.9f, .9f, .9f, .9f, .9f, .9f, .9f, .8f, .7f, .6f, .6f, .5f, .5f, .5f, .5f, .6f, .7f,
+                            .8f, .8f, .8f, .8f, .8f, .8f},
+};
+
+/* Most threads per block, and the bytes per thread below which an op gives up channels,
+ * then threads (NCCL: LL 8, LL128 8, Simple 64; Ring LL x nranks). */
+static const int braid_tuner_max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
+    [BRAID_ALGO_TREE] = {512, 640, 640},
+    [BRAID_ALGO_RING] = {512, 640, 512},
+    [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 640},
+    [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 640},
+    [BRAID_ALGO_NVLS] = {0, 0, 640},
+    [BRAID_ALGO_NVLS_TREE] = {0, 0, 640},
+    [BRAID_ALGO_PAT] = {0, 0, 640},
+};
+static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
+    [BRAID_PROTO_LL] = 8, [BRAID_PROTO_LL128] = 8, [BRAID_PROTO_SIMPLE] = 64};
+/* Host mode: a channel worker is one thread; it is worth it above this many bytes. braid */
+#define BRAID_TUNER_HOST_BYTES_PER_CHANNEL 32768
+
+#endif /* BRAID_TUNER_TABLES_H */

@@ -1,0 +1,330 @@
+/*
+ * test_tuner.c - the cost model (src/tuner.c) and NCCL_ALGO / NCCL_PROTO (src/tuner_env.c)
+ * on the fixtures of tests/topo: tree for small and ring for large all-reduces on 16 DGX
+ * nodes (crossover between 64 KiB and 1 GiB), ring LL -> LL128 -> Simple inside one node,
+ * forced algorithms and protocols obeyed and visible in TUNING lines, model-only algorithms
+ * never chosen, host mode, and the parser's syntax and errors.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "debug.h"
+#include "param.h"
+#include "tuner.h"
+
+static const char* fixture(const char* name) {
+  static char path[4][256];
+  static int k;
+  const char* dirs[] = {"tests/topo", "../tests/topo", "../../tests/topo", "../../../tests/topo"};
+  char* p = path[k++ % 4];
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+    snprintf(p, 256, "%s/%s", dirs[i], name);
+    if (access(p, R_OK) == 0) return p;
+  }
+  return p;
+}
+
+static void env_reset(void) {
+  const char* vars[] = {"NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NTHREADS",
+                        "NCCL_LL128_NTHREADS", "NCCL_NVLS_ENABLE", "NCCL_PAT_ENABLE", "NCCL_CROSS_NIC"};
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
+  braid_param_reload();
+}
+
+/* A tuner for nodes x ppn ranks of a fixture (host: pseudo-GPUs). */
+static ncclResult_t make_tuner(const char* xml, int nodes, int ppn, int host, struct braid_tuner** t_p,
+                               struct braid_channel_graph** g_p) {
+  struct braid_topo_system* sys = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(braid_topo_load_xml(fixture(xml), &sys), ncclSuccess);
+  struct braid_topo_rank* r = calloc((size_t)(nodes * ppn), sizeof(*r));
+  for (int i = 0; i < nodes * ppn; i++) {
+    r[i].rank = i;
+    r[i].node = i / ppn;
+    r[i].local_rank = i % ppn;
+    r[i].cuda_dev = host ? -1 : i % ppn;
+    r[i].bus_id = host ? -1 : sys->nodes[sys->gpus[i % ppn]].id;
+  }
+  ck_assert_int_eq(braid_graph_compute(sys, nodes * ppn, r, &g), ncclSuccess);
+  ncclResult_t res = braid_tuner_init(g, nodes * ppn, nodes, t_p);
+  free(r);
+  braid_topo_free(sys);
+  if (g_p && res == ncclSuccess) *g_p = g;
+  else braid_graph_free(g);
+  return res;
+}
+
+static struct braid_tuner_choice choose(const struct braid_tuner* t, int f, size_t b) {
+  struct braid_tuner_choice c;
+  ck_assert_int_eq(braid_tuner_choose(t, f, b, &c), ncclSuccess);
+  ck_assert(c.time_us > 0);
+  ck_assert(braid_tuner_implemented(c.algo));
+  return c;
+}
+
+START_TEST(test_16_nodes_crossover) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 16, 8, 0, &t, &g), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  size_t crossover = 0;
+  for (size_t b = 8; b <= (8ull << 30); b *= 2) {
+    struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
+    if (b <= 65536) ck_assert_msg(c.algo == BRAID_ALGO_TREE, "%zu B: %s", b, braid_tuner_algo_name(c.algo));
+    if (b >= (1ull << 30)) ck_assert_msg(c.algo == BRAID_ALGO_RING, "%zu B: %s", b, braid_tuner_algo_name(c.algo));
+    if (c.algo == BRAID_ALGO_RING && crossover == 0) crossover = b;
+    if (crossover) ck_assert_int_eq(c.algo, BRAID_ALGO_RING); /* one crossover, no flapping */
+    ck_assert_int_ge(c.nchannels, 1);
+    ck_assert_int_le(c.nchannels, g->nchannels);
+    ck_assert_int_ge(c.nthreads, 96);
+  }
+  ck_assert(crossover > 65536 && crossover <= (1ull << 30));
+  /* bigger messages never take less time */
+  float prev = 0;
+  for (size_t b = 8; b <= (8ull << 30); b *= 2) {
+    float tm = choose(t, BRAID_FUNC_AllReduce, b).time_us;
+    ck_assert(tm >= prev);
+    prev = tm;
+  }
+  braid_tuner_free(t);
+  braid_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_one_node_protocols) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 1, 8, 0, &t, NULL), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  int last = BRAID_PROTO_LL, seen[BRAID_NUM_PROTOS] = {0};
+  const int rank_of[BRAID_NUM_PROTOS] = {[BRAID_PROTO_LL] = 0, [BRAID_PROTO_LL128] = 1, [BRAID_PROTO_SIMPLE] = 2};
+  for (size_t b = 8; b <= (8ull << 30); b *= 2) {
+    struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
+    ck_assert_int_eq(c.algo, BRAID_ALGO_RING);
+    ck_assert_int_ge(rank_of[c.proto], rank_of[last]); /* LL, then LL128, then Simple */
+    last = c.proto;
+    seen[c.proto] = 1;
+  }
+  ck_assert(seen[BRAID_PROTO_LL] && seen[BRAID_PROTO_LL128] && seen[BRAID_PROTO_SIMPLE]);
+  ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 8).proto, BRAID_PROTO_LL);
+  ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1ull << 30).proto, BRAID_PROTO_SIMPLE);
+  /* the other collectives are rings */
+  for (int f = 0; f < BRAID_FUNC_AllReduce; f++) ck_assert_int_eq(choose(t, f, 1 << 20).algo, BRAID_ALGO_RING);
+  /* NVLS is priced (NVSwitch, sm90) but never chosen */
+  ck_assert(braid_tuner_predict(t, BRAID_FUNC_AllReduce, BRAID_ALGO_NVLS, BRAID_PROTO_SIMPLE, 1 << 30) > 0);
+  struct braid_tuner_choice m;
+  ck_assert_int_eq(braid_tuner_model_best(t, BRAID_FUNC_AllReduce, 1ull << 30, &m), ncclSuccess);
+  ck_assert_int_eq(m.algo, BRAID_ALGO_NVLS);
+  ck_assert(!braid_tuner_implemented(BRAID_ALGO_NVLS));
+  ck_assert_float_eq(braid_tuner_predict(t, BRAID_FUNC_AllGather, BRAID_ALGO_TREE, BRAID_PROTO_SIMPLE, 1024), -1.0f);
+  ck_assert_float_eq(braid_tuner_predict(t, BRAID_FUNC_AllReduce, BRAID_ALGO_COLLNET_DIRECT, BRAID_PROTO_SIMPLE, 1024),
+                     -1.0f);
+  ck_assert_float_eq(braid_tuner_predict(t, 99, BRAID_ALGO_RING, BRAID_PROTO_SIMPLE, 1024), -1.0f);
+  struct braid_tuner_choice c;
+  ck_assert_int_eq(braid_tuner_choose(t, BRAID_FUNC_SendRecv, 64, &c), ncclInvalidArgument);
+  ck_assert_int_eq(braid_tuner_choose(t, -1, 64, &c), ncclInvalidArgument);
+  braid_tuner_free(t);
+}
+END_TEST
+
+START_TEST(test_pcie_no_ll128) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  ck_assert_int_eq(make_tuner("pcie-4gpu.xml", 1, 4, 0, &t, NULL), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  for (size_t b = 8; b <= (1ull << 30); b *= 4) ck_assert_int_ne(choose(t, BRAID_FUNC_AllReduce, b).proto, BRAID_PROTO_LL128);
+  ck_assert_float_eq(braid_tuner_predict(t, BRAID_FUNC_AllReduce, BRAID_ALGO_NVLS, BRAID_PROTO_SIMPLE, 1024), -1.0f);
+  braid_tuner_free(t);
+  setenv("NCCL_PROTO", "LL128", 1); /* named: enabled even here */
+  braid_param_reload();
+  ck_assert_int_eq(make_tuner("pcie-4gpu.xml", 1, 4, 0, &t, NULL), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 20).proto, BRAID_PROTO_LL128);
+  braid_tuner_free(t);
+}
+END_TEST
+
+START_TEST(test_host_mode) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  for (int nodes = 1; nodes <= 3; nodes += 2) {
+    ck_assert_int_eq(make_tuner("cpu-only.xml", nodes, 2, 1, &t, &g), ncclSuccess);
+    braid_tuner_set_log(t, 0);
+    ck_assert(g->host_mode);
+    for (size_t b = 8; b <= (1ull << 30); b *= 2) {
+      struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
+      ck_assert_int_eq(c.nthreads, 1);
+      ck_assert_int_ne(c.proto, BRAID_PROTO_LL128); /* no 128-byte store atomicity promised */
+      for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+        if (!braid_tuner_implemented(a))
+          for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+            ck_assert_float_eq(braid_tuner_predict(t, BRAID_FUNC_AllReduce, a, p, b), -1.0f);
+    }
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 8).nchannels, 1);
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 8).proto, BRAID_PROTO_LL);
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).proto, BRAID_PROTO_SIMPLE);
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, g->nchannels);
+    braid_tuner_free(t);
+    braid_graph_free(g);
+  }
+}
+END_TEST
+
+/* Forced choices are obeyed and visible in the TUNING lines. */
+static char* read_file(const char* path) {
+  FILE* f = fopen(path, "r");
+  static char buf[1 << 16];
+  size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+  buf[n] = '\0';
+  if (f) fclose(f);
+  return buf;
+}
+
+START_TEST(test_forced_and_logged) {
+  char log[64];
+  snprintf(log, sizeof(log), "/tmp/braid-tuning-%d.log", (int)getpid());
+  unlink(log);
+  env_reset();
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  setenv("NCCL_DEBUG_FILE", log, 1);
+  setenv("NCCL_ALGO", "Tree", 1);
+  setenv("NCCL_PROTO", "Simple", 1);
+  braid_param_reload();
+  struct braid_tuner* t = NULL;
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 16, 8, 0, &t, NULL), ncclSuccess);
+  for (size_t b = 8; b <= (1ull << 30); b *= 8) {
+    struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
+    ck_assert_int_eq(c.algo, BRAID_ALGO_TREE);
+    ck_assert_int_eq(c.proto, BRAID_PROTO_SIMPLE);
+  }
+  struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, 1048576);
+  char want[128];
+  snprintf(want, sizeof(want), "AllReduce: 1048576 Bytes -> Algo Tree proto Simple channel{Lo..Hi}={0..%d}\n",
+           c.nchannels - 1);
+  ck_assert_msg(strstr(read_file(log), want) != NULL, "no '%s' in the log", want);
+  /* Tree does not do AllGather: nothing left, an error naming the setting */
+  ck_assert_int_eq(braid_tuner_choose(t, BRAID_FUNC_AllGather, 1024, &c), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "no algorithm/protocol available for function AllGather"));
+  ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "NCCL_ALGO was set to Tree"));
+  braid_tuner_set_log(t, 0);
+  braid_tuner_free(t);
+  unlink(log);
+}
+END_TEST
+
+START_TEST(test_forced_per_function) {
+  env_reset();
+  setenv("NCCL_ALGO", "ring;allreduce:tree", 1);
+  setenv("NCCL_PROTO", "^LL;allreduce:LL", 1);
+  braid_param_reload();
+  struct braid_tuner* t = NULL;
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 2, 8, 0, &t, NULL), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  for (size_t b = 8; b <= (1ull << 30); b *= 16) {
+    struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
+    ck_assert_int_eq(c.algo, BRAID_ALGO_TREE);
+    ck_assert_int_eq(c.proto, BRAID_PROTO_LL);
+    c = choose(t, BRAID_FUNC_Broadcast, b);
+    ck_assert_int_eq(c.algo, BRAID_ALGO_RING);
+    ck_assert_int_ne(c.proto, BRAID_PROTO_LL);
+  }
+  braid_tuner_free(t);
+  setenv("NCCL_ALGO", "Rong", 1);
+  braid_param_reload();
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 1, 8, 0, &t, NULL), ncclInvalidUsage);
+  ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "Rong"));
+}
+END_TEST
+
+/* ---- the parser ---- */
+
+struct pcase {
+  const char* text;
+  int kind;
+  ncclResult_t res;
+  const char* allreduce;  /* allowed for AllReduce, e.g. "10" = Tree yes, Ring no (algos) */
+  const char* broadcast;
+};
+static const struct pcase pcases[] = {
+    {NULL, BRAID_TUNER_LIST_ALGO, ncclSuccess, "1111111", "1111111"},
+    {"", BRAID_TUNER_LIST_ALGO, ncclSuccess, "1111111", "1111111"},
+    {"Ring", BRAID_TUNER_LIST_ALGO, ncclSuccess, "0100000", "0100000"},
+    {"rInG", BRAID_TUNER_LIST_ALGO, ncclSuccess, "0100000", "0100000"},
+    {" ring , tree ", BRAID_TUNER_LIST_ALGO, ncclSuccess, "1100000", "1100000"},
+    {"^Tree", BRAID_TUNER_LIST_ALGO, ncclSuccess, "0111111", "0111111"},
+    {"^tree,nvls", BRAID_TUNER_LIST_ALGO, ncclSuccess, "0111011", "0111011"},
+    {"ring,collnetdirect;allreduce:tree;broadcast:ring", BRAID_TUNER_LIST_ALGO, ncclSuccess, "1000000", "0100000"},
+    {"allreduce:^ring", BRAID_TUNER_LIST_ALGO, ncclSuccess, "1011111", "1111111"},
+    {"AllReduce : NVLSTree , PAT ; ", BRAID_TUNER_LIST_ALGO, ncclSuccess, "0000011", "1111111"},
+    {"^LL128;allreduce:LL128", BRAID_TUNER_LIST_PROTO, ncclSuccess, "010", "101"},
+    {"simple", BRAID_TUNER_LIST_PROTO, ncclSuccess, "001", "001"},
+    {"Rong", BRAID_TUNER_LIST_ALGO, ncclInvalidUsage, "Rong", NULL},
+    {"ring;tree", BRAID_TUNER_LIST_ALGO, ncclInvalidUsage, "needs a function prefix", NULL},
+    {"allreduce:rong", BRAID_TUNER_LIST_ALGO, ncclInvalidUsage, "rong", NULL},
+    {"foo:ring", BRAID_TUNER_LIST_ALGO, ncclInvalidUsage, "foo", NULL},
+    {"sendrecv:ring", BRAID_TUNER_LIST_ALGO, ncclInvalidUsage, "sendrecv", NULL},
+    {"LL64", BRAID_TUNER_LIST_PROTO, ncclInvalidUsage, "LL64", NULL},
+    {"ring", BRAID_TUNER_LIST_PROTO, ncclInvalidUsage, "protocol \"ring\"", NULL},
+};
+
+START_TEST(test_parse) {
+  const struct pcase* p = &pcases[_i];
+  uint8_t on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
+  ncclResult_t res = braid_tuner_parse_list(p->text, p->kind, NULL, on, named);
+  ck_assert_int_eq(res, p->res);
+  if (res != ncclSuccess) {
+    ck_assert_msg(strstr(braid_debug_last_error(), p->allreduce) != NULL, "'%s' not in '%s'", p->allreduce,
+                  braid_debug_last_error());
+    return;
+  }
+  int n = p->kind == BRAID_TUNER_LIST_ALGO ? BRAID_NUM_ALGOS : BRAID_NUM_PROTOS;
+  for (int i = 0; i < n; i++) {
+    ck_assert_msg(on[BRAID_FUNC_AllReduce][i] == (p->allreduce[i] == '1'), "%s: AllReduce %d", p->text, i);
+    ck_assert_msg(on[BRAID_FUNC_Broadcast][i] == (p->broadcast[i] == '1'), "%s: Broadcast %d", p->text, i);
+  }
+  if (p->text && strcmp(p->text, "^LL128;allreduce:LL128") == 0) {
+    ck_assert(named[BRAID_FUNC_AllReduce][BRAID_PROTO_LL128]);
+    ck_assert(!named[BRAID_FUNC_Broadcast][BRAID_PROTO_SIMPLE]);
+  }
+}
+END_TEST
+
+START_TEST(test_names_and_bad_init) {
+  ck_assert_str_eq(braid_tuner_func_name(BRAID_FUNC_ReduceScatter), "ReduceScatter");
+  ck_assert_str_eq(braid_tuner_algo_name(BRAID_ALGO_NVLS_TREE), "NVLSTree");
+  ck_assert_str_eq(braid_tuner_proto_name(BRAID_PROTO_LL128), "LL128");
+  ck_assert_str_eq(braid_tuner_algo_name(42), "?");
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph g;
+  memset(&g, 0, sizeof(g));
+  ck_assert_int_eq(braid_tuner_init(NULL, 4, 1, &t), ncclInvalidArgument);
+  ck_assert_int_eq(braid_tuner_init(&g, 4, 5, &t), ncclInvalidArgument);
+  ck_assert_int_eq(braid_tuner_init(&g, 0, 1, &t), ncclInvalidArgument);
+  ck_assert_ptr_null(t);
+}
+END_TEST
+
+Suite* tuner_suite(void) {
+  Suite* s = suite_create("tuner");
+  TCase* tc = tcase_create("model");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_16_nodes_crossover);
+  tcase_add_test(tc, test_one_node_protocols);
+  tcase_add_test(tc, test_pcie_no_ll128);
+  tcase_add_test(tc, test_host_mode);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("env");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_forced_and_logged);
+  tcase_add_test(tc, test_forced_per_function);
+  tcase_add_loop_test(tc, test_parse, 0, sizeof(pcases) / sizeof(pcases[0]));
+  tcase_add_test(tc, test_names_and_bad_init);
+  suite_add_tcase(s, tc);
+  return s;
+}
