@@ -31,4 +31,4 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
   return ncclAllReduce(sendbuff, recvbuff, count, type, op, comm, NULL);
 }
 
-const struct bench_coll bench_coll = {"AllReduce", 1, 0, get_counts, init_data, get_bw, run};
+const struct bench_coll bench_coll = {"AllReduce", 1, 0, 1, get_counts, init_data, get_bw, run};

@@ -25,4 +25,4 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
   return ncclBroadcast(sendbuff, recvbuff, count, type, root, comm, NULL);
 }
 
-const struct bench_coll bench_coll = {"Broadcast", 0, 1, get_counts, init_data, get_bw, run};
+const struct bench_coll bench_coll = {"Broadcast", 0, 1, 1, get_counts, init_data, get_bw, run};

@@ -136,7 +136,7 @@ done
 
 # Medians per size over the rounds, one table, and median files in the benchmark format.
 /usr/bin/python3 - "$OUT" "$COLL" "$ROUNDS" "$NP" "$MODE" <<'PY'
-import statistics, sys
+import sys
 from importlib.machinery import SourceFileLoader
 out, coll, rounds, np_, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 pb = SourceFileLoader("plot_bench", "tools/plot-bench").load_module()
@@ -157,7 +157,10 @@ def medians(side):
         for key, rows in series.items():  # one series: compare runs one type/op/root
             for r in rows:
                 per_size.setdefault(r[0], []).append(r)
-    med = {s: tuple(statistics.median(r[k] for r in rs) for k in range(1, 5)) for s, rs in per_size.items()}
+    def mid(rs, t):  # the round with the median time, so time and busbw stay a pair
+        r = sorted(rs, key=lambda r: r[t])[(len(rs) - 1) // 2]
+        return r[t], r[t + 1]
+    med = {s: mid(rs, 1) + mid(rs, 3) for s, rs in per_size.items()}
     return med, header, wrong, key
 
 b, bh, bw_, bk = medians("braid")
@@ -169,14 +172,15 @@ for side, med, header, key in (("braid", b, bh, bk), ("mpi", m, mh, mk)):
             t_o, bw_o, t_i, bw_i = med[s]
             f.write(f"{s:12d}  {0:12d}  {key[0]:>8}  {key[1]:>6}  {key[2]:>6}  {t_o:7.2f}  {0:6.2f}  {bw_o:6.2f}  {0:6d}"
                     f"  {t_i:7.2f}  {0:6.2f}  {bw_i:6.2f}  {0:6d}\n")
-lines = [f"# {coll}: braid vs Open MPI, {np_} ranks, {mode}; medians of {rounds} rounds, out-of-place",
+lines = [f"# {coll}: braid vs Open MPI, {np_} ranks, {mode}; median of {rounds} rounds, out-of-place",
          f"# {'size':>12}  {'braid time':>11}  {'braid busbw':>11}  {'MPI time':>11}  {'MPI busbw':>11}  {'ratio':>7}",
          f"# {'(B)':>12}  {'(us)':>11}  {'(GB/s)':>11}  {'(us)':>11}  {'(GB/s)':>11}  {'b/MPI':>7}"]
 for s in sorted(set(b) | set(m)):
     bt, bb = (b[s][0], b[s][1]) if s in b else (float("nan"),) * 2
     mt, mb = (m[s][0], m[s][1]) if s in m else (float("nan"),) * 2
     ratio = bb / mb if mb and mb == mb and bb == bb else float("nan")
-    lines.append(f"  {s:12d}  {bt:11.2f}  {bb:11.4f}  {mt:11.2f}  {mb:11.4f}  {ratio:7.2f}")
+    rs = f"{ratio:7.2f}" if ratio == ratio else f"{'-':>7}"
+    lines.append(f"  {s:12d}  {bt:11.2f}  {bb:11.4f}  {mt:11.2f}  {mb:11.4f}  {rs}")
 if bw_ or mw_:
     lines.append(f"# WARNING: rounds with wrong results: braid {bw_}, MPI {mw_} (see the raw outputs)")
 print("\n".join(lines))

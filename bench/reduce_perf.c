@@ -28,4 +28,4 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
   return ncclReduce(sendbuff, recvbuff, count, type, op, root, comm, NULL);
 }
 
-const struct bench_coll bench_coll = {"Reduce", 1, 1, get_counts, init_data, get_bw, run};
+const struct bench_coll bench_coll = {"Reduce", 1, 1, 1, get_counts, init_data, get_bw, run};

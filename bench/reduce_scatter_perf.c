@@ -30,4 +30,4 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
   return ncclReduceScatter(sendbuff, recvbuff, count, type, op, comm, NULL);
 }
 
-const struct bench_coll bench_coll = {"ReduceScatter", 1, 0, get_counts, init_data, get_bw, run};
+const struct bench_coll bench_coll = {"ReduceScatter", 1, 0, 1, get_counts, init_data, get_bw, run};

@@ -30,4 +30,4 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
   return ncclScatter(sendbuff, recvbuff, count, type, root, comm, NULL);
 }
 
-const struct bench_coll bench_coll = {"Scatter", 0, 1, get_counts, init_data, get_bw, run};
+const struct bench_coll bench_coll = {"Scatter", 0, 1, 1, get_counts, init_data, get_bw, run};

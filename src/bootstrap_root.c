@@ -34,6 +34,7 @@
 #include "param.h"
 
 #define NS_PER_S 1000000000LL
+#define BS_LINGER_MS 3000 /* after a failure, ranks arriving late still get the verdict this long */
 
 /* ---- the id and small helpers ------------------------------------------------------------- */
 
@@ -99,7 +100,11 @@ struct root {
   struct bs_hello first; /* the first hello: the reference for consistency checks */
   int64_t first_ns;
   struct braid_socket up; /* a relay's connection to root 0 */
-  int finished;
+  int finished;           /* done: the thread exits */
+  int failed;             /* the verdict is a failure: answer latecomers with it a while */
+  struct bs_down verdict; /* the failure */
+  int answered, expected; /* rank connections answered; ranks this root serves */
+  int64_t linger_until;
 };
 
 static void root_free(struct root* rt) {
@@ -137,51 +142,78 @@ out:
   return res;
 }
 
-/* Sends the verdict (and the table on success) to every rank and relay connection. */
-static void root_send_down(struct root* rt, const struct bs_down* d, const struct bs_entry* table) {
+static void root_send_one(struct rc* c, const struct bs_down* d, const struct bs_entry* table) {
   char buf[BRAID_SOCKET_ADDR_STR_MAX];
-  /* closed first: once a rank has the verdict, the address is free again (NCCL_COMM_ID reuses it) */
+  int64_t deadline = braid_socket_deadline_ms(5000);
+  ncclResult_t res = braid_socket_send(&c->sock, d, sizeof(*d), NULL, deadline);
+  if (res == ncclSuccess && d->result == ncclSuccess)
+    res = braid_socket_send(&c->sock, table, (size_t)d->nranks * sizeof(*table), NULL, deadline);
+  if (res != ncclSuccess)
+    BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root: could not answer %s: it %s", braid_socket_addr_str(&c->sock.addr, buf),
+               braid_socket_fail_str(c->sock.fail));
+}
+
+/* Success: the table to every rank and relay connection; the thread is done. */
+static void root_succeed(struct root* rt, const struct bs_down* d, const struct bs_entry* table) {
+  /* closed first: once a rank has the table the address is free again (NCCL_COMM_ID reuses it) */
   braid_socket_close(&rt->listener);
-  for (int i = 0; i < rt->nconns; i++) {
-    struct rc* c = rt->conns[i];
-    if (c->dead || c->state == RC_HANDSHAKE) continue;
-    int64_t deadline = braid_socket_deadline_ms(5000);
-    ncclResult_t res = braid_socket_send(&c->sock, d, sizeof(*d), NULL, deadline);
-    if (res == ncclSuccess && d->result == ncclSuccess)
-      res = braid_socket_send(&c->sock, table, (size_t)d->nranks * sizeof(*table), NULL, deadline);
-    if (res != ncclSuccess)
-      BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root: could not answer %s: %s", braid_socket_addr_str(&c->sock.addr, buf),
-                 braid_socket_fail_str(c->sock.fail));
-  }
+  for (int i = 0; i < rt->nconns; i++)
+    if (!rt->conns[i]->dead && rt->conns[i]->state != RC_HANDSHAKE) root_send_one(rt->conns[i], d, table);
+  rt->finished = 1;
+}
+
+/* After a failure: a rank or relay connection gets the verdict and is closed. */
+static void root_answer(struct root* rt, struct rc* c) {
+  root_send_one(c, &rt->verdict, NULL);
+  braid_socket_close(&c->sock);
+  c->dead = 1;
+  rt->answered += c->state == RC_RANK;
+}
+
+/* Ranks served by this root directly (known from the first hello). */
+static int root_slice(const struct root* rt) {
+  int n = 0;
+  for (int r = 0; rt->first_ns != 0 && r < rt->first.nranks; r++)
+    n += (int)((int64_t)r * rt->first.nroots / rt->first.nranks) == rt->iroot;
+  return n;
 }
 
 static int rc_identify(struct root* rt, struct rc* c);
 
-/* The communicator cannot be built: tell everyone (a relay also tells root 0) and stop. */
+/* The communicator cannot be built: tell every rank (a relay also tells root 0), then keep
+ * telling ranks that arrive late, for BS_LINGER_MS or until all of this root's ranks heard. */
 static void root_fail(struct root* rt, ncclResult_t result, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 static void root_fail(struct root* rt, ncclResult_t result, const char* fmt, ...) {
-  struct bs_down d;
   va_list ap;
-  memset(&d, 0, sizeof(d));
-  d.result = result;
+  if (rt->failed || rt->finished) return;
+  memset(&rt->verdict, 0, sizeof(rt->verdict));
+  rt->verdict.result = result;
   va_start(ap, fmt);
-  vsnprintf(d.text, sizeof(d.text), fmt, ap);
+  vsnprintf(rt->verdict.text, sizeof(rt->verdict.text), fmt, ap);
   va_end(ap);
-  BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root %d: %s", rt->iroot, d.text);
-  rt->finished = 1;
-  /* ranks whose hello is here but not yet read get the verdict too (else they see a reset) */
-  for (int i = 0; i < rt->nconns; i++)
-    if (!rt->conns[i]->dead && rt->conns[i]->state == RC_HANDSHAKE) (void)rc_identify(rt, rt->conns[i]);
+  BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root %d: %s", rt->iroot, rt->verdict.text);
+  rt->failed = 1;
+  rt->linger_until = braid_socket_deadline_ms(BS_LINGER_MS);
+  rt->expected = root_slice(rt);
   if (rt->iroot > 0 && rt->up.fd >= 0) {
     struct bs_up u;
     memset(&u, 0, sizeof(u));
     u.what = BS_UP_ERROR;
     u.result = result;
-    memcpy(u.text, d.text, sizeof(u.text));
+    memcpy(u.text, rt->verdict.text, sizeof(u.text));
     (void)braid_socket_send(&rt->up, &u, sizeof(u), NULL, braid_socket_deadline_ms(5000));
   }
-  root_send_down(rt, &d, NULL);
-  rt->finished = 1;
+  braid_socket_close(&rt->up);
+  /* a hello that is here but not yet read gets the verdict too (closing it unread: a reset) */
+  for (int i = 0; i < rt->nconns; i++)
+    if (!rt->conns[i]->dead && rt->conns[i]->state == RC_HANDSHAKE) (void)rc_identify(rt, rt->conns[i]);
+  for (int i = 0; i < rt->nconns; i++)
+    if (!rt->conns[i]->dead && rt->conns[i]->state != RC_HANDSHAKE) root_answer(rt, rt->conns[i]);
+}
+
+static int root_done(const struct root* rt) {
+  return rt->finished || (rt->failed && ((rt->expected > 0 && rt->answered >= rt->expected) ||
+                                         braid_socket_clock_ns() >= rt->linger_until));
 }
 
 /* A relay: connect to root 0, named by the first hello. */
@@ -229,9 +261,8 @@ static void root_record(struct root* rt, const struct bs_hello* h) {
   memset(&d, 0, sizeof(d));
   d.result = ncclSuccess;
   d.nranks = rt->nranks;
-  root_send_down(rt, &d, rt->table);
   BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root: all %d ranks arrived", rt->nranks);
-  rt->finished = 1;
+  root_succeed(rt, &d, rt->table);
 }
 
 /* Root 0 checks and records a hello (direct: from a rank's own connection); a relay forwards it. */
@@ -242,7 +273,7 @@ static void root_hello(struct root* rt, const struct bs_hello* h, int direct) {
     rt->first_ns = braid_socket_clock_ns();
     if (rt->iroot > 0) root_connect_up(rt);
   }
-  if (rt->finished) return;
+  if (rt->finished || rt->failed) return;
   if (direct && h->iroot != rt->iroot) {
     root_fail(rt, ncclInvalidUsage, "Bootstrap: rank %d (host %.64s) took this root for root %d of %d, but it is root %d",
               h->rank, h->entry.host, h->iroot, h->nroots, rt->iroot);
@@ -319,6 +350,10 @@ static int rc_identify(struct root* rt, struct rc* c) {
 
 static void rc_handshake(struct root* rt, struct rc* c) {
   if (rc_identify(rt, c) <= 0) return;
+  if (rt->failed) {
+    root_answer(rt, c);
+    return;
+  }
   if (c->state == RC_RELAY && rt->iroot < 0) rt->iroot = 0;
   if (c->unit.what == BS_UP_HELLO)
     root_hello(rt, &c->unit.hello, c->state == RC_RANK);
@@ -329,8 +364,8 @@ static void rc_handshake(struct root* rt, struct rc* c) {
 /* A relay root's stream of bs_up (root 0). */
 static void rc_relay(struct root* rt, struct rc* c) {
   char buf[BRAID_SOCKET_ADDR_STR_MAX];
-  ncclResult_t res;
-  while (!rt->finished && rc_read_unit(c, 0, &res)) {
+  ncclResult_t res = ncclSuccess;
+  while (!rt->finished && !rt->failed && rc_read_unit(c, 0, &res)) {
     if (c->unit.what == BS_UP_ERROR)
       root_fail(rt, c->unit.result, "%s", c->unit.text);
     else if (c->unit.what != BS_UP_HELLO || hello_malformed(&c->unit.hello))
@@ -339,7 +374,7 @@ static void rc_relay(struct root* rt, struct rc* c) {
     else
       root_hello(rt, &c->unit.hello, 0);
   }
-  if (res != ncclSuccess && !rt->finished) {
+  if (res != ncclSuccess && !rt->finished && !rt->failed) {
     braid_socket_close(&c->sock);
     c->dead = 1;
     root_fail(rt, ncclRemoteError, "Bootstrap: lost the connection from a relay bootstrap root at %s (it %s)",
@@ -377,15 +412,15 @@ static void root_read_up(struct root* rt) {
     res = table == NULL ? ncclSystemError
                         : braid_socket_recv(&rt->up, table, (size_t)d.nranks * sizeof(*table), NULL, deadline);
   }
-  if (res != ncclSuccess) {
-    braid_socket_close(&rt->up);
+  braid_socket_close(&rt->up);
+  d.text[BS_TEXT_MAX - 1] = '\0';
+  if (res != ncclSuccess)
     root_fail(rt, ncclRemoteError, "Bootstrap: root %d lost its connection to bootstrap root 0 at %s (it %s)",
               rt->iroot, braid_socket_addr_str(&rt->first.root0_addr, buf), braid_socket_fail_str(rt->up.fail));
-  } else {
-    d.text[BS_TEXT_MAX - 1] = '\0';
-    root_send_down(rt, &d, table);
-    rt->finished = 1;
-  }
+  else if (d.result != ncclSuccess)
+    root_fail(rt, d.result, "%s", d.text);
+  else
+    root_succeed(rt, &d, table);
   free(table);
 }
 
@@ -416,7 +451,7 @@ static void root_check_deadlines(struct root* rt) {
       rc_drop(c, missing);
     }
   }
-  if (rt->first_ns == 0 || rt->timeout_s <= 0 || rt->finished) return;
+  if (rt->first_ns == 0 || rt->timeout_s <= 0 || rt->finished || rt->failed) return;
   if (rt->iroot == 0 && now >= rt->first_ns + rt->timeout_s * NS_PER_S) {
     int n = root_missing(rt, missing, sizeof(missing));
     root_fail(rt, ncclRemoteError, "Bootstrap: timeout after %lld s waiting for rank%s %s of %d",
@@ -431,7 +466,7 @@ static void root_check_deadlines(struct root* rt) {
 static ncclResult_t root_step(struct root* rt, const struct pollfd* fds, int nfds) {
   for (int i = 2; i < nfds && !rt->finished; i++)
     if (fds[i].revents != 0 && !rt->conns[i - 2]->dead) rc_progress(rt, rt->conns[i - 2]);
-  if (!rt->finished && fds[1].revents != 0) root_read_up(rt);
+  if (!rt->finished && !rt->failed && fds[1].revents != 0) root_read_up(rt);
   for (int i = 0; i < rt->nconns;) {
     if (rt->conns[i]->dead) {
       free(rt->conns[i]);
@@ -453,7 +488,7 @@ static void* root_main(void* arg) {
   struct root* rt = arg;
   struct pollfd* fds = NULL;
   int cap = 0;
-  while (!rt->finished) {
+  while (!root_done(rt)) {
     int n = rt->nconns + 2;
     if (n > cap) {
       struct pollfd* f = realloc(fds, (size_t)n * 2 * sizeof(*f));

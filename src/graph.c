@@ -54,7 +54,7 @@ struct search {
   int tmax_intra, tmax_inter, cross;
   int budget;
   int* visited;
-  int order[BRAID_MAX_CHANNELS * 4];
+  int order[BRAID_GRAPH_MAX_LOCAL];
   int nic_in, nic_out, relay_in, relay_out;
 };
 
@@ -225,9 +225,9 @@ static void reset(struct search* s, int nflat) {
 }
 
 /* Pack channels at the current settings into `res` (when better than what it holds). */
-static void try_settings(struct search* s, int nflat, struct braid_graph_node_rings* res, float* best) {
-  struct braid_graph_node_rings* cand = res; /* written only when better */
-  int n = 0, orders[BRAID_GRAPH_MAX_RINGS][BRAID_MAX_CHANNELS * 4];
+static void try_settings(struct search* s, int nflat, struct braid_graph_node_info* res, float* best) {
+  struct braid_graph_node_info* cand = res; /* written only when better */
+  int n = 0, orders[BRAID_GRAPH_MAX_RINGS][BRAID_GRAPH_MAX_LOCAL];
   int nin[BRAID_GRAPH_MAX_RINGS], nout[BRAID_GRAPH_MAX_RINGS], rin[BRAID_GRAPH_MAX_RINGS], rout[BRAID_GRAPH_MAX_RINGS];
   reset(s, nflat);
   while (n < BRAID_GRAPH_MAX_RINGS && find_channel(s, n)) {
@@ -247,11 +247,11 @@ static void try_settings(struct search* s, int nflat, struct braid_graph_node_ri
   cand->bw_inter = s->multi ? s->speed : 0;
   cand->cross_nic = s->cross;
   for (int i = 0; i < n; i++) {
-    memcpy(cand->order[i], orders[i], (size_t)s->ndev * sizeof(int));
-    cand->nic_in[i] = s->multi ? nin[i] : -1;
-    cand->nic_out[i] = s->multi ? nout[i] : -1;
-    cand->relay_in[i] = s->multi ? rin[i] : -1;
-    cand->relay_out[i] = s->multi ? rout[i] : -1;
+    for (int d = 0; d < s->ndev; d++) cand->order[i][d] = (uint8_t)orders[i][d];
+    cand->nic_in[i] = (int16_t)(s->multi ? nin[i] : -1);
+    cand->nic_out[i] = (int16_t)(s->multi ? nout[i] : -1);
+    cand->relay_in[i] = (int16_t)(s->multi ? rin[i] : -1);
+    cand->relay_out[i] = (int16_t)(s->multi ? rout[i] : -1);
   }
   /* the worst hop types actually used */
   int ti = BRAID_PATH_LOC, te = BRAID_PATH_LOC, nhops = s->multi ? s->ndev - 1 : (s->ndev > 1 ? s->ndev : 0);
@@ -271,15 +271,17 @@ static void try_settings(struct search* s, int nflat, struct braid_graph_node_ri
 }
 
 /* With the channels fixed, raise the intra-node speed as far as the links allow. */
-static void raise_intra(struct search* s, int nflat, struct braid_graph_node_rings* res) {
+static void raise_intra(struct search* s, int nflat, struct braid_graph_node_info* res) {
   for (size_t i = 0; i < sizeof(intra_speeds) / sizeof(intra_speeds[0]); i++) {
     float sp = intra_speeds[i];
     int ok = 1;
     if (sp <= res->bw_intra) break;
     reset(s, nflat);
     for (int c = 0; c < res->nrings && ok; c++) {
+      int order[BRAID_GRAPH_MAX_LOCAL];
+      for (int d = 0; d < s->ndev; d++) order[d] = res->order[c][d];
       s->speed = res->bw_inter; /* network hops keep the inter speed */
-      channel_take(s, res->order[c], res->nic_in[c], res->nic_out[c], 1);
+      channel_take(s, order, res->nic_in[c], res->nic_out[c], 1);
       s->speed = sp - res->bw_inter; /* intra hops take the difference on top */
       for (int j = 0; j + 1 < s->ndev; j++) {
         const struct hop* h = &s->dd[res->order[c][j] * s->ndev + res->order[c][j + 1]];
@@ -295,12 +297,12 @@ static void raise_intra(struct search* s, int nflat, struct braid_graph_node_rin
 }
 
 ncclResult_t braid_graph_search_node(const struct braid_topo_system* sys, const int* dev, int ndev, int multi,
-                                     struct braid_graph_node_rings* out) {
+                                     struct braid_graph_node_info* out) {
   ncclResult_t res = ncclSuccess;
   struct search s = {0};
   int nflat = 0, tintra[BRAID_NUM_PATH_TYPES], tinter[BRAID_NUM_PATH_TYPES], nti, nte;
   float best = 0;
-  if (ndev < 1 || ndev > BRAID_MAX_CHANNELS * 4 || (multi && sys->nnics < 1)) {
+  if (ndev < 1 || ndev > BRAID_GRAPH_MAX_LOCAL || (multi && sys->nnics < 1)) {
     BRAID_WARN("Graph search: %d devices on a node%s", ndev, multi && sys->nnics < 1 ? " and no NIC" : "");
     return ncclInvalidArgument;
   }
@@ -365,7 +367,7 @@ ncclResult_t braid_graph_search_node(const struct braid_topo_system* sys, const 
     out->bw_inter = multi ? 0.1f : 0;
     out->type_intra = BRAID_PATH_SYS;
     out->type_inter = multi ? BRAID_PATH_SYS : BRAID_PATH_LOC;
-    for (int d = 0; d < ndev; d++) out->order[0][d] = d;
+    for (int d = 0; d < ndev; d++) out->order[0][d] = (uint8_t)d;
     out->nic_in[0] = out->nic_out[0] = multi ? 0 : -1;
     out->relay_in[0] = out->relay_out[0] = -1;
   } else if (multi) {

@@ -17,6 +17,8 @@
 #ifndef BRAID_GRAPH_H
 #define BRAID_GRAPH_H
 
+#include <stdint.h>
+
 #include "nccl.h"
 #include "topo.h"
 
@@ -67,10 +69,37 @@ struct braid_channel_graph {
 /* The channels for a communicator. ranks[i] describes rank i (ranks[i].rank == i); node
  * indices run 0..nnodes-1, local ranks 0..n-1 within each node; bus ids are GPUs of `sys`
  * (every rank of a node on its own GPU), or all -1 (host mode). Bad input:
- * ncclInvalidArgument with a WARN naming the rank and field. */
+ * ncclInvalidArgument with a WARN naming the rank and field.
+ *
+ * braid_graph_compute searches every node with the local system graph: right when all nodes
+ * are alike (and for the tools and tests). Across machines that may differ, init uses the
+ * two halves instead, so that every rank assembles the same channels:
+ *   braid_graph_node_search(sys, nranks, ranks, my_node, &info)   on every rank
+ *   allgather the infos (fixed size, plain data); infos[k] = the info of any rank of node k
+ *   braid_graph_build(nranks, ranks, infos, &graph)               identical on every rank */
 ncclResult_t braid_graph_compute(const struct braid_topo_system* sys, int nranks,
                                  const struct braid_topo_rank* ranks, struct braid_channel_graph** graph_p);
 void braid_graph_free(struct braid_channel_graph* g);
+
+#define BRAID_GRAPH_MAX_LOCAL 256 /* ranks of one node */
+/* One node's search result: per ring its ranks in order (local ranks) and its NICs, plus
+ * what the tuner needs to know about the node. Plain data, the same size everywhere. */
+struct braid_graph_node_info {
+  int32_t ndev;   /* ranks on the node */
+  int32_t nrings;
+  float bw_intra, bw_inter;
+  int32_t type_intra, type_inter, cross_nic;
+  int32_t host_mode, min_sm, max_sm, nvls, cpu_vendor, cpu_arch, nnics;
+  float nvl_bw;
+  int16_t nic_in[BRAID_GRAPH_MAX_RINGS], nic_out[BRAID_GRAPH_MAX_RINGS];     /* -1: single node */
+  int16_t relay_in[BRAID_GRAPH_MAX_RINGS], relay_out[BRAID_GRAPH_MAX_RINGS]; /* PXN relay (local rank), -1 */
+  uint8_t order[BRAID_GRAPH_MAX_RINGS][BRAID_GRAPH_MAX_LOCAL];               /* local ranks */
+};
+ncclResult_t braid_graph_node_search(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
+                                     int node, struct braid_graph_node_info* info);
+/* infos[k] for every node k. Checks them (they came over the network). */
+ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks, const struct braid_graph_node_info* infos,
+                               struct braid_channel_graph** graph_p);
 
 /* Convenience accessors (c: channel, r: rank). */
 static inline int braid_graph_ring_next(const struct braid_channel_graph* g, int c, int r) {
@@ -93,19 +122,9 @@ void braid_graph_ring_from(const struct braid_channel_graph* g, int c, int rank,
 
 /* ---- internals shared by graph*.c ---- */
 
-/* One node's search result: per ring, its local devices in order and its NICs. */
-struct braid_graph_node_rings {
-  int ndev;
-  int nrings;
-  float bw_intra, bw_inter;
-  int type_intra, type_inter, cross_nic;
-  int order[BRAID_GRAPH_MAX_RINGS][BRAID_MAX_CHANNELS * 4]; /* local device indices */
-  int nic_in[BRAID_GRAPH_MAX_RINGS], nic_out[BRAID_GRAPH_MAX_RINGS];
-  int relay_in[BRAID_GRAPH_MAX_RINGS], relay_out[BRAID_GRAPH_MAX_RINGS]; /* PXN relay (local index), -1 */
-};
 /* Search the rings of one node: `dev` are the sys node indices of its ndev devices (local
  * rank order); multi: the rings leave and re-enter the node through NICs. */
 ncclResult_t braid_graph_search_node(const struct braid_topo_system* sys, const int* dev, int ndev, int multi,
-                                     struct braid_graph_node_rings* out);
+                                     struct braid_graph_node_info* out);
 
 #endif /* BRAID_GRAPH_H */

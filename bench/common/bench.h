@@ -37,8 +37,12 @@ struct bench_rank_data {
 
 struct bench_coll {
   const char* name;    /* e.g. "AllReduce" */
-  int reduces;         /* 1: iterate -o ops; 0: the redop column says "none" */
+  int ops;             /* 0: no op, the redop column says "none"; 1: a reduction, iterate
+                        * -o ops; 2: iterate and print -o ops but only move data (sendrecv,
+                        * as nccl-tests) */
   int rooted;          /* 1: iterate -r roots (-1 = all); 0: the root column says -1 */
+  int check_in_place;  /* 0: in-place results are not checked, #wrong says N/A (alltoall and
+                        * sendrecv: nccl-tests does not support them in place) */
   /* Counts for a message of `count` elements of `elt` bytes on `nranks` ranks. */
   void (*get_counts)(struct bench_counts* c, size_t count, size_t elt, int nranks);
   /* Fill d->send or d->recv with this rank's input, and d->expected. */

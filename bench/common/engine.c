@@ -83,7 +83,7 @@ static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, i
     char* sendb = in_place ? recvb + c->send_inplace * elt * (size_t)rank : t->send[i] + shift;
     if (in_place) recvb += c->recv_inplace * elt * (size_t)rank;
     ncclRedOp_t nop = op == BENCH_OP_NONE ? ncclSum : (ncclRedOp_t)op;
-    if (op == BENCH_OP_MULSUM) {
+    if (op == BENCH_OP_MULSUM) { /* op is NONE for collectives that do not reduce */
       struct bench_gen g;
       char scalar[8];
       bench_gen_setup(&g, dtype, op, r->nranks, 0);
@@ -124,9 +124,11 @@ static int64_t check_data(struct bench_thread* t, const struct bench_gen* g, int
   return wrong;
 }
 
-/* nccl-tests' BenchTime: one result group (out of place or in place) of one row. */
+/* nccl-tests' BenchTime: one result group (out of place or in place) of one row. `op` is
+ * what runs (NONE without a reduction), `shown` the op of the redop column. */
 static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, int root, int in_place) {
   const struct bench_opts* o = t->run->o;
+  int checks = in_place && !t->run->coll->check_in_place ? 0 : o->datacheck;
   struct bench_gen g;
   if (o->datacheck) {
     bench_gen_setup(&g, dtype, op, t->run->nranks, 99);
@@ -160,7 +162,7 @@ static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, i
 
   int64_t wrong = 0;
   t->rep++;
-  for (int c = 0; c < o->datacheck; c++) {
+  for (int c = 0; c < checks; c++) {
     bench_gen_setup(&g, dtype, op, t->run->nranks, (uint64_t)t->rep);
     init_data(t, &g, root, in_place);
     BENCH_CHECK(start_coll(t, dtype, op, root, in_place, 0));
@@ -172,7 +174,7 @@ static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, i
   }
   if (t->is_main)
     bench_report_row_result(stdout, (o->report_cputime ? cputime : delta) * 1e6, algbw, busbw,
-                            o->datacheck ? wrong : -1);
+                            checks ? wrong : -1);
   t->bw_sum += busbw;
   t->bw_count++;
   return BENCH_SUCCESS;
@@ -185,7 +187,7 @@ static size_t next_size(const struct bench_opts* o, size_t size) {
 }
 
 /* nccl-tests' TimeTest: warm-up over sizes min*2^k, then the rows, -N times. */
-static enum bench_result time_test(struct bench_thread* t, int dtype, int op, int root) {
+static enum bench_result time_test(struct bench_thread* t, int dtype, int op, int shown, int root) {
   const struct bench_opts* o = t->run->o;
   size_t min = o->min_bytes, max = t->run->max_bytes;
   barrier(t);
@@ -202,7 +204,7 @@ static enum bench_result time_test(struct bench_thread* t, int dtype, int op, in
       if (t->is_main) {
         const struct bench_counts* c = &t->counts;
         bench_report_row_start(stdout, (c->send > c->recv ? c->send : c->recv) * t->elt, c->param,
-                               bench_dtype_name(dtype), bench_op_name(op), root);
+                               bench_dtype_name(dtype), bench_op_name(shown), root);
       }
       BENCH_CHECK(bench_time(t, dtype, op, root, 0));
       BENCH_CHECK(bench_time(t, dtype, op, root, 1));
@@ -235,14 +237,15 @@ static enum bench_result thread_run(struct bench_thread* t) {
     if (t->is_main) bench_report_table_header(stdout, o->report_cputime, o->report_timestamps);
   }
   int ntypes = o->dtype < 0 ? BENCH_NUM_DTYPES : 1;
-  int nops = !r->coll->reduces ? 1 : o->op < 0 ? BENCH_NUM_OPS : 1;
+  int nops = !r->coll->ops ? 1 : o->op < 0 ? BENCH_NUM_OPS : 1;
   int root_lo = r->coll->rooted ? (o->root < 0 ? 0 : o->root) : -1;
   int root_hi = r->coll->rooted ? (o->root < 0 ? r->nranks - 1 : o->root) : -1;
   for (int ti = 0; ti < ntypes; ti++) {
     int dtype = o->dtype < 0 ? ti : o->dtype;
     for (int oi = 0; oi < nops; oi++) {
-      int op = !r->coll->reduces ? BENCH_OP_NONE : o->op < 0 ? oi : o->op;
-      for (int root = root_lo; root <= root_hi; root++) BENCH_CHECK(time_test(t, dtype, op, root));
+      int shown = !r->coll->ops ? BENCH_OP_NONE : o->op < 0 ? oi : o->op;
+      int op = r->coll->ops == 1 ? shown : BENCH_OP_NONE;
+      for (int root = root_lo; root <= root_hi; root++) BENCH_CHECK(time_test(t, dtype, op, shown, root));
     }
   }
   return BENCH_SUCCESS;

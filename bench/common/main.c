@@ -114,8 +114,7 @@ static enum bench_result release(struct bench_run* r, int nlocal) {
   return BENCH_SUCCESS;
 }
 
-static enum bench_result run(struct bench_world* w, const struct bench_opts* o, int lib_version,
-                             const char* prog) {
+static enum bench_result run(struct bench_world* w, const struct bench_opts* o, const char* prog) {
   struct bench_run r;
   memset(&r, 0, sizeof(r));
   r.o = o;
@@ -128,6 +127,8 @@ static enum bench_result run(struct bench_world* w, const struct bench_opts* o, 
   atomic_store(&r.corrupt, env_int("BRAID_BENCH_CORRUPT", 0));
   r.die_proc = env_int("BRAID_BENCH_DIE", -1);
 
+  int lib_version = 0;
+  ncclGetVersion(&lib_version); /* after the -P fork: no library call happens before it */
   if (is_main) bench_report_header(stdout, o, "braid", NCCL_VERSION_CODE, lib_version, prog);
   char lines[BENCH_LINES_MAX], host[256];
   int len = 0;
@@ -195,8 +196,6 @@ static enum bench_result run(struct bench_world* w, const struct bench_opts* o, 
 
 int main(int argc, char** argv) {
   setlinebuf(stdout);
-  int lib_version = 0;
-  ncclGetVersion(&lib_version);
   const char* prog = program_invocation_short_name;
   struct bench_opts o;
   switch (bench_opts_parse(&o, argc, argv, prog)) {
@@ -207,7 +206,7 @@ int main(int argc, char** argv) {
   struct bench_world w;
   int status = bench_world_init(&w, &o, &argc, &argv);
   if (status != 0) return status;
-  enum bench_result res = run(&w, &o, lib_version, prog);
+  enum bench_result res = run(&w, &o, prog);
   bench_world_finalize(&w);
   if (res != BENCH_SUCCESS) {
     bench_fail_trace(__FILE__, __LINE__);

@@ -130,6 +130,7 @@ static void start(struct peer* p, int dt, int op, int root, int in_place, int it
 
 static void bench_time(struct peer* p, int dt, int op, int root, int in_place) {
   const struct bench_opts* o = &p->o;
+  int checks = in_place && !p->bc->check_in_place ? 0 : o->datacheck;
   struct bench_gen g;
   struct bench_rank_data d = {&g, p->rank, p->nranks, root, in_place, p->elt, p->counts, p->send, p->recv, p->expected};
   start(p, dt, op, root, in_place, 0);
@@ -147,7 +148,7 @@ static void bench_time(struct peer* p, int dt, int op, int root, int in_place) {
   p->bc->get_bw(p->counts.param, p->elt, t, p->nranks, &algbw, &busbw);
   int64_t wrong = 0;
   p->rep++;
-  for (int c = 0; c < o->datacheck && !wrong; c++) {
+  for (int c = 0; c < checks && !wrong; c++) {
     bench_gen_setup(&g, dt, op, p->nranks, (uint64_t)p->rep);
     p->bc->init_data(&d);
     start(p, dt, op, root, in_place, 0);
@@ -156,12 +157,12 @@ static void bench_time(struct peer* p, int dt, int op, int root, int in_place) {
     p->errors += wrong != 0;
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
   }
-  if (p->rank == 0) bench_report_row_result(stdout, t * 1e6, algbw, busbw, o->datacheck ? wrong : -1);
+  if (p->rank == 0) bench_report_row_result(stdout, t * 1e6, algbw, busbw, checks ? wrong : -1);
   p->bw_sum += busbw;
   p->bw_count++;
 }
 
-static void time_test(struct peer* p, int dt, int op, int root) {
+static void time_test(struct peer* p, int dt, int op, int shown, int root) {
   const struct bench_opts* o = &p->o;
   for (size_t size = o->min_bytes; size <= p->max_bytes; size *= 2) { /* warm-up */
     setup(p, size, dt);
@@ -175,7 +176,7 @@ static void time_test(struct peer* p, int dt, int op, int root) {
       if (p->counts.param > INT_MAX) break; /* MPI counts are int */
       if (p->rank == 0)
         bench_report_row_start(stdout, (p->counts.send > p->counts.recv ? p->counts.send : p->counts.recv) * p->elt,
-                               p->counts.param, bench_dtype_name(dt), bench_op_name(op), root);
+                               p->counts.param, bench_dtype_name(dt), bench_op_name(shown), root);
       bench_time(p, dt, op, root, 0);
       bench_time(p, dt, op, root, 1);
       if (p->rank == 0) bench_report_row_end(stdout, o->report_timestamps);
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
     return usage_error("-t, -g and -P do not apply: launch ranks with mpirun -np N", "");
   if (o->dtype >= 0 && mpi_type(o->dtype) == MPI_DATATYPE_NULL)
     return usage_error("MPI has no datatype for ", bench_dtype_name(o->dtype));
-  if (p.bc->reduces && (o->op == BENCH_OP_AVG || o->op == BENCH_OP_MULSUM))
+  if (p.bc->ops == 1 && (o->op == BENCH_OP_AVG || o->op == BENCH_OP_MULSUM))
     return usage_error("MPI has no reduction operator ", bench_op_name(o->op));
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
@@ -242,12 +243,13 @@ int main(int argc, char** argv) {
   if (!p.send || !p.recv || !p.expected) MPI_Abort(MPI_COMM_WORLD, 1);
   for (int dt = 0; dt < BENCH_NUM_DTYPES; dt++) {
     if ((o->dtype >= 0 && dt != o->dtype) || mpi_type(dt) == MPI_DATATYPE_NULL) continue;
-    int nops = !p.bc->reduces ? 1 : o->op < 0 ? 4 : 1; /* MPI: sum, prod, max, min */
+    int nops = !p.bc->ops ? 1 : o->op < 0 ? 4 : 1; /* MPI: sum, prod, max, min */
     for (int oi = 0; oi < nops; oi++) {
-      int op = !p.bc->reduces ? BENCH_OP_NONE : o->op < 0 ? oi : o->op;
+      int shown = !p.bc->ops ? BENCH_OP_NONE : o->op < 0 ? oi : o->op;
+      int op = p.bc->ops == 1 ? shown : BENCH_OP_NONE;
       int lo = p.bc->rooted ? (o->root < 0 ? 0 : o->root) : -1;
       int hi = p.bc->rooted ? (o->root < 0 ? p.nranks - 1 : o->root) : -1;
-      for (int root = lo; root <= hi; root++) time_test(&p, dt, op, root);
+      for (int root = lo; root <= hi; root++) time_test(&p, dt, op, shown, root);
     }
   }
   int errors = p.errors;

@@ -139,8 +139,7 @@ HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w,
         simt_bar_sync();
         if (!ready) continue;
         size_t n = braid_min_sz(chunk, op->bytes - op->done);
-        p->send = op->is_send ? c : 0;
-        p->recv = op->is_send ? 0 : c;
+        braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);
         int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
                                  op->buff + op->done, n, 0);
         if (rc) return rc;
@@ -165,8 +164,7 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w,
   p->esize = w->func == BRAID_FUNC_SendRecv ? 1 : braid_dtype_size(w->dtype);
   p->abort_flag = abort_flag;
   p->status = 0;
-  p->send = ch->ring_send;
-  p->recv = ch->ring_recv;
+  braid_prims_set_peers(p, ch->ring_send, ch->ring_recv);
   if (w->nranks == 1 && w->func != BRAID_FUNC_SendRecv) {
     size_t size = w->chan_count;
     const char* in = (const char*)w->sendbuff + w->chan_off * p->esize;

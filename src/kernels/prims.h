@@ -37,16 +37,29 @@
 #define BRAID_REDUCE_PACK64 braid_reduce_pack64
 #endif
 
+/* Connections one step may touch in each direction: a ring uses one, a tree node up to its
+ * parent plus two children, or three children at a node's head (chain + two trees). */
+#define BRAID_MAX_FAN 3
+
 /* Everything one channel's primitives need, shared by the threads of a block. */
 struct braid_prims {
-  struct braid_conn* send;             /* NULL: the schedule never sends */
-  struct braid_conn* recv;             /* NULL: the schedule never receives */
+  struct braid_conn* send[BRAID_MAX_FAN]; /* a sending step sends to all nsend of them */
+  struct braid_conn* recv[BRAID_MAX_FAN]; /* a receiving step reduces / takes all nrecv */
+  int nsend, nrecv;
   const struct braid_redop* op;
   int proto;
   int esize;                           /* bytes per element */
   const volatile uint32_t* abort_flag; /* non-zero: stop waiting (value = braid_exec_status) */
   volatile int status;                 /* first failure seen by thread 0, read by all */
 };
+
+/* Point the primitives at one peer each way (ring, chain, p2p); NULL for none. */
+HD void braid_prims_set_peers(struct braid_prims* p, struct braid_conn* send, struct braid_conn* recv) {
+  p->send[0] = send;
+  p->recv[0] = recv;
+  p->nsend = send ? 1 : 0;
+  p->nrecv = recv ? 1 : 0;
+}
 
 /* Payload bytes one slot of a protocol carries. */
 HD uint32_t braid_proto_payload(int proto, uint32_t slot_bytes) {
@@ -75,22 +88,40 @@ HD char* braid_slot(const struct braid_conn* c, int proto) {
   return c->buff[proto] + (size_t)(c->step % BRAID_NSTEPS) * c->slot_bytes[proto];
 }
 
-/* Publish one step on the send side. */
+/* Bytes a slot holds for `bytes` of payload: LL and LL128 travel as whole lines. */
+HD uint64_t braid_proto_wire_bytes(int proto, uint64_t bytes) {
+  if (proto == BRAID_PROTO_LL) return (bytes + BRAID_LL_PAYLOAD - 1) / BRAID_LL_PAYLOAD * BRAID_LL_LINE_BYTES;
+  if (proto == BRAID_PROTO_LL128)
+    return (bytes + BRAID_LL128_PAYLOAD - 1) / BRAID_LL128_PAYLOAD * BRAID_LL128_LINE_BYTES;
+  return bytes;
+}
+
+/* Host executor: wake the proxy thread that moves this connection, if it has one (work.h). */
+HD void braid_conn_kick(struct braid_conn* c) {
+#if !BRAID_DEVICE_COMPILE
+  if (c->host_kick) c->host_kick(c);
+#endif
+}
+
+/* Publish one step on the send side: `bytes` of payload; sizes[] gets the bytes the slot holds
+ * (what a net proxy sends). A proxied FIFO is read by another thread, so tail is released. */
 HD void braid_send_publish(struct braid_conn* c, uint64_t bytes, int proto) {
-  c->sizes[c->step % BRAID_NSTEPS] = bytes;
-  if (proto == BRAID_PROTO_SIMPLE) {
+  c->sizes[c->step % BRAID_NSTEPS] = braid_proto_wire_bytes(proto, bytes);
+  if (proto == BRAID_PROTO_SIMPLE || c->wait_tail) {
     simt_fence_release();
     simt_st_release_u64(c->tail, c->step + 1);
   } else {
     simt_st_volatile_u64(c->tail, c->step + 1);
   }
   c->step++;
+  braid_conn_kick(c);
 }
 
 /* Release one consumed step on the receive side. */
 HD void braid_recv_release(struct braid_conn* c) {
   simt_st_release_u64(c->head, c->step + 1);
   c->step++;
+  braid_conn_kick(c);
 }
 
 /* ---- LL: 8 payload bytes per 16-byte line ---------------------------------------------- */
@@ -148,34 +179,36 @@ HD int braid_ll128_load(const volatile uint64_t* line, char* dst, int bytes, uin
 }
 
 /*
- * The data movement of one step once the slots are known: dst0/dst1 <- post(op(pre(in), recv)).
- * `rbuf`/`sbuf` are contiguous payload (Simple slot, or a line's staging for LL/LL128).
+ * The data movement of one step once the slots are known. Sources: my input (pre-op applied)
+ * if the primitive reads it, then every received buffer; destinations: my output if the
+ * primitive writes it, then every send buffer. The sources are reduced into the first
+ * destination (the post-op with the last of them), the result copied to the others.
+ * `rbuf`/`sbuf` hold contiguous payload: Simple slots, or a line's staging for LL/LL128.
  */
 HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in, char* out,
-                           const char* rbuf, char* sbuf, size_t nelem, int post) {
-  const void* src0;
-  const void* src1 = 0;
-  int pre0 = 0;
-  void* dst0;
-  void* dst1 = 0;
+                           const char* const* rbuf, char* const* sbuf, size_t nelem, int post) {
   int reads_in = braid_prim_reads_input(prim);
-  int recvs = braid_prim_recvs(prim);
-  if (reads_in) {
-    src0 = in;
-    pre0 = 1;
-    if (recvs) src1 = rbuf;
-  } else {
-    src0 = rbuf;
-  }
-  if (braid_prim_writes_output(prim)) {
-    dst0 = out;
-    if (braid_prim_sends(prim)) dst1 = sbuf;
-  } else {
-    dst0 = sbuf;
-  }
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
+  const void* src[BRAID_MAX_FAN + 1] = {0, 0, 0, 0};
+  void* dst[BRAID_MAX_FAN + 1] = {0, 0, 0, 0};
+  int nsrc = 0, ndst = 0;
+  if (reads_in) src[nsrc++] = in;
+  for (int i = 0; i < nr; i++) src[nsrc++] = rbuf[i];
+  if (braid_prim_writes_output(prim)) dst[ndst++] = out;
+  for (int i = 0; i < ns; i++) dst[ndst++] = sbuf[i];
   /* The post-op applies where the value becomes final; a value merely relayed is final already. */
   int do_post = post && reads_in;
-  BRAID_REDUCE_COPY(p->op, dst0, dst1, src0, pre0, src1, 0, do_post, nelem);
+  if (nsrc == 1) {
+    BRAID_REDUCE_COPY(p->op, dst[0], ndst > 1 ? dst[1] : 0, src[0], reads_in, 0, 0, do_post, nelem);
+  } else {
+    for (int k = 1; k < nsrc; k++) {
+      int last = k == nsrc - 1;
+      BRAID_REDUCE_COPY(p->op, dst[0], last && ndst > 1 ? dst[1] : 0, k == 1 ? src[0] : dst[0],
+                        k == 1 && reads_in, src[k], 0, last && do_post, nelem);
+      simt_bar_sync(); /* the next pass reads dst[0] elements other threads wrote */
+    }
+  }
+  for (int d = 2; d < ndst; d++) BRAID_REDUCE_COPY(p->op, dst[d], 0, dst[0], 0, 0, 0, 0, nelem);
 }
 
 /* Copy `n` (<= 8) bytes; the rest of an 8-byte word stays zero. */
@@ -190,44 +223,74 @@ HD void braid_store_word(char* p, uint64_t w, int n) {
   for (int i = 0; i < n; i++) p[i] = s[i];
 }
 
-/* The same for one thread's share of a line (LL/LL128): `bytes` (whole elements, <= 120)
- * processed 8 bytes at a time in registers, no striding over threads. */
+/* The same for one thread's share of a line (LL/LL128): `bytes` (whole elements, <= 120) of
+ * each source, processed 8 bytes at a time in registers, no striding over threads. rbuf[i]
+ * and sbuf[i] are that line's staging, one per connection. */
 HD void braid_prim_compute_serial(const struct braid_prims* p, int prim, const char* in, char* out,
-                                  const char* rbuf, char* sbuf, int bytes, int post) {
-  int reads_in = braid_prim_reads_input(prim), recvs = braid_prim_recvs(prim);
-  int writes_out = braid_prim_writes_output(prim), sends = braid_prim_sends(prim);
+                                  const char* const* rbuf, char* const* sbuf, int bytes, int post) {
+  int reads_in = braid_prim_reads_input(prim), writes_out = braid_prim_writes_output(prim);
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
+  int do_post = post && reads_in;
   for (int off = 0; off < bytes; off += 8) {
     int k = bytes - off < 8 ? bytes - off : 8;
-    uint64_t a = braid_load_word(reads_in ? in + off : rbuf + off, k);
-    uint64_t b = reads_in && recvs ? braid_load_word(rbuf + off, k) : 0;
-    uint64_t r = BRAID_REDUCE_PACK64(p->op, a, reads_in, reads_in && recvs ? &b : 0, 0, post && reads_in);
-    if (writes_out) braid_store_word(out + off, r, k);
-    if (sends) braid_store_word(sbuf + off, r, k);
+    uint64_t acc;
+    int first = 0;
+    if (reads_in) {
+      acc = braid_load_word(in + off, k);
+    } else {
+      acc = braid_load_word(rbuf[0] + off, k);
+      first = 1;
+    }
+    if (first == nr) {
+      acc = BRAID_REDUCE_PACK64(p->op, acc, reads_in, 0, 0, do_post);
+    } else {
+      for (int i = first; i < nr; i++) {
+        uint64_t b = braid_load_word(rbuf[i] + off, k);
+        acc = BRAID_REDUCE_PACK64(p->op, acc, reads_in && i == first, &b, 0, do_post && i == nr - 1);
+      }
+    }
+    if (writes_out) braid_store_word(out + off, acc, k);
+    for (int i = 0; i < ns; i++) braid_store_word(sbuf[i] + off, acc, k);
   }
+}
+
+/* Wait until every receive has data (tail) and every send has room (credit). Thread 0 waits,
+ * everyone learns the outcome. `need_tail`: also wait for the tail of line protocols
+ * (connections whose lines arrive through a proxy set conn->wait_tail). */
+HD int braid_prims_wait(struct braid_prims* p, int nr, int ns, int simple) {
+  if (simt_tid() == 0) {
+    int st = 0;
+    for (int i = 0; i < nr && st == 0; i++)
+      if (simple || p->recv[i]->wait_tail) st = braid_wait_ge(p->recv[i]->tail, p->recv[i]->step + 1, p->abort_flag);
+    for (int i = 0; i < ns && st == 0; i++) st = braid_wait_credit(p->send[i], p->abort_flag);
+    p->status = st;
+  }
+  simt_bar_sync();
+  return p->status;
+}
+
+/* Publish sends and release receives of one step (thread 0), then let everyone go on. */
+HD void braid_prims_finish(struct braid_prims* p, int nr, int ns, uint64_t bytes, int proto) {
+  simt_bar_sync();
+  if (simt_tid() == 0) {
+    for (int i = 0; i < ns; i++) braid_send_publish(p->send[i], bytes, proto);
+    for (int i = 0; i < nr; i++) braid_recv_release(p->recv[i]);
+  }
+  simt_bar_sync();
 }
 
 /* Simple protocol: one slot per step. */
 HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
                          int post) {
-  int recvs = braid_prim_recvs(prim), sends = braid_prim_sends(prim);
-  if (simt_tid() == 0) {
-    int st = 0;
-    if (recvs) st = braid_wait_ge(p->recv->tail, p->recv->step + 1, p->abort_flag);
-    if (st == 0 && sends) st = braid_wait_credit(p->send, p->abort_flag);
-    p->status = st;
-  }
-  simt_bar_sync();
-  if (p->status) return p->status;
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
+  if (braid_prims_wait(p, nr, ns, 1)) return p->status;
   simt_fence_acquire();
-  const char* rbuf = recvs ? braid_slot(p->recv, BRAID_PROTO_SIMPLE) : 0;
-  char* sbuf = sends ? braid_slot(p->send, BRAID_PROTO_SIMPLE) : 0;
+  const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
+  char* sbuf[BRAID_MAX_FAN] = {0, 0, 0};
+  for (int i = 0; i < nr; i++) rbuf[i] = braid_slot(p->recv[i], BRAID_PROTO_SIMPLE);
+  for (int i = 0; i < ns; i++) sbuf[i] = braid_slot(p->send[i], BRAID_PROTO_SIMPLE);
   braid_prim_compute(p, prim, in, out, rbuf, sbuf, nelem, post);
-  simt_bar_sync();
-  if (simt_tid() == 0) {
-    if (sends) braid_send_publish(p->send, nelem * p->esize, BRAID_PROTO_SIMPLE);
-    if (recvs) braid_recv_release(p->recv);
-  }
-  simt_bar_sync();
+  braid_prims_finish(p, nr, ns, nelem * p->esize, BRAID_PROTO_SIMPLE);
   return 0;
 }
 
@@ -238,46 +301,52 @@ HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* 
  */
 HD int braid_prim_lines(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
                         int post) {
-  int proto = p->proto;
-  int recvs = braid_prim_recvs(prim), sends = braid_prim_sends(prim);
-  int ll = proto == BRAID_PROTO_LL;
+  int proto = p->proto, ll = proto == BRAID_PROTO_LL;
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   int payload = ll ? BRAID_LL_PAYLOAD : BRAID_LL128_PAYLOAD;
   int line_words = ll ? 2 : BRAID_LL128_WORDS;
-  if (simt_tid() == 0) p->status = sends ? braid_wait_credit(p->send, p->abort_flag) : 0;
-  simt_bar_sync();
-  if (p->status) return p->status;
+  if (braid_prims_wait(p, nr, ns, 0)) return p->status;
   size_t bytes = nelem * p->esize;
   size_t nlines = (bytes + payload - 1) / payload;
-  volatile uint64_t* rlines = recvs ? (volatile uint64_t*)braid_slot(p->recv, proto) : 0;
-  volatile uint64_t* slines = sends ? (volatile uint64_t*)braid_slot(p->send, proto) : 0;
-  uint64_t rflag = recvs ? p->recv->step + 1 : 0, sflag = sends ? p->send->step + 1 : 0;
+  volatile uint64_t* rlines[BRAID_MAX_FAN] = {0, 0, 0};
+  volatile uint64_t* slines[BRAID_MAX_FAN] = {0, 0, 0};
+  uint64_t rflag[BRAID_MAX_FAN] = {0, 0, 0}, sflag[BRAID_MAX_FAN] = {0, 0, 0};
+  for (int i = 0; i < nr; i++) {
+    rlines[i] = (volatile uint64_t*)braid_slot(p->recv[i], proto);
+    rflag[i] = p->recv[i]->step + 1;
+  }
+  for (int i = 0; i < ns; i++) {
+    slines[i] = (volatile uint64_t*)braid_slot(p->send[i], proto);
+    sflag[i] = p->send[i]->step + 1;
+  }
   int st = 0;
-  for (size_t i = simt_tid(); i < nlines && st == 0; i += simt_nthreads()) {
-    uint64_t rl[BRAID_LL128_WORDS - 1], sl[BRAID_LL128_WORDS - 1];
-    size_t off = i * payload;
+  for (size_t line = simt_tid(); line < nlines && st == 0; line += simt_nthreads()) {
+    uint64_t rl[BRAID_MAX_FAN][BRAID_LL128_WORDS - 1], sl[BRAID_MAX_FAN][BRAID_LL128_WORDS - 1];
+    const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
+    char* sbuf[BRAID_MAX_FAN] = {0, 0, 0};
+    size_t off = line * payload;
     int n = (int)(bytes - off < (size_t)payload ? bytes - off : (size_t)payload);
-    if (recvs) {
-      st = ll ? braid_ll_load(rlines + i * line_words, (char*)rl, n, (uint32_t)rflag, p->abort_flag)
-              : braid_ll128_load(rlines + i * line_words, (char*)rl, n, rflag, p->abort_flag);
-      if (st) break;
+    for (int i = 0; i < nr && st == 0; i++) {
+      volatile uint64_t* l = rlines[i] + line * line_words;
+      st = ll ? braid_ll_load(l, (char*)rl[i], n, (uint32_t)rflag[i], p->abort_flag)
+              : braid_ll128_load(l, (char*)rl[i], n, rflag[i], p->abort_flag);
+      rbuf[i] = (const char*)rl[i];
     }
-    braid_prim_compute_serial(p, prim, in ? in + off : 0, out ? out + off : 0, (const char*)rl,
-                              (char*)sl, n, post);
-    if (sends) {
+    if (st) break;
+    for (int i = 0; i < ns; i++) sbuf[i] = (char*)sl[i];
+    braid_prim_compute_serial(p, prim, in ? in + off : 0, out ? out + off : 0, rbuf, sbuf, n, post);
+    for (int i = 0; i < ns; i++) {
+      volatile uint64_t* l = slines[i] + line * line_words;
       if (ll)
-        braid_ll_store(slines + i * line_words, (const char*)sl, n, (uint32_t)sflag);
+        braid_ll_store(l, (const char*)sl[i], n, (uint32_t)sflag[i]);
       else
-        braid_ll128_store(slines + i * line_words, (const char*)sl, n, sflag);
+        braid_ll128_store(l, (const char*)sl[i], n, sflag[i]);
     }
   }
   if (st) p->status = st; /* any thread's failure stops the block */
   simt_bar_sync();
   if (p->status) return p->status;
-  if (simt_tid() == 0) {
-    if (sends) braid_send_publish(p->send, bytes, proto);
-    if (recvs) braid_recv_release(p->recv);
-  }
-  simt_bar_sync();
+  braid_prims_finish(p, nr, ns, bytes, proto);
   return 0;
 }
 

@@ -37,7 +37,8 @@ struct braid_conn_ctrl {
   char pad0[120];
   volatile uint64_t head;  /* receiver: number of steps consumed */
   char pad1[120];
-  volatile uint64_t sizes[BRAID_NSTEPS]; /* sender: bytes in each slot (the net proxy reads them) */
+  volatile uint64_t sizes[BRAID_NSTEPS]; /* bytes in each slot as they travel (LL/LL128: whole lines):
+                                          * the net proxy sends this many; its receiver sets them */
   char pad2[64];
 };
 
@@ -49,6 +50,14 @@ struct braid_conn {
   char* buff[BRAID_NUM_PROTOS];         /* slot 0 of each protocol's FIFO */
   uint32_t slot_bytes[BRAID_NUM_PROTOS]; /* bytes of one slot (lines included for LL/LL128) */
   uint64_t step;                        /* this end's step counter */
+  int wait_tail;                        /* LL/LL128 receive: wait for tail before reading lines
+                                           (their bytes arrive through a proxy, not as flagged
+                                           stores). Set on both ends of a proxied (net)
+                                           connection: its sender publishes tail with release
+                                           semantics for every protocol. */
+  /* Host executor only, may be NULL: called after this end published or released a step, so
+   * the proxy thread moving this FIFO wakes up if it sleeps. Device code never calls it. */
+  void (*host_kick)(struct braid_conn* c);
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */
@@ -123,6 +132,7 @@ enum braid_exec_status {
   BRAID_EXEC_OK = 0,
   BRAID_EXEC_ABORTED = 1,   /* the communicator's abort flag was raised */
   BRAID_EXEC_TIMEOUT = 2,   /* BRAID_TIMEOUT elapsed waiting for a peer */
+  BRAID_EXEC_PEER_FAILED = 3, /* a peer died or its connection broke (comm->abort_reason says which) */
 };
 
 #endif /* BRAID_WORK_H */

@@ -4,8 +4,8 @@
  *
  * Between processes the FIFO is a POSIX shared-memory segment with a name unique per
  * process, communicator, channel and peer; the sender unlinks it as soon as it has mapped it,
- * so nothing is left in /dev/shm even after kill -9 (the receiver unlinks too if it is freed
- * before the sender ever mapped it). Between ranks of one process it is plain memory with a
+ * so nothing is left in /dev/shm even after kill -9 once connections are up (the receiver
+ * unlinks too when it is freed, in case the sender never got as far as mapping it). Between ranks of one process it is plain memory with a
  * reference count, freed by whichever side lets go last.
  */
 #include <fcntl.h>
@@ -41,7 +41,6 @@ struct shm_res {
   char* base;         /* mapping (or allocation) including the header */
   size_t bytes;
   int same_process;
-  int unlinked;       /* receiver: name already gone */
   char name[96];
 };
 
@@ -150,15 +149,9 @@ err:
   return res;
 }
 
+/* The receiver has nothing left to do: the sender maps and unlinks in its own connect. */
 static ncclResult_t shm_recv_connect(struct braid_comm* comm, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
-  struct shm_res* r = c->res;
-  /* The sender unlinks once mapped; the blob exchange is over, so unlinking again here is
-   * harmless and closes the window in which a dead sender could leave the name behind. */
-  if (!r->same_process && !r->unlinked) {
-    shm_unlink(r->name);
-    r->unlinked = 1;
-  }
   return ncclSuccess;
 }
 
@@ -168,7 +161,8 @@ static void shm_free(struct braid_connector* c) {
   if (r->same_process) {
     if (atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1) == 1) free(r->base);
   } else {
-    if (r->name[0] && !r->unlinked) shm_unlink(r->name);
+    /* The sender unlinked it after mapping; if it never got that far, the name goes now. */
+    if (r->name[0]) shm_unlink(r->name);
     munmap(r->base, r->bytes);
   }
   free(r);

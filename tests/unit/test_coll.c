@@ -46,7 +46,7 @@ static const char* const coll_names[C_NUM] = {"AllReduce", "Reduce", "ReduceScat
 #define PLACE_BOTH 3
 #define END ((size_t)-1)
 #define GUARD 64
-#define MAX_MSGS 8            /* failure lines printed per rank */
+#define MAX_MSGS 64           /* failure lines printed per rank */
 #define RANK_TIMEOUT_S 240    /* processes are killed after this */
 #define TCASE_TIMEOUT_S 300
 

@@ -319,6 +319,58 @@ START_TEST(test_unknown_gpus) {
 }
 END_TEST
 
+/* The two halves init uses across machines give what compute gives on one. */
+START_TEST(test_node_search_and_build) {
+  env_reset();
+  struct braid_topo_system* sys = NULL;
+  struct braid_channel_graph *a = NULL, *b = NULL;
+  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  struct braid_topo_rank* r = make_ranks(sys, 3, 8, 0);
+  struct braid_graph_node_info* infos = calloc(3, sizeof(*infos));
+  ck_assert_int_eq(braid_graph_compute(sys, 24, r, &a), ncclSuccess);
+  for (int k = 0; k < 3; k++) ck_assert_int_eq(braid_graph_node_search(sys, 24, r, k, &infos[k]), ncclSuccess);
+  ck_assert_int_eq(braid_graph_build(24, r, infos, &b), ncclSuccess);
+  ck_assert_int_eq(a->nchannels, b->nchannels);
+  ck_assert_mem_eq(a->ring, b->ring, (size_t)a->nchannels * 24 * sizeof(int));
+  ck_assert_mem_eq(a->tree, b->tree, (size_t)a->nchannels * 24 * sizeof(struct braid_tree_links));
+  ck_assert_mem_eq(a->net_dev, b->net_dev, (size_t)a->nchannels * 24 * sizeof(int));
+  braid_graph_free(b);
+  /* an info that came over the network damaged */
+  infos[1].order[0][3] = infos[1].order[0][4];
+  ck_assert_int_eq(braid_graph_build(24, r, infos, &b), ncclInvalidArgument);
+  infos[1].order[0][3] = 200;
+  ck_assert_int_eq(braid_graph_build(24, r, infos, &b), ncclInvalidArgument);
+  ck_assert_int_eq(braid_graph_node_search(sys, 24, r, 3, &infos[0]), ncclInvalidArgument);
+  braid_graph_free(a);
+  free(infos);
+  free(r);
+  braid_topo_free(sys);
+}
+END_TEST
+
+/* Host mode across two different machines (one and two NUMA nodes): each node's rings come
+ * from its own search, and the assembled channels are valid. */
+START_TEST(test_heterogeneous_hosts) {
+  env_reset();
+  struct braid_topo_system *one = NULL, *two = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(braid_topo_load_xml(fixture("cpu-only.xml"), &one), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(fixture("pcie-4gpu.xml"), &two), ncclSuccess);
+  struct braid_topo_rank* r = make_ranks(one, 2, 4, 1);
+  struct braid_graph_node_info infos[2];
+  ck_assert_int_eq(braid_graph_node_search(one, 8, r, 0, &infos[0]), ncclSuccess);
+  ck_assert_int_eq(braid_graph_node_search(two, 8, r, 1, &infos[1]), ncclSuccess);
+  ck_assert_int_eq(braid_graph_build(8, r, infos, &g), ncclSuccess);
+  struct gcase k = {"cpu-only.xml", 2, 4, 1, 0};
+  check_graph(one, r, g, &k);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(g->ring[4 + i], 4 + infos[1].order[0][i]);
+  braid_graph_free(g);
+  free(r);
+  braid_topo_free(one);
+  braid_topo_free(two);
+}
+END_TEST
+
 Suite* graph_suite(void) {
   Suite* s = suite_create("graph");
   TCase* tc = tcase_create("channels");
@@ -333,6 +385,8 @@ Suite* graph_suite(void) {
   tcase_add_test(tc, test_cross_nic);
   tcase_add_test(tc, test_bad_input);
   tcase_add_test(tc, test_unknown_gpus);
+  tcase_add_test(tc, test_node_search_and_build);
+  tcase_add_test(tc, test_heterogeneous_hosts);
   suite_add_tcase(s, tc);
   return s;
 }
