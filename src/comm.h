@@ -13,6 +13,8 @@
 
 struct braid_bootstrap;
 struct braid_transport;
+struct braid_channel_graph;
+struct braid_tuner;
 
 #define BRAID_HOSTNAME_MAX 64
 
@@ -44,6 +46,8 @@ struct braid_channel {
   int* ring_ranks;                  /* ring order, nranks entries */
   struct braid_dev_channel dev;     /* what the executors run on */
   struct braid_connector ring_send, ring_recv;
+  struct braid_connector tree_up_send, tree_up_recv;   /* to/from tree.up (connected with the trees) */
+  struct braid_connector tree_down_send[BRAID_MAX_TREE_ARITY], tree_down_recv[BRAID_MAX_TREE_ARITY];
   struct braid_connector* p2p_send; /* [nranks], connected on first use */
   struct braid_connector* p2p_recv; /* [nranks] */
   struct braid_conn** p2p_send_dev; /* [nranks] -> p2p_send[i].conn or NULL */
@@ -95,6 +99,9 @@ struct braid_comm {
 
   int nchannels;
   struct braid_channel channels[BRAID_MAX_CHANNELS];
+  struct braid_channel_graph* graph; /* rings and trees from the topology (graph.h) */
+  struct braid_tuner* tuner;         /* algorithm/protocol/channels per call (tuner.h) */
+  int trees_connected;               /* tree connections are made the first time a call uses a tree */
   size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
 
   uint64_t op_count;            /* collectives issued (logs) */
@@ -130,6 +137,9 @@ ncclResult_t braid_connect_p2p_post(struct braid_comm* comm, int channel, const 
                                     const int* recv_peers, int nrecv);
 ncclResult_t braid_connect_p2p_finish(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
                                       const int* recv_peers, int nrecv);
+/* The trees of every channel, in the same two phases. */
+ncclResult_t braid_connect_trees_post(struct braid_comm* comm);
+ncclResult_t braid_connect_trees_finish(struct braid_comm* comm);
 void braid_connect_free(struct braid_comm* comm);
 
 double braid_time_now(void);

@@ -111,6 +111,42 @@ ncclResult_t braid_connect_p2p_finish(struct braid_comm* comm, int channel, cons
   return ncclSuccess;
 }
 
+/* Tree links of a channel: the parent, then the children, each a send and a receive
+ * connection (connection index 2, so a tree peer that is also a ring neighbour gets its own). */
+#define TREE_CONN 2
+static ncclResult_t trees_phase(struct braid_comm* comm, int finish) {
+  for (int c = 0; c < comm->nchannels; c++) {
+    struct braid_channel* ch = &comm->channels[c];
+    const struct braid_dev_tree* t = &ch->dev.tree;
+    ncclResult_t (*step)(struct braid_comm*, int, int, int, int, struct braid_connector*) = finish ? finish_one : post_one;
+    if (t->up >= 0) {
+      BRAID_CHECK(step(comm, c, TREE_CONN, t->up, 1, &ch->tree_up_send));
+      BRAID_CHECK(step(comm, c, TREE_CONN, t->up, 0, &ch->tree_up_recv));
+    }
+    for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
+      if (t->down[d] < 0) continue;
+      BRAID_CHECK(step(comm, c, TREE_CONN, t->down[d], 1, &ch->tree_down_send[d]));
+      BRAID_CHECK(step(comm, c, TREE_CONN, t->down[d], 0, &ch->tree_down_recv[d]));
+    }
+    if (finish) {
+      ch->dev.tree_up_send = t->up >= 0 ? &ch->tree_up_send.conn : NULL;
+      ch->dev.tree_up_recv = t->up >= 0 ? &ch->tree_up_recv.conn : NULL;
+      for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
+        ch->dev.tree_down_send[d] = t->down[d] >= 0 ? &ch->tree_down_send[d].conn : NULL;
+        ch->dev.tree_down_recv[d] = t->down[d] >= 0 ? &ch->tree_down_recv[d].conn : NULL;
+      }
+    }
+  }
+  if (finish) {
+    comm->trees_connected = 1;
+    BRAID_INFO(BRAID_LOG_INIT, "Connected all trees");
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_connect_trees_post(struct braid_comm* comm) { return trees_phase(comm, 0); }
+ncclResult_t braid_connect_trees_finish(struct braid_comm* comm) { return trees_phase(comm, 1); }
+
 static void free_connector(struct braid_connector* c, int is_send) {
   if (c->transport == NULL) return;
   if (is_send)
@@ -125,6 +161,12 @@ void braid_connect_free(struct braid_comm* comm) {
     struct braid_channel* ch = &comm->channels[c];
     free_connector(&ch->ring_send, 1);
     free_connector(&ch->ring_recv, 0);
+    free_connector(&ch->tree_up_send, 1);
+    free_connector(&ch->tree_up_recv, 0);
+    for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
+      free_connector(&ch->tree_down_send[d], 1);
+      free_connector(&ch->tree_down_recv[d], 0);
+    }
     for (int p = 0; ch->p2p_send && p < comm->nranks; p++) {
       free_connector(&ch->p2p_send[p], 1);
       free_connector(&ch->p2p_recv[p], 0);

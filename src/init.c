@@ -14,10 +14,13 @@
 #include "check.h"
 #include "comm.h"
 #include "executor.h"
+#include "graph.h"
 #include "group.h"
 #include "init_internal.h"
 #include "param.h"
+#include "topo.h"
 #include "transport/transport.h"
+#include "tuner.h"
 
 /* Nodes: distinct host identities, numbered in order of their first rank. */
 static ncclResult_t compute_nodes(struct braid_comm* comm) {
@@ -42,12 +45,13 @@ out:
   return res;
 }
 
-/* Channel count: host mode gives each local rank about one core per channel. */
+/* Channel count: host mode gives each local rank about one core per channel (the graph may
+ * offer more; NCCL_MIN_NCHANNELS / config.minCTAs can ask for more, reusing graph channels). */
 static int default_nchannels(const struct braid_comm* comm) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int n = (int)(cpus / (comm->local_nranks > 0 ? comm->local_nranks : 1));
   if (n < 1) n = 1;
-  if (n > 4) n = 4;
+  if (n > comm->graph->nchannels) n = comm->graph->nchannels;
   int64_t lo = braid_param_int(BRAID_PARAM_MIN_NCHANNELS), hi = braid_param_int(BRAID_PARAM_MAX_NCHANNELS);
   if (comm->config.minCTAs > n) n = comm->config.minCTAs;
   if (comm->config.maxCTAs < n) n = comm->config.maxCTAs;
@@ -58,45 +62,68 @@ static int default_nchannels(const struct braid_comm* comm) {
   return n;
 }
 
-/* Rings: ranks ordered node by node, so a ring crosses each node boundary once. Every rank
- * computes the same order from the allgathered identities. */
+/* Topology, channels and the tuner. Every rank searches its own node; the results are
+ * allgathered so that every rank assembles the same graph (graph.h). */
+static ncclResult_t setup_graph(struct braid_comm* comm) {
+  ncclResult_t res = ncclSuccess;
+  int n = comm->nranks;
+  struct braid_topo_system* sys = NULL;
+  struct braid_topo_rank* ranks = NULL;
+  struct braid_graph_node_info* infos = NULL;
+  struct braid_graph_node_info* by_node = NULL;
+  BRAID_CALLOC_GOTO(ranks, n, res, out);
+  BRAID_CALLOC_GOTO(infos, n, res, out);
+  BRAID_CALLOC_GOTO(by_node, comm->nnodes, res, out);
+  for (int r = 0; r < n; r++) {
+    int node = comm->rank_to_node[r];
+    ranks[r] = (struct braid_topo_rank){r, comm->peers[r].host_hash, node, 0, comm->peers[r].cuda_dev,
+                                        comm->peers[r].bus_id};
+    for (int q = 0; q < r; q++) ranks[r].local_rank += comm->rank_to_node[q] == node;
+  }
+  BRAID_CHECK_GOTO(braid_topo_detect(&sys), res, out);
+  BRAID_CHECK_GOTO(braid_graph_node_search(sys, n, ranks, comm->node, &infos[comm->rank]), res, out);
+  BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, out);
+  for (int r = n - 1; r >= 0; r--) by_node[comm->rank_to_node[r]] = infos[r];
+  BRAID_CHECK_GOTO(braid_graph_build(n, ranks, by_node, &comm->graph), res, out);
+  BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
+  braid_tuner_set_log(comm->tuner, comm->rank == 0);
+  if (comm->rank == 0) braid_graph_log(comm->graph, comm->rank);
+out:
+  braid_topo_free(sys);
+  free(by_node);
+  free(infos);
+  free(ranks);
+  return res;
+}
+
+/* Channel c runs graph channel c mod the graph's count: its ring and its tree. */
 static ncclResult_t setup_channels(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   int n = comm->nranks;
+  const struct braid_channel_graph* g = comm->graph;
   comm->nchannels = default_nchannels(comm);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
+    int gc = c % g->nchannels;
     ch->id = c;
     ch->dev.id = c;
     BRAID_CALLOC_GOTO(ch->ring_ranks, n, res, out);
-    int k = 0;
-    for (int node = 0; node < comm->nnodes; node++)
-      for (int r = 0; r < n; r++)
-        if (comm->rank_to_node[r] == node) ch->ring_ranks[k++] = r;
     for (int i = 0; i < n; i++) {
-      if (ch->ring_ranks[i] != comm->rank) continue;
-      ch->dev.ring.index = i;
-      ch->dev.ring.next = ch->ring_ranks[(i + 1) % n];
-      ch->dev.ring.prev = ch->ring_ranks[(i + n - 1) % n];
+      ch->ring_ranks[i] = g->ring[gc * n + i];
+      if (ch->ring_ranks[i] == comm->rank) ch->dev.ring.index = i;
     }
+    ch->dev.ring.next = g->ring_next[gc * n + comm->rank];
+    ch->dev.ring.prev = g->ring_prev[gc * n + comm->rank];
     ch->dev.ring.ranks = ch->ring_ranks;
-    ch->dev.tree.up = -1;
-    for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) ch->dev.tree.down[d] = -1;
+    const struct braid_tree_links* t = &g->tree[gc * n + comm->rank];
+    ch->dev.tree.up = t->up;
+    for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) ch->dev.tree.down[d] = t->down[d];
     BRAID_CALLOC_GOTO(ch->p2p_send, n, res, out);
     BRAID_CALLOC_GOTO(ch->p2p_recv, n, res, out);
     BRAID_CALLOC_GOTO(ch->p2p_send_dev, n, res, out);
     BRAID_CALLOC_GOTO(ch->p2p_recv_dev, n, res, out);
     ch->dev.p2p_send = ch->p2p_send_dev;
     ch->dev.p2p_recv = ch->p2p_recv_dev;
-  }
-  if (comm->rank == 0) {
-    for (int c = 0; c < comm->nchannels; c++) {
-      char line[1024];
-      int len = snprintf(line, sizeof(line), "Channel %02d/%02d :", c, comm->nchannels);
-      for (int i = 0; i < n && len < (int)sizeof(line) - 16; i++)
-        len += snprintf(line + len, sizeof(line) - len, " %d", comm->channels[c].ring_ranks[i]);
-      BRAID_INFO(BRAID_LOG_INIT, "%s", line);
-    }
   }
 out:
   return res;
@@ -160,6 +187,7 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   double t1 = braid_time_now();
   BRAID_CHECK(compute_nodes(comm));
   BRAID_CHECK(setup_buffers(comm));
+  BRAID_CHECK(setup_graph(comm));
   BRAID_CHECK(setup_channels(comm));
   BRAID_CHECK(braid_connect_rings(comm));
   double t2 = braid_time_now();
@@ -260,6 +288,8 @@ void braid_comm_free(struct braid_comm* comm) {
     free(r);
   }
   free(comm->redops);
+  braid_tuner_free(comm->tuner);
+  braid_graph_free(comm->graph);
   free(comm->peers);
   free(comm->rank_to_node);
   pthread_mutex_destroy(&comm->mutex);

@@ -1,50 +1,17 @@
 /*
  * plan.c - building one communicator's plan: protocol and channel count per collective, the
- * per-channel shares, point-to-point rounds. (Until the tuner lands, the choice is a size rule
- * obeying NCCL_PROTO.)
+ * per-channel shares, point-to-point rounds. The tuner (tuner.h) picks algorithm, protocol and
+ * channels for each collective; the host caps channels at what the communicator has.
  */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "algo/alltoall.h"
 #include "check.h"
 #include "param.h"
 #include "plan.h"
+#include "tuner.h"
 #include "kernels/prims.h"
-
-static const char* const proto_names[] = {
-#define BRAID_X(id, name, str) str,
-    BRAID_PROTOS(BRAID_X)
-#undef BRAID_X
-};
-
-/* Allowed protocols from NCCL_PROTO: a list, or ^list for all but those. */
-static unsigned allowed_protos(void) {
-  const char* s = braid_param_str(BRAID_PARAM_PROTO);
-  unsigned all = (1u << BRAID_NUM_PROTOS) - 1, mask = 0;
-  if (s == NULL || *s == '\0') return all;
-  int invert = *s == '^';
-  if (invert) s++;
-  while (*s) {
-    size_t len = strcspn(s, ",");
-    for (int p = 0; p < BRAID_NUM_PROTOS; p++)
-      if (strlen(proto_names[p]) == len && strncasecmp(s, proto_names[p], len) == 0) mask |= 1u << p;
-    s += len + (s[len] == ',');
-  }
-  mask = invert ? all & ~mask : mask;
-  return mask ? mask : all;
-}
-
-static int choose_proto(size_t bytes) {
-  unsigned ok = allowed_protos();
-  int want = bytes <= (64 << 10) ? BRAID_PROTO_LL : bytes <= (512 << 10) ? BRAID_PROTO_LL128 : BRAID_PROTO_SIMPLE;
-  if (ok & (1u << want)) return want;
-  for (int p = BRAID_NUM_PROTOS - 1; p >= 0; p--)
-    if (ok & (1u << p)) return p;
-  return BRAID_PROTO_SIMPLE;
-}
 
 /* Bytes that move per rank, for the protocol and channel choice. */
 static size_t task_bytes(const struct braid_task* t, int nranks) {
@@ -52,14 +19,17 @@ static size_t task_bytes(const struct braid_task* t, int nranks) {
   return t->func == BRAID_FUNC_AllGather || t->func == BRAID_FUNC_ReduceScatter ? b * nranks : b;
 }
 
-static void add_coll(struct braid_plan* plan, const struct braid_task* t, int* nworks) {
+static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t, int* nworks) {
   struct braid_comm* comm = plan->comm;
-  if (t->count == 0) return;
+  struct braid_tuner_choice choice;
+  if (t->count == 0) return ncclSuccess;
   size_t bytes = task_bytes(t, comm->nranks);
   int es = braid_dtype_size(t->dtype);
-  int proto = choose_proto(bytes);
-  int nch = comm->nchannels;
-  while (nch > 1 && bytes / nch < (256 << 10)) nch--;
+  BRAID_CHECK(braid_tuner_choose(comm->tuner, t->func, bytes, &choice));
+  int proto = choice.proto;
+  int nch = choice.nchannels < comm->nchannels ? choice.nchannels : comm->nchannels;
+  if (nch < 1) nch = 1;
+  if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
   uint32_t slot = comm->buff_bytes[proto] / BRAID_NSTEPS;
   uint32_t chunk = braid_proto_payload(proto, slot) / es;
   /* Channel shares in whole 64-byte units, so every share starts aligned like the buffer. */
@@ -71,7 +41,7 @@ static void add_coll(struct braid_plan* plan, const struct braid_task* t, int* n
     struct braid_work* w = &plan->works[c * plan->stride + nworks[c]++];
     memset(w, 0, sizeof(*w));
     w->func = (uint8_t)t->func;
-    w->algo = BRAID_ALGO_RING;
+    w->algo = (uint8_t)choice.algo;
     w->proto = (uint8_t)proto;
     w->dtype = (uint8_t)t->dtype;
     w->redop = t->redop;
@@ -85,6 +55,7 @@ static void add_coll(struct braid_plan* plan, const struct braid_task* t, int* n
     w->chan_count = t->count - off < per ? t->count - off : per;
     w->chunk_elems = chunk;
   }
+  return ncclSuccess;
 }
 
 static int add_peer(int* list, int* n, int peer) {
@@ -188,7 +159,7 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
   plan->stride = ncoll + 1;
   BRAID_CALLOC_GOTO(plan->works, (size_t)comm->nchannels * plan->stride, res, out);
   for (struct braid_task* t = tasks; t != NULL; t = t->next)
-    if (t->comm == comm && t->kind == BRAID_TASK_COLL) add_coll(plan, t, nworks);
+    if (t->comm == comm && t->kind == BRAID_TASK_COLL) BRAID_CHECK_GOTO(add_coll(plan, t, nworks), res, out);
   if (np2p > 0) BRAID_CHECK_GOTO(add_p2p(plan, tasks, np2p, nworks), res, out);
   for (int c = 0; c < comm->nchannels; c++) {
     if (nworks[c] == 0) continue;
@@ -203,12 +174,14 @@ out:
 }
 
 ncclResult_t braid_plan_connect_post(struct braid_plan* plan) {
+  if (plan->connect_trees) BRAID_CHECK(braid_connect_trees_post(plan->comm));
   if (plan->nconnect_send + plan->nconnect_recv == 0) return ncclSuccess;
   return braid_connect_p2p_post(plan->comm, 0, plan->connect_send, plan->nconnect_send, plan->connect_recv,
                                 plan->nconnect_recv);
 }
 
 ncclResult_t braid_plan_connect_finish(struct braid_plan* plan) {
+  if (plan->connect_trees) BRAID_CHECK(braid_connect_trees_finish(plan->comm));
   if (plan->nconnect_send + plan->nconnect_recv == 0) return ncclSuccess;
   return braid_connect_p2p_finish(plan->comm, 0, plan->connect_send, plan->nconnect_send, plan->connect_recv,
                                   plan->nconnect_recv);

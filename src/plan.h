@@ -27,6 +27,7 @@ struct braid_plan {
   int nconnect_send;
   int* connect_recv;
   int nconnect_recv;
+  int connect_trees;               /* a collective uses trees not connected yet */
   struct braid_self_copy* copies;  /* sends to self, matched with receives from self */
   int ncopies;
 };

@@ -221,6 +221,7 @@ static enum bench_result thread_run(struct bench_thread* t) {
   struct bench_run* r = t->run;
   const struct bench_opts* o = r->o;
   int ngpus = o->ngpus, base = t->thread * ngpus;
+  bench_gen_share_expected(ngpus > 1);
   if (o->parallel_init) {
     BENCH_CHECK(bench_comms_init(r, t->comms, ngpus, t->first_rank));
     BENCH_CHECK(bench_buffers_register(r, base, ngpus));

@@ -227,10 +227,19 @@ static double reduce_float(const struct bench_gen* g, const uint64_t* keys, size
 /* The last expected block this thread computed: the ranks of one thread (-g) usually need
  * the same one (all_reduce), and computing it costs nranks evaluations per element. */
 static __thread struct {
+  int on;
   struct bench_gen g;
   size_t offset, count, cap;
   char* buf;
 } memo;
+
+void bench_gen_share_expected(int on) {
+  memo.on = on;
+  if (on) return;
+  free(memo.buf);
+  memo.buf = NULL;
+  memo.cap = 0;
+}
 
 static int memo_hit(const struct bench_gen* g, size_t count, size_t offset) {
   return memo.buf && memcmp(&memo.g, g, sizeof(*g)) == 0 && memo.offset == offset && memo.count == count;
@@ -254,7 +263,7 @@ void bench_gen_expected(const struct bench_gen* g, void* buf, size_t count, size
       bench_dtype_store_bits(g->dtype, reduce_int(g, keys, offset + j), p);
   }
   if (keys != stack_keys) free(keys);
-  if (g->nranks > 1) { /* remember it (a failed allocation only loses the shortcut) */
+  if (memo.on) { /* remember it (a failed allocation only loses the shortcut) */
     if (memo.cap < bytes) {
       free(memo.buf);
       memo.buf = malloc(bytes ? bytes : 1);

@@ -53,6 +53,9 @@ void bench_gen_setup(struct bench_gen* g, int dtype, int op, int nranks, uint64_
 void bench_gen_input(const struct bench_gen* g, void* buf, size_t count, size_t offset, int rank);
 /* buf[j] = reduction over all ranks of their inputs at index offset + j (not for NONE). */
 void bench_gen_expected(const struct bench_gen* g, void* buf, size_t count, size_t offset);
+/* on = 1: this thread keeps a copy of its last expected block and hands it out again when
+ * asked for the same one (a thread driving several ranks of an all_reduce). */
+void bench_gen_share_expected(int on);
 /* Number of elements of `got` that differ from `expected` (bitwise, numerically for float
  * reductions, within 2 ulp for float avg). */
 int64_t bench_gen_compare(const struct bench_gen* g, const void* got, const void* expected,

@@ -15,6 +15,7 @@
 #define BRAID_COLL_H
 
 #include "algo/ring.h"
+#include "algo/tree.h"
 #include "kernels/prims.h"
 
 HD size_t braid_min_sz(size_t a, size_t b) { return a < b ? a : b; }
@@ -96,6 +97,52 @@ HD int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w,
   return 0;
 }
 
+/* Point the primitives at one side of a tree step: the parent, every child, or nothing. */
+HD int braid_tree_conns(int dir, struct braid_conn* up, struct braid_conn* const* down, int ndown,
+                        struct braid_conn** out) {
+  if (dir == BRAID_TREE_UP) {
+    out[0] = up;
+    return 1;
+  }
+  if (dir == BRAID_TREE_DOWN) {
+    for (int i = 0; i < ndown; i++) out[i] = down[i];
+    return ndown;
+  }
+  return 0;
+}
+
+/* Tree AllReduce: reduce up the tree then broadcast down, software-pipelined a few chunks
+ * deep (algo/tree.h), each chunk one FIFO slot. */
+HD int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w,
+                                const struct braid_dev_channel* ch) {
+  struct braid_conn* down_send[BRAID_MAX_TREE_ARITY];
+  struct braid_conn* down_recv[BRAID_MAX_TREE_ARITY];
+  int ndown = 0, has_up = ch->tree.up >= 0, es = p->esize;
+  for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
+    if (ch->tree.down[d] < 0) continue;
+    down_send[ndown] = ch->tree_down_send[d];
+    down_recv[ndown++] = ch->tree_down_recv[d];
+  }
+  size_t size = w->chan_count, chunk = w->chunk_elems;
+  int nchunks = (int)((size + chunk - 1) / chunk);
+  /* The root may run this many chunks ahead of a child: each connection must hold them. */
+  const int depth = BRAID_NSTEPS / 2;
+  int nsteps = braid_tree_allreduce_nsteps(has_up, ndown, nchunks);
+  const char* in = (const char*)w->sendbuff + w->chan_off * es;
+  char* out = (char*)w->recvbuff + w->chan_off * es;
+  for (int s = 0; s < nsteps; s++) {
+    struct braid_tree_step ts = {0, 0, 0, 0, 0};
+    braid_tree_allreduce_step(has_up, ndown, nchunks, depth, s, &ts);
+    if (ts.prim == BRAID_PRIM_NONE) continue;
+    p->nrecv = braid_tree_conns(ts.recv, ch->tree_up_recv, down_recv, ndown, p->recv);
+    p->nsend = braid_tree_conns(ts.send, ch->tree_up_send, down_send, ndown, p->send);
+    size_t off = (size_t)ts.chunk * chunk;
+    int rc = braid_prim_step(p, ts.prim, in + off * es, out + off * es, braid_min_sz(chunk, size - off), 1);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* Non-blocking readiness, for point-to-point rounds. */
 HD int braid_conn_can_send(const struct braid_conn* c) {
   return c->step < BRAID_NSTEPS || simt_ld_acquire_u64(c->head) >= c->step + 1 - BRAID_NSTEPS;
@@ -172,7 +219,8 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w,
     return braid_prim_step(p, BRAID_PRIM_LOCAL_COPY, in, out, size, 1);
   }
   switch (w->func) {
-    case BRAID_FUNC_AllReduce: return braid_run_ring_allreduce(p, w, ch);
+    case BRAID_FUNC_AllReduce:
+      return w->algo == BRAID_ALGO_TREE ? braid_run_tree_allreduce(p, w, ch) : braid_run_ring_allreduce(p, w, ch);
     case BRAID_FUNC_AllGather: return braid_run_ring_gather_scatter(p, w, ch, 1);
     case BRAID_FUNC_ReduceScatter: return braid_run_ring_gather_scatter(p, w, ch, 0);
     case BRAID_FUNC_Broadcast: return braid_run_ring_chain(p, w, ch, 1);

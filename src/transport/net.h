@@ -19,9 +19,11 @@
  *      - results: ncclSuccess; ncclRemoteError when the peer is the cause (the plugin does
  *        not WARN, the transport names the peer); ncclSystemError / ncclInternalError for
  *        local failures (the plugin WARNs).
- *    braid's additions, both optional (NULL): waitFds gives descriptors an idle proxy can
- *    sleep on in poll(); getStatus says why a comm failed, and whether its peer merely closed
- *    it at a message boundary (it finished and went away) rather than died mid-transfer.
+ *    braid's additions, all optional (NULL): waitFds gives descriptors an idle proxy can
+ *    sleep on in poll(); finishSend tells the receiver that this sender is done (its
+ *    communicator is being destroyed normally), so that the receiver can tell a peer that
+ *    left from one that died; getStatus says why a comm failed, and whether its peer finished
+ *    (closedByPeer) rather than vanished.
  *
  *    A plugin library is `libnccl-net-<name>.so` (NCCL_NET_PLUGIN=<name>), or
  *    `libnccl-net.so` when NCCL_NET_PLUGIN is unset, exporting `braidNetPlugin_v1`. NCCL_NET
@@ -75,7 +77,7 @@ struct braid_net_config {
 /* Why a comm failed (getStatus). */
 struct braid_net_status {
   int failed;        /* requests on this comm will not complete */
-  int closedByPeer;  /* the peer closed it at a message boundary (it finished and left) */
+  int closedByPeer;  /* the peer finished (finishSend) and closed it: it left, it did not die */
   char reason[160];  /* "closed the connection", "reset the connection", "sent ..." */
 };
 
@@ -111,6 +113,8 @@ struct braid_net_v1 {
    * this comm's requests may progress; resets any internal wake-up descriptors, so the caller
    * must test its requests once more after calling it and before sleeping. */
   ncclResult_t (*waitFds)(void* comm, struct pollfd* fds, int maxFds, int* nFds);
+  /* Before closeSend, when every request completed and the communicator is healthy. */
+  ncclResult_t (*finishSend)(void* sendComm);
   ncclResult_t (*getStatus)(void* comm, struct braid_net_status* status);
 };
 

@@ -10,6 +10,9 @@
  * NCCL_NSOCKS_PERTHREAD sockets) move them. Both ends cut a message the same way from its size,
  * so each data socket carries the same sequence of pieces in both directions of the stream.
  *
+ * A sender that finishes cleanly ends the control stream with a header of tag SOCK_TAG_BYE;
+ * an EOF without it means the sender died or aborted.
+ *
  * Every socket opens with the handshake of socket.h {secret, BRAID_SOCKET_TYPE_NET, index}
  * (index 0 is the control socket): a connection with a wrong secret or type is dropped with a
  * WARN and the listener keeps waiting for the real sender.
@@ -31,6 +34,8 @@
 #define SOCK_HANDLE_MAGIC 0x62726169646e6574ULL /* "braidnet" */
 #define SOCK_MSG_MAGIC 0x424e4d53u              /* every message header starts with it */
 #define SOCK_HANDSHAKE_MS 10000                 /* an accepted socket must say who it is by then */
+#define SOCK_TAG_BYE (-0x42594521)              /* header tag of finishSend's last message */
+#define SOCK_BYE_MS 2000                        /* finishSend waits this long for room, at most */
 
 /* What the receiver publishes (fits BRAID_NET_HANDLE_MAXSIZE). */
 struct sock_handle {
@@ -104,7 +109,7 @@ struct sock_comm {
   unsigned rr;                  /* data socket of the next message's first piece */
   pthread_mutex_t fail_lock;    /* helpers and the caller may both fail it */
   int failed;                   /* (atomic) */
-  int closed_by_peer;           /* EOF at a message boundary */
+  int closed_by_peer;           /* the sender said goodbye (SOCK_TAG_BYE) */
   char reason[160];
 };
 
@@ -116,6 +121,7 @@ ncclResult_t sock_irecv(void* comm, int n, void** data, size_t* sizes, int* tags
 ncclResult_t sock_test(void* request, int* done, size_t* sizes);
 ncclResult_t sock_wait_fds(void* comm, struct pollfd* fds, int max, int* n);
 ncclResult_t sock_get_status(void* comm, struct braid_net_status* st);
+ncclResult_t sock_finish_send(void* comm);
 /* Record why the comm failed (first reason wins); returns ncclRemoteError. */
 ncclResult_t sock_fail(struct sock_comm* c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -10,10 +10,10 @@
  * condition variable while it has nothing queued, and writes the comm's eventfd when a
  * request's last piece is done, so a sleeping proxy wakes up.
  *
- * Failures: the first reason wins (sock_fail) and every later call on the comm reports it. An
- * EOF where a header would start is the peer closing cleanly (closed_by_peer); anything else
- * (EOF inside a message, a reset, a header without the magic or larger than the posted
- * buffer) fails the comm.
+ * Failures: the first reason wins (sock_fail) and every later call on the comm reports it. A
+ * goodbye header (finishSend) is the peer leaving cleanly (closed_by_peer); anything else (an
+ * EOF without goodbye, a reset, a header without the magic or larger than the posted buffer)
+ * fails the comm.
  */
 #include <errno.h>
 #include <poll.h>
@@ -214,16 +214,18 @@ static ncclResult_t sock_progress_recv(struct sock_comm* c) {
     if (r->hdr_off < sizeof(r->hdr)) {
       res = braid_socket_recv_try(&c->ctrl, &r->hdr, sizeof(r->hdr), &r->hdr_off);
       if (res != ncclSuccess) {
-        if (r->hdr_off == 0 && c->ctrl.fail == BRAID_SOCKET_FAIL_CLOSED) {
-          c->closed_by_peer = 1;
-          return sock_fail(c, "closed the connection");
-        }
+        if (r->hdr_off == 0 && c->ctrl.fail == BRAID_SOCKET_FAIL_CLOSED)
+          return sock_fail(c, "closed the connection without finishing (the process exited or aborted)");
         return sock_io_fail(c, &c->ctrl, res, "receiving a message header");
       }
       if (r->hdr_off < sizeof(r->hdr)) return ncclSuccess;
       if (r->hdr.magic != SOCK_MSG_MAGIC)
         return sock_fail(c, "sent garbage: a message header without the magic (0x%08x, expected 0x%08x)",
                          (unsigned)r->hdr.magic, SOCK_MSG_MAGIC);
+      if (r->hdr.tag == SOCK_TAG_BYE && r->hdr.size == 0) {
+        c->closed_by_peer = 1;
+        return sock_fail(c, "finished and closed the connection");
+      }
       if (r->hdr.size > r->cap)
         return sock_fail(c, "sent a message of %llu bytes, more than the %zu bytes posted for it",
                          (unsigned long long)r->hdr.size, r->cap);
@@ -339,4 +341,13 @@ ncclResult_t sock_get_status(void* comm, struct braid_net_status* st) {
   snprintf(st->reason, sizeof(st->reason), "%s", c->reason);
   pthread_mutex_unlock(&c->fail_lock);
   return ncclSuccess;
+}
+
+ncclResult_t sock_finish_send(void* comm) {
+  struct sock_comm* c = comm;
+  struct sock_hdr bye = {SOCK_MSG_MAGIC, SOCK_TAG_BYE, 0};
+  /* Only between messages: a half-sent header would turn the goodbye into garbage. */
+  if (__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) || c->req_ctrl != c->req_tail) return ncclSuccess;
+  (void)braid_socket_send(&c->ctrl, &bye, sizeof(bye), NULL, braid_socket_deadline_ms(SOCK_BYE_MS));
+  return ncclSuccess; /* best effort: without it the receiver reports a failure, which is then true */
 }

@@ -518,6 +518,48 @@ START_TEST(test_reduce_pack64) {
 }
 END_TEST
 
+START_TEST(test_reduce_threads) {
+  /* The element loops as a GPU block runs them: thread t of nt takes i = t, t + nt, ...
+   * Simulated by calling the per-layout loops once per thread: the union must equal the
+   * single-thread result (checked against the reference above), nothing past n written. */
+  static const size_t nts[] = {2, 3, 5, 32, 256}, ns[] = {0, 1, 7, 1023};
+  static float a[1031], b[1031], d[1031], want[1031];
+  static uint16_t ha[1031], hb[1031], hd[1031], hwant[1031];
+  const uint16_t s16 = braid_fp_f32_to_f16(0.75f);
+  rng_state = 42;
+  for (int i = 0; i < 1031; i++) {
+    a[i] = (float)(int)(rng() % 2001) / 7.0f, b[i] = (float)(int)(rng() % 3001) / 3.0f;
+    ha[i] = (uint16_t)rng(), hb[i] = (uint16_t)rng();
+  }
+  for (size_t k = 0; k < 4; k++) {
+    const size_t n = ns[k];
+    struct braid_redop sum = {BRAID_RED_SUM, 7, 0}, pms = {BRAID_RED_PREMULSUM, 6, s16};
+    for (int i = 0; i < 1031; i++) want[i] = -1.0f, hwant[i] = 0x7777;
+    braid_reduce_copy(&sum, want, NULL, a, 0, b, 0, 0, n);
+    braid_reduce_copy(&pms, hwant, NULL, ha, 1, hb, 0, 0, n);
+    for (size_t j = 0; j < sizeof(nts) / sizeof(nts[0]); j++) {
+      const size_t nt = nts[j];
+      for (int layout = 0; layout < 3; layout++) {
+        for (int i = 0; i < 1031; i++) d[i] = layout == 1 ? a[i] : -1.0f, hd[i] = 0x7777;
+        for (size_t t = 0; t < nt; t++) {
+          if (layout == 0) braid_red_d_ADD_f32(d, NULL, a, b, n, t, nt, 1.0f, 1.0f, 1.0f);
+          if (layout == 1) braid_red_ip_ADD_f32(d, NULL, b, n, t, nt, 1.0f, 1.0f, 1.0f);
+          if (layout == 2) braid_red_g_ADD_f32(d, NULL, a, b, n, t, nt, 1.0f, 1.0f, 1.0f);
+          braid_red_d_PMS_f16(hd, NULL, ha, hb, n, t, nt, 0.75f, 1.0f, 1.0f);
+        }
+        for (size_t i = 0; i < n + 8; i++) {
+          float w = i < n ? want[i] : layout == 1 ? a[i] : -1.0f;
+          EXPECT(memcmp(&d[i], &w, 4) == 0, "nt=%zu n=%zu layout %d: d[%zu]=%g want %g", nt, n,
+                 layout, i, d[i], w);
+          EXPECT(hd[i] == hwant[i], "nt=%zu n=%zu: half d[%zu]=0x%x want 0x%x", nt, n, i, hd[i],
+                 hwant[i]);
+        }
+      }
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_reduce_bad_op_and_scalars) {
   uint32_t src[4] = {1, 2, 3, 4}, dst[4] = {9, 9, 9, 9};
   struct braid_redop bad_kind = {BRAID_NUM_REDKINDS, 7, 0}, bad_type = {0, 12, 0};
@@ -592,6 +634,7 @@ Suite* reduce_suite(void) {
   tc = tcase_create("misc");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_reduce_pack64);
+  tcase_add_test(tc, test_reduce_threads);
   tcase_add_test(tc, test_reduce_bad_op_and_scalars);
   tcase_add_test(tc, test_simt_host);
   suite_add_tcase(s, tc);

@@ -1,0 +1,96 @@
+/*
+ * net_internal.h - shared by the network transport's files: net.c (the transport vtable:
+ * setup, connect, free), net_proxy.c (the proxy thread and the watchdog), net_plugin.c (which
+ * net plugin: NCCL_NET, NCCL_NET_PLUGIN).
+ *
+ * Each end of a network connection owns a local FIFO (DESIGN.md section 4) laid out as
+ * usual (control block, then buffers), except that one buffer of NSTEPS equal slots serves
+ * every protocol: the receiving end cannot know which protocol the next step uses, so a step
+ * must land where the executor will look whatever it is. The executor fills and drains that
+ * FIFO as for any connection; the proxy thread mirrors it over the net plugin:
+ *   send end: steps [posted, tail) are isend (sizes[slot] bytes); when a send completes,
+ *             head = done, which hands the slot back to the executor;
+ *   recv end: irecvs are posted into the free slots [posted, head + NSTEPS); when one
+ *             completes, sizes[slot] = the bytes received and tail = done.
+ */
+#ifndef BRAID_NET_INTERNAL_H
+#define BRAID_NET_INTERNAL_H
+
+#include "comm.h"
+#include "transport/net.h"
+#include "transport/transport.h"
+
+enum net_state {
+  NET_STATE_SETUP = 0,   /* not connected yet: the proxy does not know it */
+  NET_STATE_ACTIVE,      /* moved by the proxy */
+  NET_STATE_PEER_CLOSED, /* the peer closed it cleanly: fatal only if someone still waits on it */
+  NET_STATE_FAILED,      /* broken; the communicator's abort flag was raised */
+};
+
+struct net_ctx; /* a communicator's plugin context (net.c) */
+
+/* One end of a network connection: the connector's `res`. */
+struct net_res {
+  struct net_res* next;           /* the proxy's list (proxy lock) */
+  struct braid_comm* comm;
+  struct braid_connector* owner;  /* its connector: the executor's step counter */
+  struct net_ctx* ctx;
+  const struct braid_net_v1* net;
+  int is_send, peer, channel, conn_index, dev;
+  char desc[40];                  /* "Socket/0" */
+  char* mem;                      /* control block + buffer, page aligned */
+  size_t mem_bytes;
+  struct braid_conn_ctrl* ctrl;
+  char* buff;                     /* NSTEPS slots of `stride` bytes */
+  size_t stride;
+  unsigned char handle[BRAID_NET_HANDLE_MAXSIZE]; /* recv: ours; send: the receiver's */
+  void* listen_comm;
+  void* net_comm;
+  void* mhandle;
+  /* Owned by the proxy thread once active. */
+  uint64_t posted, done;
+  void* reqs[BRAID_NSTEPS];
+  int state;                      /* enum net_state (atomic) */
+  char reason[160];               /* why it failed or closed */
+};
+
+/* net_watch.c: the watchdog's view of one communicator (all under the proxy lock). */
+struct braid_watch_peer {
+  int local;                 /* a process of this machine and pid namespace: liveness is checkable */
+  int pid;
+  unsigned long long start;  /* its start time (/proc), to notice a reused pid; 0 unknown */
+};
+struct braid_watch {
+  struct braid_watch* next;
+  struct braid_comm* comm;
+  struct braid_watch_peer* peers; /* [nranks] */
+  int busy;                  /* a collective was in flight at the last tick */
+  uint64_t sig;              /* progress signature (sum of FIFO counters) at the last tick */
+  int64_t still_since;       /* when it last changed, or the collective was first seen */
+  int64_t last_check;        /* last liveness check of this stall */
+  uint64_t* snap;            /* per-connection counters when the collective was first seen */
+  int nsnap, capsnap;
+};
+ncclResult_t braid_watch_new(struct braid_comm* comm, struct braid_watch** w_p);
+void braid_watch_free(struct braid_watch* w);
+/* Every WATCH_TICK_MS: stalls, dead peers, BRAID_TIMEOUT. */
+void braid_watch_tick(struct braid_watch* list, int64_t now);
+/* A peer of `comm` on this machine that died, or -1. */
+int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* comm);
+
+/* net_plugin.c: the network every connection of this process uses, chosen once (logs
+ * `NET/Plugin: ...` and `Using network Socket`). */
+ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p);
+
+/* net_proxy.c: the proxy thread serves every active connection of the process. */
+ncclResult_t braid_proxy_add(struct net_res* r);  /* starts the thread for the first user */
+void braid_proxy_remove(struct net_res* r);       /* after return the proxy never touches r */
+void braid_proxy_kick_conn(struct braid_conn* c); /* braid_conn.host_kick of net connections */
+/* Fail a communicator: the first caller's message becomes comm->abort_reason and a WARN;
+ * the abort flag carries `status` (enum braid_exec_status), async_error `res`. */
+void braid_proxy_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* "rank 3 (host node1, pid 1234)": how messages name a peer. buf: at least 160 bytes. */
+const char* braid_proxy_peer_name(const struct braid_comm* comm, int peer, char* buf, size_t len);
+
+#endif /* BRAID_NET_INTERNAL_H */

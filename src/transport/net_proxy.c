@@ -1,0 +1,408 @@
+/*
+ * net_proxy.c - the proxy thread: one per process, shared by every communicator, alive while
+ * a network connection or a watched communicator exists (started by the first, joined when
+ * the last goes). It mirrors each network FIFO over the net plugin (net_internal.h) and runs
+ * the watchdog (net_watch.c) every WATCH_TICK_MS.
+ *
+ * Waiting. After each pass that moved something the thread goes round again; with nothing to
+ * do it keeps polling for BRAID_PROXY_SPIN_US (yielding the core between passes), then sleeps
+ * in poll() on: an eventfd the executor writes through braid_conn.host_kick when it publishes
+ * or releases a step while the proxy sleeps, the descriptors the plugin names for requests in
+ * flight (waitFds: data arriving, room to send, helper threads done), and a timeout only while
+ * the watchdog has communicators to watch. An idle process therefore costs nothing but that
+ * tick. The kick is a Dekker handshake: the proxy stores `sleeping` then makes a last pass,
+ * the executor stores tail/head then reads `sleeping`, both with full fences.
+ *
+ * Failures. A request that fails breaks its connection: the plugin says why (getStatus). A
+ * peer that finished cleanly (it destroyed its communicator) only marks the connection: a
+ * collective still waiting on it is a mismatch of calls, which BRAID_TIMEOUT bounds. Anything
+ * else raises the communicator's abort flag with BRAID_EXEC_PEER_FAILED (naming a dead peer
+ * on this machine first, when the watchdog finds one), so the executor's waits return and the
+ * call reports the message.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "check.h"
+#include "param.h"
+#include "transport/net_internal.h"
+
+#define WATCH_TICK_MS 200
+
+static struct {
+  pthread_mutex_t lock;   /* the lists; held by the thread during each pass */
+  pthread_mutex_t life;   /* starting and joining the thread */
+  pthread_t thread;
+  int stop;               /* (lock) */
+  int refs;               /* connections + watched communicators (life) */
+  int efd;                /* kicks */
+  int sleeping;           /* (atomic) the thread is in, or about to enter, poll() */
+  struct net_res* conns;  /* (lock) */
+  struct braid_watch* watches; /* (lock) */
+  struct pollfd* fds;     /* the thread's poll set */
+  int nfds_cap;
+} px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, -1, 0, NULL, NULL, NULL, 0};
+
+static pthread_mutex_t raise_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- messages and failures ----------------------------------------------------------------- */
+
+const char* braid_proxy_peer_name(const struct braid_comm* comm, int peer, char* buf, size_t len) {
+  if (peer < 0 || peer >= comm->nranks) {
+    snprintf(buf, len, "rank %d", peer);
+    return buf;
+  }
+  snprintf(buf, len, "rank %d (host %s, pid %d)", peer, braid_bootstrap_peer_host(comm->bootstrap, peer),
+           comm->peers ? comm->peers[peer].pid : -1);
+  return buf;
+}
+
+void braid_proxy_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...) {
+  pthread_mutex_lock(&raise_lock);
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm->abort_reason, sizeof(comm->abort_reason), fmt, ap);
+    va_end(ap);
+    comm->failed_peer = peer;
+    comm->async_error = res;
+    __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
+    BRAID_WARN("%s", comm->abort_reason);
+  }
+  pthread_mutex_unlock(&raise_lock);
+}
+
+/* A request on r failed with `res`. */
+static void conn_failed(struct net_res* r, ncclResult_t res, const char* doing) {
+  struct braid_net_status st;
+  char who[160], dead_who[160];
+  memset(&st, 0, sizeof(st));
+  if (r->net->getStatus != NULL) r->net->getStatus(r->net_comm, &st);
+  snprintf(r->reason, sizeof(r->reason), "%s", st.reason[0] ? st.reason : ncclGetErrorString(res));
+  const char* side = r->is_send ? "send" : "receive";
+  braid_proxy_peer_name(r->comm, r->peer, who, sizeof(who));
+  if (res == ncclRemoteError && st.closedByPeer) {
+    __atomic_store_n(&r->state, NET_STATE_PEER_CLOSED, __ATOMIC_RELEASE);
+    BRAID_INFO(BRAID_LOG_NET, "NET/%s : rank %d: %s closed the connection of channel %d (%s side)", r->desc,
+               r->comm->rank, who, r->channel, side);
+    return;
+  }
+  __atomic_store_n(&r->state, NET_STATE_FAILED, __ATOMIC_RELEASE);
+  int dead = braid_watch_dead_peer(px.watches, r->comm);
+  if (dead >= 0 && dead != r->peer)
+    braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,
+                      "rank %d: %s died (detected when %s %s: NET/%s channel %d, %s side, while %s)", r->comm->rank,
+                      braid_proxy_peer_name(r->comm, dead, dead_who, sizeof(dead_who)), who, r->reason, r->desc,
+                      r->channel, side, doing);
+  else
+    braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, res == ncclRemoteError ? ncclRemoteError : ncclSystemError,
+                      r->peer, "rank %d: %s%s %s (NET/%s channel %d, %s side, while %s)", r->comm->rank, who,
+                      dead == r->peer ? " died:" : "", r->reason, r->desc, r->channel, side, doing);
+}
+
+/* ---- moving steps -------------------------------------------------------------------------- */
+
+static int progress_send(struct net_res* r) {
+  int did = 0;
+  uint64_t tail = __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE);
+  while (r->posted < tail) {
+    int slot = (int)(r->posted % BRAID_NSTEPS);
+    size_t size = (size_t)r->ctrl->sizes[slot];
+    void* req = NULL;
+    if (size > r->stride) {
+      BRAID_WARN("NET/%s : step %llu of channel %d holds %zu bytes, more than its %zu-byte slot",
+                 r->desc, (unsigned long long)r->posted, r->channel, size, r->stride);
+      conn_failed(r, ncclInternalError, "sending");
+      return 1;
+    }
+    ncclResult_t res = r->net->isend(r->net_comm, r->buff + (size_t)slot * r->stride, size, 0, r->mhandle, &req);
+    if (res != ncclSuccess) {
+      conn_failed(r, res, "sending");
+      return 1;
+    }
+    if (req == NULL) break;
+    r->reqs[slot] = req;
+    r->posted++;
+    did = 1;
+  }
+  while (r->done < r->posted) {
+    int done = 0;
+    ncclResult_t res = r->net->test(r->reqs[r->done % BRAID_NSTEPS], &done, NULL);
+    if (res != ncclSuccess) {
+      conn_failed(r, res, "sending");
+      return 1;
+    }
+    if (!done) break;
+    r->done++;
+    __atomic_store_n(&r->ctrl->head, r->done, __ATOMIC_RELEASE); /* the slot is free again */
+    did = 1;
+  }
+  return did;
+}
+
+static int progress_recv(struct net_res* r) {
+  int did = 0;
+  uint64_t head = __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE);
+  while (r->posted < head + BRAID_NSTEPS) {
+    int slot = (int)(r->posted % BRAID_NSTEPS), tag = 0;
+    void* data = r->buff + (size_t)slot * r->stride;
+    size_t size = r->stride;
+    void* req = NULL;
+    ncclResult_t res = r->net->irecv(r->net_comm, 1, &data, &size, &tag, &r->mhandle, &req);
+    if (res != ncclSuccess) {
+      conn_failed(r, res, "receiving");
+      return 1;
+    }
+    if (req == NULL) break;
+    r->reqs[slot] = req;
+    r->posted++;
+    did = 1;
+  }
+  while (r->done < r->posted) {
+    int done = 0, slot = (int)(r->done % BRAID_NSTEPS);
+    size_t got = 0;
+    ncclResult_t res = r->net->test(r->reqs[slot], &done, &got);
+    if (res != ncclSuccess) {
+      conn_failed(r, res, "receiving");
+      return 1;
+    }
+    if (!done) break;
+    r->ctrl->sizes[slot] = got;
+    r->done++;
+    __atomic_store_n(&r->ctrl->tail, r->done, __ATOMIC_RELEASE); /* the executor may read it */
+    did = 1;
+  }
+  return did;
+}
+
+static int progress_all(void) {
+  int did = 0;
+  for (struct net_res* r = px.conns; r != NULL; r = r->next)
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE)
+      did |= r->is_send ? progress_send(r) : progress_recv(r);
+  return did;
+}
+
+/* Room for n descriptors in the thread's poll set. */
+static int pollset_reserve(int n) {
+  if (n <= px.nfds_cap) return 0;
+  int cap = px.nfds_cap ? px.nfds_cap : 64;
+  while (cap < n) cap *= 2;
+  struct pollfd* grown = realloc(px.fds, (size_t)cap * sizeof(*grown));
+  if (grown == NULL) return -1;
+  px.fds = grown;
+  px.nfds_cap = cap;
+  return 0;
+}
+
+/* The descriptors to sleep on: the kick eventfd first, then what each connection with
+ * requests in flight names. *blind_p: some request cannot be waited for, only polled. */
+static int build_pollset(int* blind_p) {
+  int n = 0;
+  *blind_p = 0;
+  if (pollset_reserve(1) != 0) {
+    *blind_p = 1;
+    return 0;
+  }
+  px.fds[n++] = (struct pollfd){.fd = px.efd, .events = POLLIN};
+  for (struct net_res* r = px.conns; r != NULL; r = r->next) {
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE || r->posted == r->done) continue;
+    int k = 0;
+    if (r->net->waitFds == NULL || pollset_reserve(n + 4) != 0 ||
+        r->net->waitFds(r->net_comm, px.fds + n, 4, &k) != ncclSuccess) {
+      *blind_p = 1;
+      continue;
+    }
+    n += k;
+  }
+  return n;
+}
+
+static void* proxy_main(void* arg) {
+  int64_t spin_ns = braid_param_int(BRAID_PARAM_PROXY_SPIN_US) * 1000;
+  int64_t last_busy = now_ns(), last_tick = 0;
+  pthread_mutex_lock(&px.lock);
+  while (!px.stop) {
+    int did = progress_all();
+    int64_t now = now_ns();
+    if (now - last_tick >= WATCH_TICK_MS * 1000000LL) {
+      braid_watch_tick(px.watches, now);
+      last_tick = now;
+    }
+    if (did || now - last_busy < spin_ns) {
+      if (did) last_busy = now;
+      pthread_mutex_unlock(&px.lock); /* let add / remove in */
+      if (!did) sched_yield();
+      pthread_mutex_lock(&px.lock);
+      continue;
+    }
+    int blind = 0, n = build_pollset(&blind);
+    __atomic_store_n(&px.sleeping, 1, __ATOMIC_SEQ_CST);
+    if (progress_all()) { /* a kick may have been missed: go round again */
+      __atomic_store_n(&px.sleeping, 0, __ATOMIC_RELAXED);
+      last_busy = now_ns();
+      continue;
+    }
+    int timeout = blind ? 1 : px.watches != NULL ? WATCH_TICK_MS : -1;
+    pthread_mutex_unlock(&px.lock);
+    if (poll(px.fds, (nfds_t)n, timeout) > 0 && (px.fds[0].revents & POLLIN)) { /* n >= 1 then */
+      uint64_t v;
+      (void)!read(px.efd, &v, sizeof(v));
+    }
+    __atomic_store_n(&px.sleeping, 0, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&px.lock);
+  }
+  pthread_mutex_unlock(&px.lock);
+  return NULL;
+}
+
+void braid_proxy_kick_conn(struct braid_conn* c) {
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&px.sleeping, __ATOMIC_RELAXED) && __atomic_exchange_n(&px.sleeping, 0, __ATOMIC_ACQ_REL)) {
+    uint64_t one = 1;
+    (void)!write(px.efd, &one, sizeof(one));
+  }
+}
+
+static void kick_always(void) {
+  uint64_t one = 1;
+  if (px.efd >= 0) (void)!write(px.efd, &one, sizeof(one));
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------ */
+
+static void fork_child(void) {
+  /* The thread did not survive the fork: forget it and what it served (the parent's). */
+  pthread_mutex_init(&px.lock, NULL);
+  pthread_mutex_init(&px.life, NULL);
+  pthread_mutex_init(&raise_lock, NULL);
+  if (px.efd >= 0) close(px.efd);
+  px.efd = -1;
+  px.refs = 0;
+  px.stop = 0;
+  px.sleeping = 0;
+  px.conns = NULL;
+  px.watches = NULL;
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void atfork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
+
+/* With px.life held. */
+static ncclResult_t proxy_retain(void) {
+  ncclResult_t res = ncclSuccess;
+  pthread_once(&atfork_once, atfork_register);
+  if (px.refs > 0) {
+    px.refs++;
+    return ncclSuccess;
+  }
+  BRAID_SYSCHECK_GOTO(px.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd", res, out);
+  px.stop = 0;
+  BRAID_PTHREADCHECK_GOTO(pthread_create(&px.thread, NULL, proxy_main, NULL), "pthread_create", res, err_close);
+  px.refs = 1;
+  BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_PROXY, "Proxy thread started");
+  return ncclSuccess;
+err_close:
+  close(px.efd);
+  px.efd = -1;
+out:
+  return res;
+}
+
+/* With px.life held, px.lock not. */
+static void proxy_release(void) {
+  if (--px.refs > 0) return;
+  pthread_mutex_lock(&px.lock);
+  px.stop = 1;
+  pthread_mutex_unlock(&px.lock);
+  kick_always();
+  pthread_join(px.thread, NULL);
+  close(px.efd);
+  px.efd = -1;
+  free(px.fds);
+  px.fds = NULL;
+  px.nfds_cap = 0;
+}
+
+ncclResult_t braid_proxy_add(struct net_res* r) {
+  pthread_mutex_lock(&px.life);
+  ncclResult_t res = proxy_retain();
+  if (res == ncclSuccess) {
+    pthread_mutex_lock(&px.lock);
+    __atomic_store_n(&r->state, NET_STATE_ACTIVE, __ATOMIC_RELEASE);
+    r->next = px.conns;
+    px.conns = r;
+    pthread_mutex_unlock(&px.lock);
+    kick_always(); /* a receiver wants its irecvs posted now */
+  }
+  pthread_mutex_unlock(&px.life);
+  return res;
+}
+
+void braid_proxy_remove(struct net_res* r) {
+  int found = 0;
+  pthread_mutex_lock(&px.life);
+  pthread_mutex_lock(&px.lock);
+  for (struct net_res** pp = &px.conns; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == r) {
+      *pp = r->next;
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&px.lock);
+  if (found) proxy_release();
+  pthread_mutex_unlock(&px.life);
+}
+
+ncclResult_t braid_proxy_watch(struct braid_comm* comm) {
+  struct braid_watch* w;
+  BRAID_CHECK(braid_watch_new(comm, &w));
+  pthread_mutex_lock(&px.life);
+  ncclResult_t res = proxy_retain();
+  if (res == ncclSuccess) {
+    pthread_mutex_lock(&px.lock);
+    w->next = px.watches;
+    px.watches = w;
+    pthread_mutex_unlock(&px.lock);
+    kick_always(); /* a sleeping proxy starts ticking */
+  } else {
+    braid_watch_free(w);
+  }
+  pthread_mutex_unlock(&px.life);
+  return res;
+}
+
+void braid_proxy_unwatch(struct braid_comm* comm) {
+  struct braid_watch* found = NULL;
+  pthread_mutex_lock(&px.life);
+  pthread_mutex_lock(&px.lock);
+  for (struct braid_watch** pp = &px.watches; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->comm == comm) {
+      found = *pp;
+      *pp = found->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&px.lock);
+  if (found != NULL) {
+    braid_watch_free(found);
+    proxy_release();
+  }
+  pthread_mutex_unlock(&px.life);
+}

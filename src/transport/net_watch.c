@@ -1,0 +1,267 @@
+/*
+ * net_watch.c - the watchdog, run by the proxy thread every tick (net_proxy.c) for every
+ * communicator with connections, network or shared memory (braid_proxy_watch).
+ *
+ * A communicator is busy while a group run uses it (comm->inflight); its progress signature
+ * is the sum of the tail and head counters of all its connections. When a busy communicator's
+ * signature has not moved for STALL_MS, the watchdog checks its peers on this machine (same
+ * hostname and pid namespace, so a pid means something here): a pid that is gone, a zombie, or
+ * a new process under the old pid (start time) is a dead peer, and the communicator fails with
+ * BRAID_EXEC_PEER_FAILED naming it. That catches shared-memory peers, which have no socket to
+ * break, and names the real culprit when a network connection broke because a third rank died.
+ * BRAID_TIMEOUT=s (0: off) fails a communicator whose collective made no progress for s
+ * seconds, with BRAID_EXEC_TIMEOUT and the channel, step and peer it waits for.
+ *
+ * "Waits for": the executor's own step counters are visible (struct braid_conn.step), so a
+ * receive connection whose tail is not past its step waits for data and a send connection
+ * NSTEPS ahead of its head waits for room. Connections that moved during this collective are
+ * preferred, so an idle channel's connection is not blamed for a busy one's wait.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "init_internal.h"
+#include "param.h"
+#include "transport/net_internal.h"
+
+#define STALL_MS 1000
+
+/* One connection end as the watchdog sees it. */
+struct watch_conn {
+  struct braid_conn* c;
+  int channel, peer, is_send;
+  const char* kind; /* "ring", "tree", "p2p" */
+};
+
+typedef void (*watch_visit_fn)(void* arg, const struct watch_conn* wc);
+
+static void visit_one(struct braid_conn* c, int channel, int peer, int is_send, const char* kind, watch_visit_fn fn,
+                      void* arg) {
+  if (c == NULL || c->tail == NULL) return;
+  struct watch_conn wc = {c, channel, peer, is_send, kind};
+  fn(arg, &wc);
+}
+
+/* Every connection of comm, in a fixed order: per channel ring, tree, then p2p. */
+static void visit_conns(struct braid_comm* comm, watch_visit_fn fn, void* arg) {
+  for (int ch = 0; ch < comm->nchannels; ch++) {
+    struct braid_dev_channel* d = &comm->channels[ch].dev;
+    visit_one(d->ring_recv, ch, d->ring.prev, 0, "ring", fn, arg);
+    visit_one(d->ring_send, ch, d->ring.next, 1, "ring", fn, arg);
+    visit_one(d->tree_up_recv, ch, d->tree.up, 0, "tree", fn, arg);
+    visit_one(d->tree_up_send, ch, d->tree.up, 1, "tree", fn, arg);
+    for (int i = 0; i < BRAID_MAX_TREE_ARITY; i++) {
+      visit_one(d->tree_down_recv[i], ch, d->tree.down[i], 0, "tree", fn, arg);
+      visit_one(d->tree_down_send[i], ch, d->tree.down[i], 1, "tree", fn, arg);
+    }
+    for (int r = 0; d->p2p_recv != NULL && r < comm->nranks; r++) {
+      visit_one(__atomic_load_n(&d->p2p_recv[r], __ATOMIC_ACQUIRE), ch, r, 0, "p2p", fn, arg);
+      visit_one(__atomic_load_n(&d->p2p_send[r], __ATOMIC_ACQUIRE), ch, r, 1, "p2p", fn, arg);
+    }
+  }
+}
+
+static uint64_t conn_counters(const struct braid_conn* c) {
+  return __atomic_load_n(c->tail, __ATOMIC_ACQUIRE) + __atomic_load_n(c->head, __ATOMIC_ACQUIRE);
+}
+
+static void visit_sum(void* arg, const struct watch_conn* wc) { *(uint64_t*)arg += conn_counters(wc->c); }
+
+static void visit_snap(void* arg, const struct watch_conn* wc) {
+  struct braid_watch* w = arg;
+  if (w->nsnap == w->capsnap) {
+    int cap = w->capsnap ? 2 * w->capsnap : 32;
+    uint64_t* grown = realloc(w->snap, (size_t)cap * sizeof(*grown));
+    if (grown == NULL) return; /* only a preference is lost */
+    w->snap = grown;
+    w->capsnap = cap;
+  }
+  w->snap[w->nsnap++] = conn_counters(wc->c);
+}
+
+/* ---- liveness ------------------------------------------------------------------------------ */
+
+static int have_procfs(void) { return access("/proc/self/stat", R_OK) == 0; }
+
+/* State letter and start time of a process from /proc/<pid>/stat; -1 when it does not exist. */
+static int proc_stat(int pid, char* state, unsigned long long* start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return -1;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')'); /* the command name may hold anything */
+  if (p == NULL || p[1] == '\0') return -1;
+  *state = p[2];
+  /* Field 3 is the state; the start time is field 22, i.e. 19 fields further on. */
+  const char* q = p + 2;
+  for (int field = 3; field < 22 && q != NULL; field++) {
+    q = strchr(q, ' ');
+    if (q != NULL) q++;
+  }
+  *start = q != NULL ? strtoull(q, NULL, 10) : 0;
+  return 0;
+}
+
+static int peer_dead(const struct braid_watch_peer* p) {
+  if (!p->local) return 0;
+  if (!have_procfs()) return kill(p->pid, 0) != 0 && errno == ESRCH;
+  char state = 0;
+  unsigned long long start = 0;
+  if (proc_stat(p->pid, &state, &start) != 0) return 1;
+  if (state == 'Z' || state == 'X') return 1;
+  return p->start != 0 && start != 0 && start != p->start;
+}
+
+ncclResult_t braid_watch_new(struct braid_comm* comm, struct braid_watch** w_p) {
+  ncclResult_t res = ncclSuccess;
+  struct braid_watch* w;
+  char ns[128] = "", ident[256];
+  BRAID_CALLOC_GOTO(w, 1, res, out);
+  BRAID_CALLOC_GOTO(w->peers, comm->nranks, res, err_free);
+  w->comm = comm;
+  ssize_t len = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  if (len > 0) ns[len] = '\0';
+  const struct braid_peer_info* me = &comm->peers[comm->rank];
+  for (int r = 0; r < comm->nranks; r++) {
+    const struct braid_peer_info* p = &comm->peers[r];
+    struct braid_watch_peer* wp = &w->peers[r];
+    if (r == comm->rank || p->pid_hash == me->pid_hash || strcmp(p->hostname, me->hostname) != 0) continue;
+    /* Its pid_hash is hash(pid + pid namespace) seeded with its host identity: equal to ours
+     * computed with our namespace means it lives in our pid namespace. */
+    snprintf(ident, sizeof(ident), "%d%s", p->pid, ns);
+    if (braid_hash(ident, strlen(ident), p->host_hash) != p->pid_hash) continue;
+    char state;
+    wp->local = 1;
+    wp->pid = p->pid;
+    if (proc_stat(p->pid, &state, &wp->start) != 0) wp->start = 0;
+  }
+  *w_p = w;
+  return ncclSuccess;
+err_free:
+  free(w);
+out:
+  return res;
+}
+
+void braid_watch_free(struct braid_watch* w) {
+  if (w == NULL) return;
+  free(w->peers);
+  free(w->snap);
+  free(w);
+}
+
+static int watch_dead(const struct braid_watch* w) {
+  for (int r = 0; r < w->comm->nranks; r++)
+    if (peer_dead(&w->peers[r])) return r;
+  return -1;
+}
+
+int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* comm) {
+  for (struct braid_watch* w = list; w != NULL; w = w->next)
+    if (w->comm == comm) return watch_dead(w);
+  return -1;
+}
+
+/* ---- what a stalled collective waits for --------------------------------------------------- */
+
+struct wait_search {
+  struct braid_watch* w;
+  int index;                 /* visit order, matching w->snap */
+  struct watch_conn best;
+  int best_score;            /* 0 none; higher is better evidence */
+  uint64_t step;
+};
+
+static void visit_wait(void* arg, const struct watch_conn* wc) {
+  struct wait_search* s = arg;
+  const struct braid_conn* c = wc->c;
+  uint64_t step = __atomic_load_n(&c->step, __ATOMIC_RELAXED);
+  uint64_t tail = __atomic_load_n(c->tail, __ATOMIC_ACQUIRE), head = __atomic_load_n(c->head, __ATOMIC_ACQUIRE);
+  int moved = s->index >= s->w->nsnap || s->w->snap[s->index] != tail + head;
+  s->index++;
+  int score = 0;
+  if (wc->is_send && step >= head + BRAID_NSTEPS)
+    score = 3; /* it filled every slot: certainly waiting */
+  else if (!wc->is_send && tail <= step)
+    score = 1;
+  if (score == 0) return;
+  score += moved ? 4 : 0;
+  if (score > s->best_score) {
+    s->best_score = score;
+    s->best = *wc;
+    s->step = step;
+  }
+}
+
+static void raise_timeout(struct braid_watch* w, double waited, int64_t limit) {
+  struct braid_comm* comm = w->comm;
+  struct wait_search s;
+  char who[160];
+  memset(&s, 0, sizeof(s));
+  s.w = w;
+  visit_conns(comm, visit_wait, &s);
+  if (s.best_score == 0) {
+    braid_proxy_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, -1,
+                      "rank %d: BRAID_TIMEOUT=%lld s: the operation made no progress for %.1f s (no connection "
+                      "is waiting: it is still setting up)", comm->rank, (long long)limit, waited);
+    return;
+  }
+  braid_proxy_peer_name(comm, s.best.peer, who, sizeof(who));
+  if (s.best.is_send)
+    braid_proxy_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, s.best.peer,
+                      "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; channel %d waits for %s to make room "
+                      "for step %llu (%s send connection, all %d slots full)", comm->rank, (long long)limit, waited,
+                      s.best.channel, who, (unsigned long long)s.step, s.best.kind, BRAID_NSTEPS);
+  else
+    braid_proxy_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, s.best.peer,
+                      "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; channel %d waits for step %llu from %s "
+                      "(%s receive connection)", comm->rank, (long long)limit, waited, s.best.channel,
+                      (unsigned long long)s.step, who, s.best.kind);
+}
+
+void braid_watch_tick(struct braid_watch* list, int64_t now) {
+  int64_t limit = braid_param_int(BRAID_PARAM_TIMEOUT);
+  for (struct braid_watch* w = list; w != NULL; w = w->next) {
+    struct braid_comm* comm = w->comm;
+    if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) continue;
+    if (__atomic_load_n(&comm->inflight, __ATOMIC_ACQUIRE) <= 0) {
+      w->busy = 0;
+      continue;
+    }
+    uint64_t sig = 0;
+    visit_conns(comm, visit_sum, &sig);
+    if (!w->busy) {
+      w->busy = 1;
+      w->nsnap = 0;
+      visit_conns(comm, visit_snap, w);
+      w->sig = sig + 1; /* a new collective starts its stall clock now */
+    }
+    if (sig != w->sig) {
+      w->sig = sig;
+      w->still_since = now;
+      w->last_check = now;
+      continue;
+    }
+    int64_t still = now - w->still_since;
+    if (now - w->last_check >= STALL_MS * 1000000LL) {
+      w->last_check = now;
+      int dead = watch_dead(w);
+      if (dead >= 0) {
+        char who[160];
+        braid_proxy_raise(comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,
+                          "rank %d: %s died while this rank waited for it in a collective", comm->rank,
+                          braid_proxy_peer_name(comm, dead, who, sizeof(who)));
+        continue;
+      }
+    }
+    if (limit > 0 && still >= limit * 1000000000LL) raise_timeout(w, (double)still * 1e-9, limit);
+  }
+}
