@@ -190,6 +190,9 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   BRAID_CHECK(setup_graph(comm));
   BRAID_CHECK(setup_channels(comm));
   BRAID_CHECK(braid_connect_rings(comm));
+  /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
+   * slower peer has yet to map). */
+  BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
   double t2 = braid_time_now();
   log_init_complete(comm, fn, t_boot, t1 - t0, t2 - t1);
   return ncclSuccess;
