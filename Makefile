@@ -117,6 +117,10 @@ test: all
 demo: all
 	$(BUILD)/bin/all_reduce_perf -b 8 -e 64M -f 2 -P 2
 
+# braid against Open MPI on this machine, same sizes, alternating runs, medians; table + plot.
+bench-compare: bench
+	BUILD=$(BUILD) bench/compare.sh
+
 clean:
 	rm -rf $(BUILD)
 

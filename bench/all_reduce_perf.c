@@ -26,8 +26,8 @@ static void get_bw(size_t count, size_t elt, double sec, int nranks, double* alg
   *busbw = *algbw * (nvls ? (double)(nranks - 1) / (nranks + 1) : 2.0 * (nranks - 1) / nranks);
 }
 
-static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                        ncclRedOp_t op, int root, ncclComm_t comm) {
+static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                        int root, ncclComm_t comm) {
   return ncclAllReduce(sendbuff, recvbuff, count, type, op, comm, NULL);
 }
 

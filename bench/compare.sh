@@ -88,7 +88,7 @@ ompi_info 2>/dev/null | grep -q 'MCA btl: vader' && SHM_BTL=vader
 ARGS=(-b "$MINBYTES" -e "$MAXBYTES" -f 2 -n "$ITERS" -w "$WARMUP" -c 1)
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NP" --mca pml ob1)
 if [ "$NET" = 1 ]; then
-  MPIRUN+=(--mca btl tcp,self)
+  MPIRUN+=(--mca btl "tcp,self")
   MODE="two fake nodes (braid: NCCL_HOSTID per rank; MPI: btl tcp,self)"
 else
   MPIRUN+=(--mca btl "self,$SHM_BTL")
@@ -126,7 +126,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
   for side in braid mpi; do
     f=$OUT/$side-$COLL-r$i.txt
     echo "-- round $i/$ROUNDS: $side -> $f"
-    if ! "run_$side" "$f"; then
+    if ! { if [ "$side" = braid ]; then run_braid "$f"; else run_mpi "$f"; fi; }; then
       echo "compare.sh: $side round $i failed (exit status non-zero); see $f" >&2
       tail -n 5 "$f" >&2 || true
       failed=1

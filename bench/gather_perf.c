@@ -29,8 +29,8 @@ static void get_bw(size_t count, size_t elt, double sec, int nranks, double* alg
   *busbw = *algbw * (double)(nranks - 1) / nranks;
 }
 
-static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                        ncclRedOp_t op, int root, ncclComm_t comm) {
+static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                        int root, ncclComm_t comm) {
   return ncclGather(sendbuff, recvbuff, count, type, root, comm, NULL);
 }
 

@@ -23,8 +23,8 @@ static void get_bw(size_t count, size_t elt, double sec, int nranks, double* alg
   *busbw = *algbw;
 }
 
-static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                        ncclRedOp_t op, int root, ncclComm_t comm) {
+static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                        int root, ncclComm_t comm) {
   int rank, nranks;
   ncclResult_t res = ncclCommUserRank(comm, &rank);
   if (res == ncclSuccess) res = ncclCommCount(comm, &nranks);

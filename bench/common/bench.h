@@ -28,21 +28,21 @@ struct bench_counts {
 struct bench_rank_data {
   const struct bench_gen* gen; /* datatype, op, nranks, seed */
   int rank, nranks, root, in_place;
-  size_t elt;                  /* bytes per element */
+  size_t elt; /* bytes per element */
   struct bench_counts counts;
-  char* send;                  /* send buffer (unused in place) */
-  char* recv;                  /* receive buffer; in place it also holds the input */
-  char* expected;              /* counts.recv elements the checked region must equal */
+  char* send;     /* send buffer (unused in place) */
+  char* recv;     /* receive buffer; in place it also holds the input */
+  char* expected; /* counts.recv elements the checked region must equal */
 };
 
 struct bench_coll {
-  const char* name;    /* e.g. "AllReduce" */
-  int ops;             /* 0: no op, the redop column says "none"; 1: a reduction, iterate
-                        * -o ops; 2: iterate and print -o ops but only move data (sendrecv,
-                        * as nccl-tests) */
-  int rooted;          /* 1: iterate -r roots (-1 = all); 0: the root column says -1 */
-  int check_in_place;  /* 0: in-place results are not checked, #wrong says N/A (alltoall and
-                        * sendrecv: nccl-tests does not support them in place) */
+  const char* name;   /* e.g. "AllReduce" */
+  int ops;            /* 0: no op, the redop column says "none"; 1: a reduction, iterate
+                       * -o ops; 2: iterate and print -o ops but only move data (sendrecv,
+                       * as nccl-tests) */
+  int rooted;         /* 1: iterate -r roots (-1 = all); 0: the root column says -1 */
+  int check_in_place; /* 0: in-place results are not checked, #wrong says N/A (alltoall and
+                       * sendrecv: nccl-tests does not support them in place) */
   /* Counts for a message of `count` elements of `elt` bytes on `nranks` ranks. */
   void (*get_counts)(struct bench_counts* c, size_t count, size_t elt, int nranks);
   /* Fill d->send or d->recv with this rank's input, and d->expected. */
@@ -50,20 +50,18 @@ struct bench_coll {
   /* nccl-tests' bandwidths for `count` = counts.param elements taking `sec` seconds. */
   void (*get_bw)(size_t count, size_t elt, double sec, int nranks, double* algbw, double* busbw);
   /* One call on one rank (host buffers: the stream argument is NULL). */
-  ncclResult_t (*run)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                      ncclRedOp_t op, int root, ncclComm_t comm);
+  ncclResult_t (*run)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                      ncclComm_t comm);
 };
 
 extern const struct bench_coll bench_coll;
 
 /* Helpers for init_data. Input of `rank` at indices offset.. into dst. */
-static inline void bench_input(const struct bench_rank_data* d, void* dst, size_t count,
-                               size_t offset, int rank) {
+static inline void bench_input(const struct bench_rank_data* d, void* dst, size_t count, size_t offset, int rank) {
   bench_gen_input(d->gen, dst, count, offset, rank);
 }
 /* The reduction over all ranks of their inputs at indices offset.. into dst. */
-static inline void bench_reduced(const struct bench_rank_data* d, void* dst, size_t count,
-                                 size_t offset) {
+static inline void bench_reduced(const struct bench_rank_data* d, void* dst, size_t count, size_t offset) {
   bench_gen_expected(d->gen, dst, count, offset);
 }
 /* Zero `count` elements. */

@@ -14,14 +14,14 @@
 enum kind { K_SINT, K_UINT, K_FLOAT };
 
 struct dtype_info {
-  const char* name;  /* nccl-tests spelling */
-  size_t size;       /* bytes */
+  const char* name; /* nccl-tests spelling */
+  size_t size;      /* bytes */
   enum kind kind;
-  int ebits, mbits;  /* exponent and mantissa bits (floating types) */
-  int bias;          /* exponent bias */
-  int ieee;          /* 1: all-ones exponent is inf/NaN; 0: e4m3fn rules */
-  uint64_t exact;    /* largest B with all integers in [-B, B] exact */
-  int max_exp2;      /* largest finite power of two */
+  int ebits, mbits; /* exponent and mantissa bits (floating types) */
+  int bias;         /* exponent bias */
+  int ieee;         /* 1: all-ones exponent is inf/NaN; 0: e4m3fn rules */
+  uint64_t exact;   /* largest B with all integers in [-B, B] exact */
+  int max_exp2;     /* largest finite power of two */
 };
 
 /* Indexed by ncclDataType_t. */
@@ -44,7 +44,9 @@ static const struct dtype_info* info(int dt) {
   return (dt >= 0 && dt < BENCH_NUM_DTYPES) ? &infos[dt] : NULL;
 }
 
-const char* bench_dtype_name(int dt) { return info(dt) ? info(dt)->name : NULL; }
+const char* bench_dtype_name(int dt) {
+  return info(dt) ? info(dt)->name : NULL;
+}
 
 int bench_dtype_from_name(const char* name) {
   for (int dt = 0; dt < BENCH_NUM_DTYPES; dt++)
@@ -52,11 +54,21 @@ int bench_dtype_from_name(const char* name) {
   return -1;
 }
 
-size_t bench_dtype_size(int dt) { return info(dt) ? info(dt)->size : 0; }
-int bench_dtype_is_float(int dt) { return info(dt) && info(dt)->kind == K_FLOAT; }
-int bench_dtype_is_signed_int(int dt) { return info(dt) && info(dt)->kind == K_SINT; }
-uint64_t bench_dtype_exact_int(int dt) { return bench_dtype_is_float(dt) ? infos[dt].exact : 0; }
-int bench_dtype_max_exp2(int dt) { return bench_dtype_is_float(dt) ? infos[dt].max_exp2 : 0; }
+size_t bench_dtype_size(int dt) {
+  return info(dt) ? info(dt)->size : 0;
+}
+int bench_dtype_is_float(int dt) {
+  return info(dt) && info(dt)->kind == K_FLOAT;
+}
+int bench_dtype_is_signed_int(int dt) {
+  return info(dt) && info(dt)->kind == K_SINT;
+}
+uint64_t bench_dtype_exact_int(int dt) {
+  return bench_dtype_is_float(dt) ? infos[dt].exact : 0;
+}
+int bench_dtype_max_exp2(int dt) {
+  return bench_dtype_is_float(dt) ? infos[dt].max_exp2 : 0;
+}
 
 uint64_t bench_dtype_load_bits(int dt, const void* elem) {
   uint64_t bits = 0;

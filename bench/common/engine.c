@@ -24,7 +24,9 @@ static double now_sec(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void busy(struct bench_thread* t, int on) { atomic_store(&t->busy_since, on ? now_sec() : 0.0); }
+static void busy(struct bench_thread* t, int on) {
+  atomic_store(&t->busy_since, on ? now_sec() : 0.0);
+}
 
 static void barrier(struct bench_thread* t) {
   busy(t, 1);
@@ -47,10 +49,10 @@ enum bench_result bench_buffers_register(struct bench_run* r, int first, int n) 
   BENCH_NCCLCHECK(ncclGroupStart());
   for (int i = first; i < first + n; i++) {
     if (r->o->local_register == 2) {
-      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->send[i], r->max_bytes,
-                                             (ncclWindow_t*)&r->send_reg[i], NCCL_WIN_COLL_SYMMETRIC));
-      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->recv[i], r->max_bytes,
-                                             (ncclWindow_t*)&r->recv_reg[i], NCCL_WIN_COLL_SYMMETRIC));
+      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->send[i], r->max_bytes, (ncclWindow_t*)&r->send_reg[i],
+                                             NCCL_WIN_COLL_SYMMETRIC));
+      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->recv[i], r->max_bytes, (ncclWindow_t*)&r->recv_reg[i],
+                                             NCCL_WIN_COLL_SYMMETRIC));
     } else {
       BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->send[i], r->max_bytes, &r->send_reg[i]));
       BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->recv[i], r->max_bytes, &r->recv_reg[i]));
@@ -67,8 +69,7 @@ static void setup_args(struct bench_thread* t, size_t size, int dtype) {
 }
 
 /* One call (or one group of ngpus calls) at iteration `iter`'s buffer offset. */
-static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, int root, int in_place,
-                                    int iter) {
+static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, int root, int in_place, int iter) {
   struct bench_run* r = t->run;
   const struct bench_counts* c = &t->counts;
   size_t elt = t->elt, total = (c->send > c->recv ? c->send : c->recv) * elt;
@@ -88,8 +89,8 @@ static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, i
       char scalar[8];
       bench_gen_setup(&g, dtype, op, r->nranks, 0);
       bench_gen_scalar(&g, rank, scalar);
-      BENCH_NCCLCHECK(ncclRedOpCreatePreMulSum(&nop, scalar, (ncclDataType_t)dtype,
-                                               ncclScalarHostImmediate, t->comms[i]));
+      BENCH_NCCLCHECK(
+          ncclRedOpCreatePreMulSum(&nop, scalar, (ncclDataType_t)dtype, ncclScalarHostImmediate, t->comms[i]));
     }
     BENCH_NCCLCHECK(r->coll->run(sendb, recvb, c->param, (ncclDataType_t)dtype, nop, root, t->comms[i]));
     if (op == BENCH_OP_MULSUM) BENCH_NCCLCHECK(ncclRedOpDestroy(nop, t->comms[i]));
@@ -102,8 +103,8 @@ static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, i
 
 static void init_data(struct bench_thread* t, const struct bench_gen* g, int root, int in_place) {
   for (int i = 0; i < t->run->o->ngpus; i++) {
-    struct bench_rank_data d = {g, t->first_rank + i, t->run->nranks, root, in_place, t->elt,
-                                t->counts, t->send[i], t->recv[i], t->expected[i]};
+    struct bench_rank_data d = {g,      t->first_rank + i, t->run->nranks, root,       in_place,
+                                t->elt, t->counts,         t->send[i],     t->recv[i], t->expected[i]};
     t->run->coll->init_data(&d);
   }
 }
@@ -125,7 +126,7 @@ static int64_t check_data(struct bench_thread* t, const struct bench_gen* g, int
 }
 
 /* nccl-tests' BenchTime: one result group (out of place or in place) of one row. `op` is
- * what runs (NONE without a reduction), `shown` the op of the redop column. */
+ * what runs: a bench_op, or NONE for collectives that do not reduce. */
 static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, int root, int in_place) {
   const struct bench_opts* o = t->run->o;
   int checks = in_place && !t->run->coll->check_in_place ? 0 : o->datacheck;
@@ -173,8 +174,7 @@ static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, i
     if (wrong) break;
   }
   if (t->is_main)
-    bench_report_row_result(stdout, (o->report_cputime ? cputime : delta) * 1e6, algbw, busbw,
-                            checks ? wrong : -1);
+    bench_report_row_result(stdout, (o->report_cputime ? cputime : delta) * 1e6, algbw, busbw, checks ? wrong : -1);
   t->bw_sum += busbw;
   t->bw_count++;
   return BENCH_SUCCESS;
@@ -186,10 +186,11 @@ static size_t next_size(const struct bench_opts* o, size_t size) {
   return next > size ? next : 0;
 }
 
-/* nccl-tests' TimeTest: warm-up over sizes min*2^k, then the rows, -N times. */
+/* nccl-tests' TimeTest: warm-up over sizes min*2^k, then the rows, -N times. `shown` is the
+ * op of the redop column (sendrecv shows -o without reducing). */
 static enum bench_result time_test(struct bench_thread* t, int dtype, int op, int shown, int root) {
   const struct bench_opts* o = t->run->o;
-  size_t min = o->min_bytes, max = t->run->max_bytes;
+  size_t min = t->run->min_bytes, max = t->run->max_bytes;
   barrier(t);
   if (t->thread == 0 && t->run->die_proc == t->run->w->proc) raise(SIGKILL); /* test hook */
   for (size_t size = min; size <= max; size *= 2) {

@@ -21,14 +21,15 @@ struct bench_run {
   const struct bench_opts* o;
   const struct bench_coll* coll;
   struct bench_world* w;
-  int nranks;             /* nprocs x nthreads x ngpus */
-  size_t max_bytes;       /* -e, after the memory limit */
+  int nranks;       /* nprocs x nthreads x ngpus */
+  size_t min_bytes; /* -b, at most max_bytes */
+  size_t max_bytes; /* -e, after the memory limit */
   ncclUniqueId id;
-  ncclComm_t* comms;      /* nthreads x ngpus, thread-major */
-  char** send;            /* per local rank, max_bytes each */
+  ncclComm_t* comms; /* nthreads x ngpus, thread-major */
+  char** send;       /* per local rank, max_bytes each */
   char** recv;
   char** expected;
-  void** send_reg;        /* -R handles (ncclCommRegister or window) */
+  void** send_reg; /* -R handles (ncclCommRegister or window) */
   void** recv_reg;
   struct bench_thread* threads;
   atomic_int corrupt;     /* BRAID_BENCH_CORRUPT: checks left to corrupt on rank 0 */
@@ -39,20 +40,20 @@ struct bench_run {
 /* One thread of a process and the ngpus ranks it drives. */
 struct bench_thread {
   struct bench_run* run;
-  struct bench_member m;  /* its place in combinations */
+  struct bench_member m; /* its place in combinations */
   int thread;
-  int is_main;            /* thread 0 of process 0: prints */
-  int first_rank;         /* global rank of comms[0] */
-  ncclComm_t* comms;      /* ngpus communicators */
+  int is_main;       /* thread 0 of process 0: prints */
+  int first_rank;    /* global rank of comms[0] */
+  ncclComm_t* comms; /* ngpus communicators */
   char **send, **recv, **expected;
   /* The current message (nccl-tests' setupArgs). */
   struct bench_counts counts;
   size_t elt;
   /* Results of this thread. */
-  int errors;             /* checks that found wrong elements on its ranks */
-  double bw_sum;          /* sum of busbw over printed results */
+  int errors;    /* checks that found wrong elements on its ranks */
+  double bw_sum; /* sum of busbw over printed results */
   int bw_count;
-  int rep;                /* check seed */
+  int rep; /* check seed */
   pthread_t tid;
   _Atomic double busy_since; /* -T: when the current blocking call began (0: idle) */
 };

@@ -13,8 +13,7 @@ void bench_fail_nccl(const char* file, int line, ncclResult_t res) {
   char host[256];
   bench_hostname(host, sizeof(host));
   const char* last = ncclGetLastError(NULL);
-  printf("%s: Test NCCL failure %s:%d '%s / %s'\n", host, file, line, ncclGetErrorString(res),
-         last ? last : "");
+  printf("%s: Test NCCL failure %s:%d '%s / %s'\n", host, file, line, ncclGetErrorString(res), last ? last : "");
   fflush(stdout);
 }
 

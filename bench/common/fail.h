@@ -26,22 +26,22 @@ void bench_fail_trace(const char* file, int line);
  * e.g. inside a combination other threads are waiting on). */
 void bench_die_nccl(const char* file, int line, ncclResult_t res) __attribute__((noreturn));
 
-#define BENCH_NCCLCHECK(cmd)                      \
-  do {                                            \
-    ncclResult_t res_ = (cmd);                    \
-    if (res_ != ncclSuccess) {                    \
-      bench_fail_nccl(__FILE__, __LINE__, res_);  \
-      return BENCH_NCCL_ERROR;                    \
-    }                                             \
+#define BENCH_NCCLCHECK(cmd)                     \
+  do {                                           \
+    ncclResult_t res_ = (cmd);                   \
+    if (res_ != ncclSuccess) {                   \
+      bench_fail_nccl(__FILE__, __LINE__, res_); \
+      return BENCH_NCCL_ERROR;                   \
+    }                                            \
   } while (0)
 
-#define BENCH_CHECK(cmd)                          \
-  do {                                            \
-    enum bench_result r_ = (cmd);                 \
-    if (r_ != BENCH_SUCCESS) {                    \
-      bench_fail_trace(__FILE__, __LINE__);       \
-      return r_;                                  \
-    }                                             \
+#define BENCH_CHECK(cmd)                    \
+  do {                                      \
+    enum bench_result r_ = (cmd);           \
+    if (r_ != BENCH_SUCCESS) {              \
+      bench_fail_trace(__FILE__, __LINE__); \
+      return r_;                            \
+    }                                       \
   } while (0)
 
 #endif /* BENCH_FAIL_H */

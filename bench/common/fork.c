@@ -32,13 +32,13 @@
 struct bench_shm {
   int nprocs;
   pid_t parent;
-  atomic_int abort;         /* set by the supervisor: stop now */
-  atomic_ullong gen;        /* barrier generation */
-  atomic_int arrived;       /* processes in the current barrier */
-  ncclUniqueId id;          /* written by process 0 before a barrier */
-  double* dval;             /* [2][nprocs] */
-  int64_t* ival;            /* [2][nprocs] */
-  char* lines;              /* [nprocs][BENCH_LINES_MAX] */
+  atomic_int abort;   /* set by the supervisor: stop now */
+  atomic_ullong gen;  /* barrier generation */
+  atomic_int arrived; /* processes in the current barrier */
+  ncclUniqueId id;    /* written by process 0 before a barrier */
+  double* dval;       /* [2][nprocs] */
+  int64_t* ival;      /* [2][nprocs] */
+  char* lines;        /* [nprocs][BENCH_LINES_MAX] */
 };
 
 static unsigned long exchange_count; /* this process's exchanges so far (slot parity) */
@@ -166,8 +166,8 @@ static int supervise(struct bench_shm* s) {
     atomic_store(&s->abort, 1);
     if (WIFSIGNALED(st)) {
       status = 128 + WTERMSIG(st);
-      fprintf(stderr, "%s: process %d (pid %d) was killed by signal %d (%s)\n",
-              program_invocation_short_name, idx, (int)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+      fprintf(stderr, "%s: process %d (pid %d) was killed by signal %d (%s)\n", program_invocation_short_name, idx,
+              (int)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
     } else {
       status = WEXITSTATUS(st);
     }

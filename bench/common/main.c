@@ -57,6 +57,7 @@ static void limit_max_bytes(struct bench_run* r, int local_ranks, int is_main) {
   double per_rank = 0.8 * total / local_ranks / (r->o->datacheck ? 3 : 2);
   if (total <= 0 || (double)r->max_bytes <= per_rank) return;
   r->max_bytes = (size_t)per_rank;
+  if (r->min_bytes > r->max_bytes) r->min_bytes = r->max_bytes;
   if (is_main) printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", r->max_bytes);
 }
 
@@ -123,6 +124,7 @@ static enum bench_result run(struct bench_world* w, const struct bench_opts* o, 
   int nthreads = o->nthreads, ngpus = o->ngpus, nlocal = nthreads * ngpus;
   int is_main = w->world_proc == 0, comm_mode = w->kind == BENCH_WORLD_COMM;
   r.nranks = w->nprocs * nlocal;
+  r.min_bytes = o->min_bytes;
   r.max_bytes = o->max_bytes;
   atomic_store(&r.corrupt, env_int("BRAID_BENCH_CORRUPT", 0));
   r.die_proc = env_int("BRAID_BENCH_DIE", -1);
@@ -199,9 +201,12 @@ int main(int argc, char** argv) {
   const char* prog = program_invocation_short_name;
   struct bench_opts o;
   switch (bench_opts_parse(&o, argc, argv, prog)) {
-    case BENCH_PARSE_EXIT_OK: return 0;
-    case BENCH_PARSE_EXIT_ERROR: return 255; /* nccl-tests returns -1 from main */
-    default: break;
+    case BENCH_PARSE_EXIT_OK:
+      return 0;
+    case BENCH_PARSE_EXIT_ERROR:
+      return 255; /* nccl-tests returns -1 from main */
+    default:
+      break;
   }
   struct bench_world w;
   int status = bench_world_init(&w, &o, &argc, &argv);

@@ -17,35 +17,36 @@ void bench_format_float(char* out, double v, int width) {
   snprintf(out, (size_t)width + 1, width >= 7 ? "%*.1e" : "%*.0e", width, v);
 }
 
-void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, int headers,
-                         int library, const char* prog) {
+void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, int headers, int library,
+                         const char* prog) {
   /* The tag sits where nccl-tests puts its git hash, so parsers keep working. */
-  fprintf(f, "# nccl-tests version %s (%s) nccl-headers=%d nccl-library=%d\n",
-          BENCH_NCCL_TESTS_VERSION, tag, headers, library);
+  fprintf(f, "# nccl-tests version %s (%s) nccl-headers=%d nccl-library=%d\n", BENCH_NCCL_TESTS_VERSION, tag, headers,
+          library);
   fprintf(f, "# Collective test starting: %s\n", prog);
   int factor = o->step_factor > 1;
   fprintf(f,
           "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d "
           "iters: %d agg iters: %d validation: %d graph: %d unalign: %d\n",
-          o->nthreads, o->ngpus, o->min_bytes, o->max_bytes,
-          factor ? o->step_factor : o->step_bytes, factor ? "factor" : "bytes", o->warmup_iters,
-          o->iters, o->agg_iters, o->datacheck, o->graph_launches, o->unalign);
+          o->nthreads, o->ngpus, o->min_bytes, o->max_bytes, factor ? o->step_factor : o->step_bytes,
+          factor ? "factor" : "bytes", o->warmup_iters, o->iters, o->agg_iters, o->datacheck, o->graph_launches,
+          o->unalign);
   if (o->blocking == 1) fprintf(f, "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
   if (o->blocking == 2) fprintf(f, "# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
   if (o->blocking == 3)
-    fprintf(f, "# Blocking Enabled: wait and barrier after each outer iteration (-n); "
-               "time excludes barrier \n");
+    fprintf(f,
+            "# Blocking Enabled: wait and barrier after each outer iteration (-n); "
+            "time excludes barrier \n");
   if (o->parallel_init) fprintf(f, "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
   fprintf(f, "#\n");
   fprintf(f, "# Using devices\n");
 }
 
-void bench_report_device_line(char* lines, int* len, int rank, int group, int pid,
-                              const char* host, int device, const char* name) {
+void bench_report_device_line(char* lines, int* len, int rank, int group, int pid, const char* host, int device,
+                              const char* name) {
   if (*len < BENCH_LINES_MAX)
     *len += snprintf(lines + *len, (size_t)(BENCH_LINES_MAX - *len),
-                     "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n", rank,
-                     group, pid, host, device, 0, 0, 0, name);
+                     "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n", rank, group, pid, host,
+                     device, 0, 0, 0, name);
   if (*len >= BENCH_LINES_MAX) strcpy(lines + BENCH_LINES_MAX - 5, "...\n");
 }
 
@@ -55,18 +56,15 @@ void bench_report_table_header(FILE* f, int cputime, int timestamps) {
   const char* ts_units = timestamps ? "%Y-%m-%d %H:%M:%S" : "";
   int ts_pad = timestamps ? 19 : 0;
   fprintf(f, "#\n");
-  fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n",
-          "", "", "", "", "");
-  fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size",
-          "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw",
-          "#wrong", ts_pad, ts_label);
-  fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)",
-          "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-          ts_pad, ts_units);
+  fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
+          "", "", "");
+  fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
+          "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw", "#wrong", ts_pad, ts_label);
+  fprintf(f, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "",
+          "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", ts_pad, ts_units);
 }
 
-void bench_report_row_start(FILE* f, size_t bytes, size_t count, const char* type,
-                            const char* op, int root) {
+void bench_report_row_start(FILE* f, size_t bytes, size_t count, const char* type, const char* op, int root) {
   char root_str[16];
   snprintf(root_str, sizeof(root_str), "%6i", root);
   fprintf(f, "%12li  %12li  %8s  %6s  %6s", (long)bytes, (long)count, type, op, root_str);

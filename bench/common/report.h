@@ -28,17 +28,16 @@ void bench_format_float(char* out, double v, int width);
 /* "# nccl-tests version ...", "# Collective test starting", "# nThread ...", option lines,
  * "#" and "# Using devices". `tag` goes where nccl-tests prints its git hash ("braid");
  * `headers`/`library` are NCCL version codes. */
-void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, int headers,
-                         int library, const char* prog);
+void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, int headers, int library,
+                         const char* prog);
 /* Appends one "#  Rank ..." line to lines[BENCH_LINES_MAX] at *len (truncated with "...").
  * `name` is the device name: "host" for host buffers. */
-void bench_report_device_line(char* lines, int* len, int rank, int group, int pid,
-                              const char* host, int device, const char* name);
+void bench_report_device_line(char* lines, int* len, int rank, int group, int pid, const char* host, int device,
+                              const char* name);
 /* "#", then the column titles and units; `cputime` names the time column "cputime". */
 void bench_report_table_header(FILE* f, int cputime, int timestamps);
 /* Row start: bytes, count, type, op name ("none" without one), root (-1 without one). */
-void bench_report_row_start(FILE* f, size_t bytes, size_t count, const char* type,
-                            const char* op, int root);
+void bench_report_row_start(FILE* f, size_t bytes, size_t count, const char* type, const char* op, int root);
 /* One result group. `wrong` < 0 prints N/A (no check, -c 0). */
 void bench_report_row_result(FILE* f, double time_us, double algbw, double busbw, int64_t wrong);
 /* Row end: the -S timestamp when asked, then the newline. */

@@ -25,7 +25,9 @@ enum {
 
 static const char* const op_names[] = {"sum", "prod", "max", "min", "avg", "mulsum", "none"};
 
-const char* bench_op_name(int op) { return op >= 0 && op <= BENCH_OP_NONE ? op_names[op] : NULL; }
+const char* bench_op_name(int op) {
+  return op >= 0 && op <= BENCH_OP_NONE ? op_names[op] : NULL;
+}
 
 int bench_op_from_name(const char* name) {
   for (int op = 0; op <= BENCH_OP_NONE; op++)
@@ -44,7 +46,9 @@ static uint64_t rank_key(const struct bench_gen* g, int rank) {
   return splitmix64(g->seed * 0x2545F4914F6CDD1Dull + (uint64_t)rank);
 }
 
-static uint64_t width_mask(size_t elt) { return elt >= 8 ? ~0ull : (1ull << (8 * elt)) - 1; }
+static uint64_t width_mask(size_t elt) {
+  return elt >= 8 ? ~0ull : (1ull << (8 * elt)) - 1;
+}
 
 void bench_gen_setup(struct bench_gen* g, int dtype, int op, int nranks, uint64_t seed) {
   memset(g, 0, sizeof(*g));
@@ -77,7 +81,7 @@ void bench_gen_setup(struct bench_gen* g, int dtype, int op, int nranks, uint64_
     case BENCH_OP_MULSUM: {
       uint64_t budget = op == BENCH_OP_MULSUM ? exact / 2 : exact; /* scalars are 1 or 2 */
       g->cls = CLS_FLT_SUM;
-      g->q = (n + budget - 1) / budget;                  /* contributors per index <= budget */
+      g->q = (n + budget - 1) / budget; /* contributors per index <= budget */
       uint64_t contributors = (n + g->q - 1) / g->q;
       uint64_t m = budget / contributors;
       g->mag = (int64_t)(m > (1u << 20) ? (1u << 20) : m); /* keep the values readable */
@@ -143,8 +147,9 @@ static struct elem gen_elem(const struct bench_gen* g, int rank, uint64_t key, s
   return e;
 }
 
-static int float_cls(const struct bench_gen* g) { return g->cls >= CLS_FLT_SUM; }
-
+static int float_cls(const struct bench_gen* g) {
+  return g->cls >= CLS_FLT_SUM;
+}
 
 void bench_gen_input(const struct bench_gen* g, void* buf, size_t count, size_t offset, int rank) {
   char* p = buf;
@@ -158,7 +163,9 @@ void bench_gen_input(const struct bench_gen* g, void* buf, size_t count, size_t 
   }
 }
 
-static double scalar_of(int rank) { return (double)(1 + (rank & 1)); }
+static double scalar_of(int rank) {
+  return (double)(1 + (rank & 1));
+}
 
 void bench_gen_scalar(const struct bench_gen* g, int rank, void* out) {
   memset(out, 0, 8);
@@ -184,11 +191,21 @@ static uint64_t reduce_int(const struct bench_gen* g, const uint64_t* keys, size
       continue;
     }
     switch (g->op) {
-      case BENCH_OP_PROD: acc *= v; break;
-      case BENCH_OP_MAX: if (int_less(g, acc, v)) acc = v; break;
-      case BENCH_OP_MIN: if (int_less(g, v, acc)) acc = v; break;
-      case BENCH_OP_MULSUM: acc += v * (uint64_t)scalar_of(r); break;
-      default: acc += v; break; /* sum, avg */
+      case BENCH_OP_PROD:
+        acc *= v;
+        break;
+      case BENCH_OP_MAX:
+        if (int_less(g, acc, v)) acc = v;
+        break;
+      case BENCH_OP_MIN:
+        if (int_less(g, v, acc)) acc = v;
+        break;
+      case BENCH_OP_MULSUM:
+        acc += v * (uint64_t)scalar_of(r);
+        break;
+      default:
+        acc += v;
+        break; /* sum, avg */
     }
   }
   if (g->op == BENCH_OP_AVG) acc /= (uint64_t)g->nranks; /* non-negative, no wrap */
@@ -215,10 +232,18 @@ static double reduce_float(const struct bench_gen* g, const uint64_t* keys, size
       continue;
     }
     switch (g->op) {
-      case BENCH_OP_PROD: acc *= v; break;
-      case BENCH_OP_MAX: acc = v > acc ? v : acc; break;
-      case BENCH_OP_MIN: acc = v < acc ? v : acc; break;
-      default: acc += v; break; /* sum, avg, mulsum */
+      case BENCH_OP_PROD:
+        acc *= v;
+        break;
+      case BENCH_OP_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      case BENCH_OP_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      default:
+        acc += v;
+        break; /* sum, avg, mulsum */
     }
   }
   return acc; /* avg: at most two exact terms, rounded once by the caller */
@@ -278,8 +303,7 @@ void bench_gen_expected(const struct bench_gen* g, void* buf, size_t count, size
   }
 }
 
-int64_t bench_gen_compare(const struct bench_gen* g, const void* got, const void* expected,
-                          size_t count) {
+int64_t bench_gen_compare(const struct bench_gen* g, const void* got, const void* expected, size_t count) {
   const char *a = got, *b = expected;
   int64_t wrong = 0;
   for (size_t j = 0; j < count; j++, a += g->elt, b += g->elt) {

@@ -37,10 +37,10 @@ enum bench_op {
 struct bench_gen {
   int dtype, op, nranks;
   uint64_t seed;
-  size_t elt;    /* bytes per element */
-  int cls;       /* value class (verify.c) */
-  int64_t mag;   /* values are integers in [-mag, mag], or [0, mag] for avg */
-  uint64_t q;    /* a rank contributes a non-neutral value only where (index + rank) % q == 0 */
+  size_t elt;  /* bytes per element */
+  int cls;     /* value class (verify.c) */
+  int64_t mag; /* values are integers in [-mag, mag], or [0, mag] for avg */
+  uint64_t q;  /* a rank contributes a non-neutral value only where (index + rank) % q == 0 */
 };
 
 /* nccl-tests' name of op ("sum" ... "mulsum", "none"). */
@@ -58,8 +58,7 @@ void bench_gen_expected(const struct bench_gen* g, void* buf, size_t count, size
 void bench_gen_share_expected(int on);
 /* Number of elements of `got` that differ from `expected` (bitwise, numerically for float
  * reductions, within 2 ulp for float avg). */
-int64_t bench_gen_compare(const struct bench_gen* g, const void* got, const void* expected,
-                          size_t count);
+int64_t bench_gen_compare(const struct bench_gen* g, const void* got, const void* expected, size_t count);
 /* The PreMulSum scalar of `rank` (1 or 2) in the datatype's representation, in out[8]. */
 void bench_gen_scalar(const struct bench_gen* g, int rank, void* out);
 

@@ -96,8 +96,10 @@ static int split_color(int proc) {
   if (s) return proc & (int)strtoul(s, NULL, 16);
   s = getenv("NCCL_TESTS_SPLIT");
   if (!s) return 0;
-  static const struct { const char* name; int op; } ops[] = {
-      {"AND", 0}, {"&", 0}, {"OR", 1}, {"|", 1}, {"MOD", 2}, {"%", 2}, {"DIV", 3}, {"/", 3}};
+  static const struct {
+    const char* name;
+    int op;
+  } ops[] = {{"AND", 0}, {"&", 0}, {"OR", 1}, {"|", 1}, {"MOD", 2}, {"%", 2}, {"DIV", 3}, {"/", 3}};
   for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
     size_t n = strlen(ops[i].name);
     if (strncasecmp(s, ops[i].name, n) != 0) continue;
@@ -105,10 +107,14 @@ static int split_color(int proc) {
     while (*v == ' ') v++;
     int x = strncasecmp(v, "0b", 2) == 0 ? (int)strtoul(v + 2, NULL, 2) : (int)strtoul(v, NULL, 0);
     switch (ops[i].op) {
-      case 0: return proc & x;
-      case 1: return proc | x;
-      case 2: return x ? proc % x : 0;
-      default: return x ? proc / x : 0;
+      case 0:
+        return proc & x;
+      case 1:
+        return proc | x;
+      case 2:
+        return x ? proc % x : 0;
+      default:
+        return x ? proc / x : 0;
     }
   }
   return 0;
@@ -183,8 +189,8 @@ ncclResult_t bench_world_unique_id(struct bench_world* w, ncclUniqueId* id) {
   return ncclSuccess;
 }
 
-int bench_member_init(struct bench_member* m, struct bench_world* w, int thread, ncclComm_t* comms,
-                      int ncomms, int first_rank) {
+int bench_member_init(struct bench_member* m, struct bench_world* w, int thread, ncclComm_t* comms, int ncomms,
+                      int first_rank) {
   memset(m, 0, sizeof(*m));
   m->w = w;
   m->thread = thread;
@@ -215,13 +221,12 @@ static void process_op(struct bench_world* w, double* d, int64_t* i, enum bench_
 }
 
 /* COMM worlds: one value per member (in its first rank, neutral elsewhere), all ranks. */
-static void comm_allreduce(struct bench_member* m, ncclDataType_t type, ncclRedOp_t op,
-                           const void* value, const void* neutral, void* out) {
+static void comm_allreduce(struct bench_member* m, ncclDataType_t type, ncclRedOp_t op, const void* value,
+                           const void* neutral, void* out) {
   for (int c = 0; c < m->ncomms; c++) memcpy(m->scratch + c * SCRATCH_SLOT, c ? neutral : value, 8);
   ncclResult_t res = ncclGroupStart();
   for (int c = 0; c < m->ncomms && res == ncclSuccess; c++)
-    res = ncclAllReduce(m->scratch + c * SCRATCH_SLOT, m->scratch + c * SCRATCH_SLOT, 1, type, op,
-                        m->comms[c], NULL);
+    res = ncclAllReduce(m->scratch + c * SCRATCH_SLOT, m->scratch + c * SCRATCH_SLOT, 1, type, op, m->comms[c], NULL);
   ncclResult_t end = ncclGroupEnd();
   if (res == ncclSuccess) res = end;
   if (res != ncclSuccess) bench_die_nccl(__FILE__, __LINE__, res);
@@ -327,8 +332,7 @@ static void comm_device_lines(struct bench_member* m, const char* mine, int is_m
   }
   res = ncclGroupStart();
   for (int c = 0; c < m->ncomms && res == ncclSuccess; c++)
-    res = ncclAllGather(send + (size_t)c * LINE_SLOT, recv + (size_t)c * each, LINE_SLOT, ncclInt8,
-                        m->comms[c], NULL);
+    res = ncclAllGather(send + (size_t)c * LINE_SLOT, recv + (size_t)c * each, LINE_SLOT, ncclInt8, m->comms[c], NULL);
   ncclResult_t end = ncclGroupEnd();
   if (res == ncclSuccess) res = end;
   if (res != ncclSuccess) bench_die_nccl(__FILE__, __LINE__, res);

@@ -35,11 +35,11 @@ struct bench_shm; /* world_fork.c */
 
 struct bench_world {
   enum bench_world_kind kind;
-  int nprocs, proc;     /* processes sharing the NCCL communicators, and our index */
-  int total_procs;      /* all processes of the launch (MPI: colors included) */
-  int world_proc;       /* index among total_procs (prints when 0) */
-  int local_rank;       /* index among the processes on this host */
-  int color;            /* NCCL_TESTS_SPLIT group (MPI), else 0 */
+  int nprocs, proc; /* processes sharing the NCCL communicators, and our index */
+  int total_procs;  /* all processes of the launch (MPI: colors included) */
+  int world_proc;   /* index among total_procs (prints when 0) */
+  int local_rank;   /* index among the processes on this host */
+  int color;        /* NCCL_TESTS_SPLIT group (MPI), else 0 */
   int nthreads;
   struct bench_shm* shm; /* FORK */
   void* mpi_comm;        /* MPI: the split communicator (MPI_Comm*) */
@@ -57,12 +57,12 @@ struct bench_world {
  */
 struct bench_member {
   struct bench_world* w;
-  int thread;           /* 0..T-1; -1 for the whole process */
-  int epoch;            /* flips at each thread-level combination */
-  ncclComm_t* comms;    /* COMM mode: the communicators this member drives */
+  int thread;        /* 0..T-1; -1 for the whole process */
+  int epoch;         /* flips at each thread-level combination */
+  ncclComm_t* comms; /* COMM mode: the communicators this member drives */
   int ncomms;
-  int first_rank;       /* global rank of comms[0] */
-  char* scratch;        /* COMM mode: per-communicator staging, 64 bytes each */
+  int first_rank; /* global rank of comms[0] */
+  char* scratch;  /* COMM mode: per-communicator staging, 64 bytes each */
 };
 
 /*
@@ -77,8 +77,8 @@ void bench_world_finalize(struct bench_world* w);
 ncclResult_t bench_world_unique_id(struct bench_world* w, ncclUniqueId* id);
 
 /* Members: thread = -1 for the process. Sets up the COMM-mode scratch. */
-int bench_member_init(struct bench_member* m, struct bench_world* w, int thread, ncclComm_t* comms,
-                      int ncomms, int first_rank);
+int bench_member_init(struct bench_member* m, struct bench_world* w, int thread, ncclComm_t* comms, int ncomms,
+                      int first_rank);
 void bench_member_free(struct bench_member* m);
 
 /* All members of the job meet. */

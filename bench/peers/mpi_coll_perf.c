@@ -38,31 +38,47 @@ enum coll_id {
 #define ID(c) C_##c,
   COLLS(ID)
 };
-static const struct { const char* name; const struct bench_coll* coll; } colls[] = {
+static const struct {
+  const char* name;
+  const struct bench_coll* coll;
+} colls[] = {
 #define ENTRY(c) {#c, &bench_coll_##c},
     COLLS(ENTRY)};
 
 /* MPI datatype of each ncclDataType_t, MPI_DATATYPE_NULL where MPI has none. */
 static MPI_Datatype mpi_type(int dt) {
   switch (dt) {
-    case 0: return MPI_INT8_T;
-    case 1: return MPI_UINT8_T;
-    case 2: return MPI_INT32_T;
-    case 3: return MPI_UINT32_T;
-    case 4: return MPI_INT64_T;
-    case 5: return MPI_UINT64_T;
-    case 7: return MPI_FLOAT;
-    case 8: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL;
+    case 0:
+      return MPI_INT8_T;
+    case 1:
+      return MPI_UINT8_T;
+    case 2:
+      return MPI_INT32_T;
+    case 3:
+      return MPI_UINT32_T;
+    case 4:
+      return MPI_INT64_T;
+    case 5:
+      return MPI_UINT64_T;
+    case 7:
+      return MPI_FLOAT;
+    case 8:
+      return MPI_DOUBLE;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
 static MPI_Op mpi_op(int op) {
   switch (op) {
-    case BENCH_OP_PROD: return MPI_PROD;
-    case BENCH_OP_MAX: return MPI_MAX;
-    case BENCH_OP_MIN: return MPI_MIN;
-    default: return MPI_SUM;
+    case BENCH_OP_PROD:
+      return MPI_PROD;
+    case BENCH_OP_MAX:
+      return MPI_MAX;
+    case BENCH_OP_MIN:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;
   }
 }
 
@@ -86,15 +102,18 @@ static int run(struct peer* p, const char* send, char* recv, int dt, int op, int
   MPI_Op mop = mpi_op(op);
   MPI_Comm w = MPI_COMM_WORLD;
   switch (p->coll) {
-    case C_all_reduce: return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, mop, w);
+    case C_all_reduce:
+      return MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, mop, w);
     case C_all_gather:
       return in_place ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, w)
                       : MPI_Allgather(send, n, t, recv, n, t, w);
-    case C_reduce_scatter: return MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, n, t, mop, w);
+    case C_reduce_scatter:
+      return MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, n, t, mop, w);
     case C_broadcast:
       if (me == root && !in_place) memcpy(recv, send, (size_t)n * p->elt);
       return MPI_Bcast(recv, n, t, root, w);
-    case C_reduce: return MPI_Reduce(in_place && me == root ? MPI_IN_PLACE : send, recv, n, t, mop, root, w);
+    case C_reduce:
+      return MPI_Reduce(in_place && me == root ? MPI_IN_PLACE : send, recv, n, t, mop, root, w);
     case C_alltoall:
       return in_place ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, w)
                       : MPI_Alltoall(send, n, t, recv, n, t, w);
@@ -188,8 +207,10 @@ static void time_test(struct peer* p, int dt, int op, int shown, int root) {
 }
 
 static int usage_error(const char* msg, const char* arg) {
-  fprintf(stderr, "mpi_coll_perf: %s%s\nusage: mpi_coll_perf <all_reduce|all_gather|reduce_scatter|broadcast|"
-                  "reduce|alltoall|gather|scatter|sendrecv> [nccl-tests options]\n", msg, arg);
+  fprintf(stderr,
+          "mpi_coll_perf: %s%s\nusage: mpi_coll_perf <all_reduce|all_gather|reduce_scatter|broadcast|"
+          "reduce|alltoall|gather|scatter|sendrecv> [nccl-tests options]\n",
+          msg, arg);
   return 255;
 }
 
@@ -205,9 +226,12 @@ int main(int argc, char** argv) {
   char prog[64];
   snprintf(prog, sizeof(prog), "mpi_%s_perf", colls[p.coll].name);
   switch (bench_opts_parse(&p.o, argc - 1, argv + 1, prog)) {
-    case BENCH_PARSE_EXIT_OK: return 0;
-    case BENCH_PARSE_EXIT_ERROR: return 255;
-    default: break;
+    case BENCH_PARSE_EXIT_OK:
+      return 0;
+    case BENCH_PARSE_EXIT_ERROR:
+      return 255;
+    default:
+      break;
   }
   const struct bench_opts* o = &p.o;
   if (o->nthreads != 1 || o->ngpus != 1 || o->nprocs > 1)

@@ -14,14 +14,18 @@ static ncclResult_t unreachable(const char* name) {
   abort();
 }
 
-#define STUB(name, ...) \
-  ncclResult_t name(__VA_ARGS__) { return unreachable(#name); }
+#define STUB(name, ...)            \
+  ncclResult_t name(__VA_ARGS__) { \
+    return unreachable(#name);     \
+  }
 
 STUB(ncclAllReduce, const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c, cudaStream_t st)
 STUB(ncclAllGather, const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
-STUB(ncclReduceScatter, const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c, cudaStream_t st)
+STUB(ncclReduceScatter, const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t o, ncclComm_t c,
+     cudaStream_t st)
 STUB(ncclBroadcast, const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
-STUB(ncclReduce, const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t o, int root, ncclComm_t c, cudaStream_t st)
+STUB(ncclReduce, const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t o, int root, ncclComm_t c,
+     cudaStream_t st)
 STUB(ncclAlltoAll, const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
 STUB(ncclGather, const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)
 STUB(ncclScatter, const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st)

@@ -196,8 +196,10 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
   for (int i = 0; i < nr; i++) src[nsrc++] = rbuf[i];
   if (braid_prim_writes_output(prim)) dst[ndst++] = out;
   for (int i = 0; i < ns; i++) dst[ndst++] = sbuf[i];
-  /* The post-op applies where the value becomes final; a value merely relayed is final already. */
-  int do_post = post && reads_in;
+  /* The post-op applies once, where the value becomes final: a step that reads my input and
+   * writes my output. A partial sum on its way (SEND, RECV_REDUCE_SEND) must not get it, and a
+   * value merely relayed is final already. */
+  int do_post = post && reads_in && braid_prim_writes_output(prim);
   if (nsrc == 1) {
     BRAID_REDUCE_COPY(p->op, dst[0], ndst > 1 ? dst[1] : 0, src[0], reads_in, 0, 0, do_post, nelem);
   } else {
@@ -230,7 +232,7 @@ HD void braid_prim_compute_serial(const struct braid_prims* p, int prim, const c
                                   const char* const* rbuf, char* const* sbuf, int bytes, int post) {
   int reads_in = braid_prim_reads_input(prim), writes_out = braid_prim_writes_output(prim);
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
-  int do_post = post && reads_in;
+  int do_post = post && reads_in && writes_out; /* as in braid_prim_compute */
   for (int off = 0; off < bytes; off += 8) {
     int k = bytes - off < 8 ? bytes - off : 8;
     uint64_t acc;

@@ -71,7 +71,9 @@ static ncclResult_t fail(ncclResult_t r, const char* msg) {
   return r;
 }
 
-static char* region(struct ncclComm* c, int rank) { return c->base + (size_t)rank * (DIR_BYTES + c->slot); }
+static char* region(struct ncclComm* c, int rank) {
+  return c->base + (size_t)rank * (DIR_BYTES + c->slot);
+}
 
 static void barrier(struct ncclComm* c) {
   unsigned g = atomic_load(&c->h->gen);
@@ -83,9 +85,17 @@ static void barrier(struct ncclComm* c) {
   for (unsigned spins = 0; atomic_load(&c->h->gen) == g; spins++) spins < 1000 ? (void)sched_yield() : (void)usleep(50);
 }
 
-API ncclResult_t ncclGetVersion(int* v) { *v = NCCL_VERSION_CODE; return ncclSuccess; }
-API const char* ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "fake nccl error"; }
-API const char* ncclGetLastError(ncclComm_t c) { (void)c; return last_error; }
+API ncclResult_t ncclGetVersion(int* v) {
+  *v = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+API const char* ncclGetErrorString(ncclResult_t r) {
+  return r == ncclSuccess ? "no error" : "fake nccl error";
+}
+API const char* ncclGetLastError(ncclComm_t c) {
+  (void)c;
+  return last_error;
+}
 
 API ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   memset(id, 0, sizeof(*id));
@@ -149,23 +159,65 @@ API ncclResult_t ncclCommDestroy(ncclComm_t c) {
   free(c);
   return ncclSuccess;
 }
-API ncclResult_t ncclCommFinalize(ncclComm_t c) { (void)c; return ncclSuccess; }
-API ncclResult_t ncclCommAbort(ncclComm_t c) { return ncclCommDestroy(c); }
-API ncclResult_t ncclCommCount(const ncclComm_t c, int* n) { *n = c->nranks; return ncclSuccess; }
-API ncclResult_t ncclCommUserRank(const ncclComm_t c, int* r) { *r = c->rank; return ncclSuccess; }
-API ncclResult_t ncclCommCuDevice(const ncclComm_t c, int* d) { (void)c; *d = -1; return ncclSuccess; }
-API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* e) { (void)c; *e = ncclSuccess; return ncclSuccess; }
-API ncclResult_t ncclMemAlloc(void** p, size_t n) { *p = malloc(n ? n : 1); return *p ? ncclSuccess : ncclSystemError; }
-API ncclResult_t ncclMemFree(void* p) { free(p); return ncclSuccess; }
-API ncclResult_t ncclCommRegister(const ncclComm_t c, void* b, size_t n, void** h) { (void)c; (void)n; *h = b; return ncclSuccess; }
-API ncclResult_t ncclCommDeregister(const ncclComm_t c, void* h) { (void)c; (void)h; return ncclSuccess; }
-API ncclResult_t ncclCommWindowRegister(ncclComm_t c, void* b, size_t n, ncclWindow_t* w, int f) {
-  (void)c; (void)n; (void)f; *w = (ncclWindow_t)b; return ncclSuccess;
+API ncclResult_t ncclCommFinalize(ncclComm_t c) {
+  (void)c;
+  return ncclSuccess;
 }
-API ncclResult_t ncclCommWindowDeregister(ncclComm_t c, ncclWindow_t w) { (void)c; (void)w; return ncclSuccess; }
+API ncclResult_t ncclCommAbort(ncclComm_t c) {
+  return ncclCommDestroy(c);
+}
+API ncclResult_t ncclCommCount(const ncclComm_t c, int* n) {
+  *n = c->nranks;
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommUserRank(const ncclComm_t c, int* r) {
+  *r = c->rank;
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommCuDevice(const ncclComm_t c, int* d) {
+  (void)c;
+  *d = -1;
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t* e) {
+  (void)c;
+  *e = ncclSuccess;
+  return ncclSuccess;
+}
+API ncclResult_t ncclMemAlloc(void** p, size_t n) {
+  *p = malloc(n ? n : 1);
+  return *p ? ncclSuccess : ncclSystemError;
+}
+API ncclResult_t ncclMemFree(void* p) {
+  free(p);
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommRegister(const ncclComm_t c, void* b, size_t n, void** h) {
+  (void)c;
+  (void)n;
+  *h = b;
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommDeregister(const ncclComm_t c, void* h) {
+  (void)c;
+  (void)h;
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommWindowRegister(ncclComm_t c, void* b, size_t n, ncclWindow_t* w, int f) {
+  (void)c;
+  (void)n;
+  (void)f;
+  *w = (ncclWindow_t)b;
+  return ncclSuccess;
+}
+API ncclResult_t ncclCommWindowDeregister(ncclComm_t c, ncclWindow_t w) {
+  (void)c;
+  (void)w;
+  return ncclSuccess;
+}
 
-API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t dt,
-                                          ncclScalarResidence_t res, ncclComm_t c) {
+API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t dt, ncclScalarResidence_t res,
+                                          ncclComm_t c) {
   (void)res;
   for (int i = 0; i < MAX_PREMUL; i++)
     if (!c->premul_used[i]) {
@@ -196,21 +248,28 @@ static void reduce_into(struct ncclComm* c, struct op* o, size_t at, void* dst, 
       const char* p = region(c, r) + DIR_BYTES + at + j * elt;
       if (isf) {
         double v = bench_dtype_decode(o->dt, p);
-        facc = r == 0 ? v : red == ncclProd ? facc * v : red == ncclMax ? (v > facc ? v : facc)
-                          : red == ncclMin ? (v < facc ? v : facc) : facc + v;
+        facc = r == 0            ? v
+               : red == ncclProd ? facc * v
+               : red == ncclMax  ? (v > facc ? v : facc)
+               : red == ncclMin  ? (v < facc ? v : facc)
+                                 : facc + v;
       } else {
         uint64_t v = bench_dtype_load_bits(o->dt, p);
         int64_t sv = (int64_t)(v << sh) >> sh, sa = (int64_t)(iacc << sh) >> sh;
         int less = sgn ? sv < sa : v < iacc; /* v < acc */
-        iacc = r == 0 ? v : red == ncclProd ? iacc * v : red == ncclMax ? (less ? iacc : v)
-                          : red == ncclMin ? (less ? v : iacc) : iacc + v;
+        iacc = r == 0            ? v
+               : red == ncclProd ? iacc * v
+               : red == ncclMax  ? (less ? iacc : v)
+               : red == ncclMin  ? (less ? v : iacc)
+                                 : iacc + v;
       }
     }
     char* d = (char*)dst + j * elt;
     if (isf) {
       bench_dtype_encode(o->dt, facc, d);
     } else {
-      if (red == ncclAvg) iacc = sgn ? (uint64_t)(((int64_t)(iacc << sh) >> sh) / c->nranks) : (iacc & mask) / (uint64_t)c->nranks;
+      if (red == ncclAvg)
+        iacc = sgn ? (uint64_t)(((int64_t)(iacc << sh) >> sh) / c->nranks) : (iacc & mask) / (uint64_t)c->nranks;
       bench_dtype_store_bits(o->dt, iacc & mask, d);
     }
   }
@@ -248,7 +307,8 @@ static ncclResult_t run_coll(struct op* o) {
   int me = c->rank, root = o->root;
   int is_root = me == root;
   size_t in_count = (o->kind == K_REDSCAT || o->kind == K_ALLTOALL || (o->kind == K_SCATTER && is_root)) ? cnt * n
-                    : ((o->kind == K_BCAST || o->kind == K_SCATTER) && !is_root) ? 0 : cnt;
+                    : ((o->kind == K_BCAST || o->kind == K_SCATTER) && !is_root)                         ? 0
+                                                                                                         : cnt;
   if (elt == 0) return fail(ncclInvalidArgument, "bad datatype");
   if (in_count * elt > c->slot) return fail(ncclInvalidArgument, "message larger than FAKE_NCCL_SLOT");
   if ((o->kind == K_BCAST || o->kind == K_REDUCE || o->kind == K_GATHER || o->kind == K_SCATTER) &&
@@ -258,21 +318,32 @@ static ncclResult_t run_coll(struct op* o) {
   barrier(c);
   char* recv = o->recv;
   switch (o->kind) {
-    case K_ALLREDUCE: reduce_into(c, o, 0, recv, cnt); break;
-    case K_REDUCE: if (is_root) reduce_into(c, o, 0, recv, cnt); break;
-    case K_BCAST: memcpy(recv, region(c, root) + DIR_BYTES, bytes); break;
-    case K_REDSCAT: reduce_into(c, o, (size_t)me * bytes, recv, cnt); break;
+    case K_ALLREDUCE:
+      reduce_into(c, o, 0, recv, cnt);
+      break;
+    case K_REDUCE:
+      if (is_root) reduce_into(c, o, 0, recv, cnt);
+      break;
+    case K_BCAST:
+      memcpy(recv, region(c, root) + DIR_BYTES, bytes);
+      break;
+    case K_REDSCAT:
+      reduce_into(c, o, (size_t)me * bytes, recv, cnt);
+      break;
     case K_ALLGATHER:
       for (size_t r = 0; r < n; r++) memcpy(recv + r * bytes, region(c, (int)r) + DIR_BYTES, bytes);
       break;
     case K_ALLTOALL:
-      for (size_t r = 0; r < n; r++) memcpy(recv + r * bytes, region(c, (int)r) + DIR_BYTES + (size_t)me * bytes, bytes);
+      for (size_t r = 0; r < n; r++)
+        memcpy(recv + r * bytes, region(c, (int)r) + DIR_BYTES + (size_t)me * bytes, bytes);
       break;
     case K_GATHER:
       if (is_root)
         for (size_t r = 0; r < n; r++) memcpy(recv + r * bytes, region(c, (int)r) + DIR_BYTES, bytes);
       break;
-    case K_SCATTER: memcpy(recv, region(c, root) + DIR_BYTES + (size_t)me * bytes, bytes); break;
+    case K_SCATTER:
+      memcpy(recv, region(c, root) + DIR_BYTES + (size_t)me * bytes, bytes);
+      break;
   }
   barrier(c);
   return ncclSuccess;
@@ -320,8 +391,10 @@ static void* run_batch(void* arg) {
   struct batch* b = arg;
   int p2p = 0;
   for (int i = 0; i < b->n && b->res == ncclSuccess; i++) {
-    if (b->ops[i].kind == K_SEND || b->ops[i].kind == K_RECV) p2p = 1;
-    else b->res = run_coll(&b->ops[i]);
+    if (b->ops[i].kind == K_SEND || b->ops[i].kind == K_RECV)
+      p2p = 1;
+    else
+      b->res = run_coll(&b->ops[i]);
   }
   if (p2p && b->res == ncclSuccess) {
     struct op* pp = calloc((size_t)b->n, sizeof(struct op));
@@ -334,7 +407,10 @@ static void* run_batch(void* arg) {
   return NULL;
 }
 
-API ncclResult_t ncclGroupStart(void) { depth++; return ncclSuccess; }
+API ncclResult_t ncclGroupStart(void) {
+  depth++;
+  return ncclSuccess;
+}
 
 API ncclResult_t ncclGroupEnd(void) {
   if (depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
@@ -367,8 +443,8 @@ API ncclResult_t ncclGroupEnd(void) {
   return res;
 }
 
-static ncclResult_t enqueue(int kind, const void* s, void* r, size_t count, ncclDataType_t dt,
-                            ncclRedOp_t red, int root, ncclComm_t c) {
+static ncclResult_t enqueue(int kind, const void* s, void* r, size_t count, ncclDataType_t dt, ncclRedOp_t red,
+                            int root, ncclComm_t c) {
   if (!c) return fail(ncclInvalidArgument, "NULL communicator");
   ncclGroupStart();
   if (nqueue == capqueue) {
@@ -379,36 +455,52 @@ static ncclResult_t enqueue(int kind, const void* s, void* r, size_t count, nccl
   return ncclGroupEnd();
 }
 
-API ncclResult_t ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_ALLREDUCE, s, r, n, t, op, -1, c);
+API ncclResult_t ncclAllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                               cudaStream_t st) {
+  (void)st;
+  return enqueue(K_ALLREDUCE, s, r, n, t, op, -1, c);
 }
-API ncclResult_t ncclReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_REDUCE, s, r, n, t, op, root, c);
+API ncclResult_t ncclReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, int root, ncclComm_t c,
+                            cudaStream_t st) {
+  (void)st;
+  return enqueue(K_REDUCE, s, r, n, t, op, root, c);
 }
-API ncclResult_t ncclBroadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_BCAST, s, r, n, t, ncclSum, root, c);
+API ncclResult_t ncclBroadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+                               cudaStream_t st) {
+  (void)st;
+  return enqueue(K_BCAST, s, r, n, t, ncclSum, root, c);
 }
 API ncclResult_t ncclBcast(void* b, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
   return ncclBroadcast(b, b, n, t, root, c, st);
 }
 API ncclResult_t ncclAllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_ALLGATHER, s, r, n, t, ncclSum, -1, c);
+  (void)st;
+  return enqueue(K_ALLGATHER, s, r, n, t, ncclSum, -1, c);
 }
-API ncclResult_t ncclReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_REDSCAT, s, r, n, t, op, -1, c);
+API ncclResult_t ncclReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c,
+                                   cudaStream_t st) {
+  (void)st;
+  return enqueue(K_REDSCAT, s, r, n, t, op, -1, c);
 }
 API ncclResult_t ncclAlltoAll(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_ALLTOALL, s, r, n, t, ncclSum, -1, c);
+  (void)st;
+  return enqueue(K_ALLTOALL, s, r, n, t, ncclSum, -1, c);
 }
-API ncclResult_t ncclGather(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_GATHER, s, r, n, t, ncclSum, root, c);
+API ncclResult_t ncclGather(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+                            cudaStream_t st) {
+  (void)st;
+  return enqueue(K_GATHER, s, r, n, t, ncclSum, root, c);
 }
-API ncclResult_t ncclScatter(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_SCATTER, s, r, n, t, ncclSum, root, c);
+API ncclResult_t ncclScatter(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t c,
+                             cudaStream_t st) {
+  (void)st;
+  return enqueue(K_SCATTER, s, r, n, t, ncclSum, root, c);
 }
 API ncclResult_t ncclSend(const void* s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_SEND, s, NULL, n, t, ncclSum, peer, c);
+  (void)st;
+  return enqueue(K_SEND, s, NULL, n, t, ncclSum, peer, c);
 }
 API ncclResult_t ncclRecv(void* r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
-  (void)st; return enqueue(K_RECV, NULL, r, n, t, ncclSum, peer, c);
+  (void)st;
+  return enqueue(K_RECV, NULL, r, n, t, ncclSum, peer, c);
 }

@@ -12,7 +12,7 @@
 # Check unit tests of bench/common (tests/bench/unit.c). Each case runs under `timeout 120`.
 # Last line: "N passed, N failed".
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-build}
 BIN=$BUILD/bin
 COLLS="all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"
@@ -136,9 +136,10 @@ if [ "$rc" -eq 255 ] && grep -q "invalid sizes for 'minbytes' and 'maxbytes'" "$
 
 # The Check tests of bench/common (no communicator needed).
 if pkg-config --exists check 2>/dev/null; then
+  read -r -a check_libs <<<"$(pkg-config --libs check)"
   if gcc -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -O2 -D_GNU_SOURCE -DBRAID_NO_CUDA_HEADERS \
       -Iinclude -Ibench/common tests/bench/unit.c bench/common/opts.c bench/common/report.c bench/common/dtype.c \
-      bench/common/verify.c -o "$TMP/unit" $(pkg-config --libs check) -lm >"$TMP/cc.txt" 2>&1; then
+      bench/common/verify.c -o "$TMP/unit" "${check_libs[@]}" -lm >"$TMP/cc.txt" 2>&1; then
     if timeout 120 "$TMP/unit" >"$TMP/unit.txt" 2>&1; then pass "unit (bench/common)"; else fail "unit (bench/common)" "Check failures" "$TMP/unit.txt"; fi
   else
     fail "unit (bench/common)" "does not compile" "$TMP/cc.txt"

@@ -5,7 +5,7 @@
 # benchmarks under mpirun, the Open MPI peer, tools/plot-bench and bench/compare.sh.
 # Use it when changing bench/, tools/plot-bench or tests/bench/. Last line: "N passed, N failed".
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 B=$(mktemp -d)
 trap 'rm -rf "$B"' EXIT
 passed=0
@@ -14,7 +14,7 @@ pass() { passed=$((passed + 1)); echo "PASS $1"; }
 fail() { failed=$((failed + 1)); echo "FAIL $1"; [ -f "${2:-}" ] && sed 's/^/    | /' "$2" | tail -n 20; }
 
 CFLAGS="-std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -pthread -D_GNU_SOURCE -DBRAID_NO_CUDA_HEADERS -Iinclude"
-COLLS=$(ls bench/*_perf.c | sed 's|bench/||; s|_perf.c||')
+COLLS=$(cd bench && for f in *_perf.c; do echo "${f%_perf.c}"; done)
 
 # build_benches CC DIR EXTRA_FLAGS: the Makefile's bench rules, against $B/lib.
 build_benches() {
@@ -52,8 +52,9 @@ passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
 if command -v mpicc >/dev/null 2>&1; then
-  MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader)
-  ompi_info 2>/dev/null | grep -q 'MCA btl: vader' || MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,sm)
+  shm=sm
+  ompi_info 2>/dev/null | grep -q 'MCA btl: vader' && shm=vader
+  MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl "self,$shm")
   if build_benches mpicc "$B/mpi" "-DBRAID_BENCH_MPI=1" >"$B/mcc.txt" 2>&1; then
     pass "MPI=1 build (-Werror)"
     rc=0

@@ -130,11 +130,16 @@ START_TEST(test_report_lines) {
   fclose(f);
   const char* want =
       "#\n"
-      "#                                                              out-of-place                       in-place          \n"
-      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong \n"
-      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         \n"
-      "   134217728      33554432     float     sum      -1  1234.50  108.72  190.27       0  1230.10  109.11  190.95       0\n"
-      "           8             2     float     sum      -1    10.79    0.00    0.00       0    10.53    0.00    0.00    N/A\n"
+      "#                                                              out-of-place                       in-place      "
+      "    \n"
+      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  "
+      "#wrong \n"
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)  "
+      "       \n"
+      "   134217728      33554432     float     sum      -1  1234.50  108.72  190.27       0  1230.10  109.11  190.95  "
+      "     0\n"
+      "           8             2     float     sum      -1    10.79    0.00    0.00       0    10.53    0.00    0.00  "
+      "  N/A\n"
       "# Out of bounds values : 0 OK\n"
       "# Avg bus bandwidth    : 85.1234 \n"
       "#\n"
@@ -147,8 +152,9 @@ START_TEST(test_report_lines) {
   f = open_memstream(&buf, &len);
   bench_report_footer(f, 2, 1.5, 10, "x_perf", "boom");
   fclose(f);
-  ck_assert_str_eq(buf, "# Out of bounds values : 2 FAILED\n# Avg bus bandwidth    : 1.5 FAILED\n#\n"
-                        "# Collective test concluded: x_perf\n#\n# error: boom\n");
+  ck_assert_str_eq(buf,
+                   "# Out of bounds values : 2 FAILED\n# Avg bus bandwidth    : 1.5 FAILED\n#\n"
+                   "# Collective test concluded: x_perf\n#\n# error: boom\n");
   free(buf);
 
   char lines[BENCH_LINES_MAX];
@@ -186,16 +192,30 @@ END_TEST
 /* ---- dtype ------------------------------------------------------------------------ */
 
 START_TEST(test_dtype_codecs) {
-  static const struct { int dt; double v; uint64_t bits; } known[] = {
-      {6, 1.0, 0x3C00}, {6, -2.0, 0xC000}, {6, 65504, 0x7BFF}, {6, 1e9, 0x7C00},
-      {6, 1 + 1.0 / 2048, 0x3C00}, /* tie -> even */ {6, 1 + 3.0 / 2048, 0x3C02},
-      {9, 1.0, 0x3F80}, {9, 3.0, 0x4040}, {10, 1.0, 0x38}, {10, 448, 0x7E}, {10, 1000, 0x7E},
-      {10, -0.5, 0xB0}, {11, 1.0, 0x3C}, {11, 57344, 0x7B}, {11, 1e6, 0x7C}};
+  static const struct {
+    int dt;
+    double v;
+    uint64_t bits;
+  } known[] = {{6, 1.0, 0x3C00},
+               {6, -2.0, 0xC000},
+               {6, 65504, 0x7BFF},
+               {6, 1e9, 0x7C00},
+               {6, 1 + 1.0 / 2048, 0x3C00},
+               /* tie -> even */ {6, 1 + 3.0 / 2048, 0x3C02},
+               {9, 1.0, 0x3F80},
+               {9, 3.0, 0x4040},
+               {10, 1.0, 0x38},
+               {10, 448, 0x7E},
+               {10, 1000, 0x7E},
+               {10, -0.5, 0xB0},
+               {11, 1.0, 0x3C},
+               {11, 57344, 0x7B},
+               {11, 1e6, 0x7C}};
   for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
     uint64_t bits = 0;
     bench_dtype_encode(known[i].dt, known[i].v, &bits);
-    ck_assert_msg(bits == known[i].bits, "%s(%g) = 0x%llx, want 0x%llx", bench_dtype_name(known[i].dt),
-                  known[i].v, (unsigned long long)bits, (unsigned long long)known[i].bits);
+    ck_assert_msg(bits == known[i].bits, "%s(%g) = 0x%llx, want 0x%llx", bench_dtype_name(known[i].dt), known[i].v,
+                  (unsigned long long)bits, (unsigned long long)known[i].bits);
   }
   /* Every finite pattern of the narrow formats survives decode -> encode. */
   int dts[] = {6, 9, 10, 11};
@@ -240,10 +260,18 @@ static double simulate(const struct bench_gen* g, const double* in, const int* o
       continue;
     }
     switch (g->op) {
-      case BENCH_OP_PROD: acc = round_to(dt, acc * v); break;
-      case BENCH_OP_MAX: acc = v > acc ? v : acc; break;
-      case BENCH_OP_MIN: acc = v < acc ? v : acc; break;
-      default: acc = round_to(dt, acc + v); break;
+      case BENCH_OP_PROD:
+        acc = round_to(dt, acc * v);
+        break;
+      case BENCH_OP_MAX:
+        acc = v > acc ? v : acc;
+        break;
+      case BENCH_OP_MIN:
+        acc = v < acc ? v : acc;
+        break;
+      default:
+        acc = round_to(dt, acc + v);
+        break;
     }
   }
   if (g->op == BENCH_OP_AVG && !avg_premul) acc = round_to(dt, acc / n);
@@ -281,8 +309,8 @@ START_TEST(test_float_results_exact) {
             bench_dtype_encode(dt, simulate(&g, in, order, pass < 3), got + j * elt);
           }
           int64_t wrong = bench_gen_compare(&g, got, expected, COUNT);
-          ck_assert_msg(wrong == 0, "%s %s n=%d pass %d: %lld wrong", bench_dtype_name(dt), bench_op_name(op), n,
-                        pass, (long long)wrong);
+          ck_assert_msg(wrong == 0, "%s %s n=%d pass %d: %lld wrong", bench_dtype_name(dt), bench_op_name(op), n, pass,
+                        (long long)wrong);
         }
         free(inputs), free(expected), free(got), free(in), free(order);
       }
