@@ -81,23 +81,23 @@ struct bs_in {
   int peer;            /* -1 until the handshake is read */
   int64_t hs_deadline; /* the handshake must be complete by then */
   struct bs_peer_hello hello;
-  struct bs_hdr hdr;     /* the message being read */
-  char* payload;         /* its payload (hdr.size bytes) */
-  int in_payload;        /* the header is complete */
-  size_t off;            /* bytes of the current part read */
-  int closed;            /* EOF or error: nothing more will come */
+  struct bs_hdr hdr; /* the message being read */
+  char* payload;     /* its payload (hdr.size bytes) */
+  int in_payload;    /* the header is complete */
+  size_t off;        /* bytes of the current part read */
+  int closed;        /* EOF or error: nothing more will come */
   enum braid_socket_fail fail;
 };
 
 struct bs_peer {
-  pthread_mutex_t out_lock;   /* one writer (and connect) at a time */
-  struct braid_socket out;    /* ours to it (out_lock); out.fail: why it broke */
-  int out_broken;             /* connect failed or a send broke the stream (out_lock) */
-  struct braid_socket watch;  /* copy of out once connected, not owned (bs->lock) */
-  int out_dead;               /* it refused us or closed `out` (bs->lock) */
+  pthread_mutex_t out_lock;  /* one writer (and connect) at a time */
+  struct braid_socket out;   /* ours to it (out_lock); out.fail: why it broke */
+  int out_broken;            /* connect failed or a send broke the stream (out_lock) */
+  struct braid_socket watch; /* copy of out once connected, not owned (bs->lock) */
+  int out_dead;              /* it refused us or closed `out` (bs->lock) */
   int64_t out_dead_ns;
   enum braid_socket_fail out_fail;
-  struct bs_in* in;           /* its connection to us (bs->lock) */
+  struct bs_in* in; /* its connection to us (bs->lock) */
 };
 
 struct braid_bootstrap {
@@ -207,7 +207,8 @@ static ncclResult_t bs_peer_fail(const struct braid_bootstrap* bs, int peer, enu
     case BRAID_SOCKET_FAIL_TIMEOUT:
       BRAID_WARN("Bootstrap: rank %d: timeout while %s rank %d (host %s)", bs->rank, doing, peer, host);
       return ncclRemoteError;
-    case BRAID_SOCKET_FAIL_SYSTEM: return res == ncclSuccess ? ncclSystemError : res; /* logged where it happened */
+    case BRAID_SOCKET_FAIL_SYSTEM:
+      return res == ncclSuccess ? ncclSystemError : res; /* logged where it happened */
     default:
       BRAID_WARN("Bootstrap: rank %d (host %s) %s (rank %d was %s it at %s)", peer, host, braid_socket_fail_str(fail),
                  bs->rank, doing, braid_socket_addr_str(&bs->table[peer].addr, buf));
@@ -379,7 +380,8 @@ static int bs_pollset(struct braid_bootstrap* bs, struct pollfd** fds_p, int* ca
   struct pollfd* fds = *fds_p;
   n = 0;
   fds[n++] = (struct pollfd){.fd = bs->listener.fd, .events = POLLIN};
-  for (struct bs_in* in = bs->pending; in != NULL; in = in->next) fds[n++] = (struct pollfd){.fd = in->sock.fd, .events = POLLIN};
+  for (struct bs_in* in = bs->pending; in != NULL; in = in->next)
+    fds[n++] = (struct pollfd){.fd = in->sock.fd, .events = POLLIN};
   for (struct bs_in* in = bs->active; in != NULL; in = in->next)
     if (!in->closed) fds[n++] = (struct pollfd){.fd = in->sock.fd, .events = POLLIN};
   if (extra_fd >= 0) fds[n++] = (struct pollfd){.fd = extra_fd, .events = extra_events};
@@ -530,8 +532,9 @@ static ncclResult_t bs_peer_check(struct braid_bootstrap* bs, int peer, int64_t 
 static ncclResult_t bs_deliver(struct braid_bootstrap* bs, struct bs_msg* m, void* data, size_t size) {
   ncclResult_t res = ncclSuccess;
   if (m->size != size) {
-    BRAID_WARN("Bootstrap: rank %d: the message from rank %d (kind %u, tag %llu) has %llu bytes, the receive expects %zu",
-               bs->rank, m->peer, m->kind, (unsigned long long)m->tag, (unsigned long long)m->size, size);
+    BRAID_WARN(
+        "Bootstrap: rank %d: the message from rank %d (kind %u, tag %llu) has %llu bytes, the receive expects %zu",
+        bs->rank, m->peer, m->kind, (unsigned long long)m->tag, (unsigned long long)m->size, size);
     res = ncclInvalidUsage;
   } else if (size > 0) {
     memcpy(data, m->data, size);
@@ -541,8 +544,8 @@ static ncclResult_t bs_deliver(struct braid_bootstrap* bs, struct bs_msg* m, voi
   return res;
 }
 
-static ncclResult_t bs_recv(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag, void* data,
-                            size_t size, int64_t deadline) {
+static ncclResult_t bs_recv(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag, void* data, size_t size,
+                            int64_t deadline) {
   ncclResult_t res = ncclSuccess;
   struct pollfd* fds = NULL;
   int cap = 0, watched = 0;
@@ -661,13 +664,15 @@ static ncclResult_t split_check_args(struct braid_bootstrap* parent, int rank, i
   ncclResult_t res = ncclSuccess;
   unsigned char* seen = NULL;
   if (parent == NULL || parent_ranks == NULL || bs_p == NULL) {
-    BRAID_WARN("braid_bootstrap_split: invalid argument %s NULL",
-               parent == NULL ? "parent" : parent_ranks == NULL ? "parent_ranks" : "bs_p");
+    BRAID_WARN("braid_bootstrap_split: invalid argument %s NULL", parent == NULL         ? "parent"
+                                                                  : parent_ranks == NULL ? "parent_ranks"
+                                                                                         : "bs_p");
     return ncclInvalidArgument;
   }
   if (nranks < 1 || nranks > parent->nranks || rank < 0 || rank >= nranks || parent_ranks[rank] != parent->rank) {
-    BRAID_WARN("braid_bootstrap_split: invalid argument rank %d nranks %d (parent rank %d of %d, parent_ranks[rank] %d)",
-               rank, nranks, parent->rank, parent->nranks, rank >= 0 && rank < nranks ? parent_ranks[rank] : -1);
+    BRAID_WARN(
+        "braid_bootstrap_split: invalid argument rank %d nranks %d (parent rank %d of %d, parent_ranks[rank] %d)", rank,
+        nranks, parent->rank, parent->nranks, rank >= 0 && rank < nranks ? parent_ranks[rank] : -1);
     return ncclInvalidArgument;
   }
   BRAID_CALLOC_GOTO(seen, parent->nranks, res, out);
@@ -711,8 +716,7 @@ ncclResult_t braid_bootstrap_split(struct braid_bootstrap* parent, int rank, int
       BRAID_CHECK_GOTO(bs_send(parent, parent_ranks[i], BS_KIND_SPLIT_DOWN, tag, down, down_size, deadline), res,
                        err_free);
   } else {
-    BRAID_CHECK_GOTO(bs_send(parent, parent_ranks[0], BS_KIND_SPLIT_UP, tag, &me, sizeof(me), deadline), res,
-                     err_free);
+    BRAID_CHECK_GOTO(bs_send(parent, parent_ranks[0], BS_KIND_SPLIT_UP, tag, &me, sizeof(me), deadline), res, err_free);
     BRAID_CHECK_GOTO(bs_recv(parent, parent_ranks[0], BS_KIND_SPLIT_DOWN, tag, down, down_size, deadline), res,
                      err_free);
     memcpy(&secret, down, sizeof(secret));
@@ -787,8 +791,12 @@ ncclResult_t braid_bootstrap_barrier(struct braid_bootstrap* bs) {
   return ncclSuccess;
 }
 
-int braid_bootstrap_rank(const struct braid_bootstrap* bs) { return bs ? bs->rank : -1; }
-int braid_bootstrap_nranks(const struct braid_bootstrap* bs) { return bs ? bs->nranks : 0; }
+int braid_bootstrap_rank(const struct braid_bootstrap* bs) {
+  return bs ? bs->rank : -1;
+}
+int braid_bootstrap_nranks(const struct braid_bootstrap* bs) {
+  return bs ? bs->nranks : 0;
+}
 
 const char* braid_bootstrap_peer_host(struct braid_bootstrap* bs, int rank) {
   return bs != NULL && rank >= 0 && rank < bs->nranks ? bs->table[rank].host : "unknown";
@@ -798,7 +806,9 @@ const union braid_sockaddr* braid_bootstrap_peer_addr(struct braid_bootstrap* bs
   return bs != NULL && rank >= 0 && rank < bs->nranks ? &bs->table[rank].addr : NULL;
 }
 
-uint64_t braid_bootstrap_secret(struct braid_bootstrap* bs) { return bs ? bs->secret : 0; }
+uint64_t braid_bootstrap_secret(struct braid_bootstrap* bs) {
+  return bs ? bs->secret : 0;
+}
 
 void braid_bootstrap_set_abort_flag(struct braid_bootstrap* bs, volatile uint32_t* abort_flag) {
   if (bs != NULL) __atomic_store_n(&bs->abort_flag, abort_flag, __ATOMIC_RELEASE);

@@ -42,8 +42,8 @@ ncclResult_t braid_bootstrap_init(const ncclUniqueId* ids, int nids, int rank, i
  * take part, and only them. parent_ranks[i]: the parent rank of new rank i; `tag` tells
  * concurrent splits of one parent apart. Addresses travel over the parent's send/recv. The
  * child watches no external abort flag until braid_bootstrap_set_abort_flag. */
-ncclResult_t braid_bootstrap_split(struct braid_bootstrap* parent, int rank, int nranks,
-                                   const int* parent_ranks, uint64_t tag, struct braid_bootstrap** bs_p);
+ncclResult_t braid_bootstrap_split(struct braid_bootstrap* parent, int rank, int nranks, const int* parent_ranks,
+                                   uint64_t tag, struct braid_bootstrap** bs_p);
 /* all: nranks * size bytes, this rank's slot filled; on return every slot is. */
 ncclResult_t braid_bootstrap_allgather(struct braid_bootstrap* bs, void* all, size_t size);
 ncclResult_t braid_bootstrap_barrier(struct braid_bootstrap* bs);
@@ -90,7 +90,7 @@ struct bs_entry {
 
 struct bs_hello {
   int32_t rank, nranks, nroots, iroot;
-  uint64_t root0_secret;           /* ids[0]: where a relay root sends what it collects */
+  uint64_t root0_secret; /* ids[0]: where a relay root sends what it collects */
   union braid_sockaddr root0_addr;
   struct bs_entry entry;
 };
@@ -111,7 +111,9 @@ struct bs_down {
 };
 
 /* Extra seconds a rank waits past BRAID_INIT_TIMEOUT for its root's verdict. */
-static inline int64_t bs_grace_s(int64_t timeout_s) { return 1 + timeout_s / 10; }
+static inline int64_t bs_grace_s(int64_t timeout_s) {
+  return 1 + timeout_s / 10;
+}
 
 void braid_bootstrap_id_decode(const ncclUniqueId* id, uint64_t* secret_p, union braid_sockaddr* addr_p);
 ncclResult_t braid_bootstrap_random_secret(uint64_t* secret_p);

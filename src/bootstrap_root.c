@@ -18,8 +18,6 @@
  * and delays no one.
  */
 #define BRAID_BOOTSTRAP_INTERNAL
-#include "bootstrap.h"
-
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -29,6 +27,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "bootstrap.h"
 #include "check.h"
 #include "debug.h"
 #include "param.h"
@@ -92,8 +91,8 @@ struct root {
   int64_t timeout_s;
   struct rc** conns;
   int nconns, cap;
-  int iroot;  /* -1 until the first hello says which root this is */
-  int nranks; /* root 0: -1 until the first hello */
+  int iroot;              /* -1 until the first hello says which root this is */
+  int nranks;             /* root 0: -1 until the first hello */
   struct bs_entry* table; /* root 0 */
   unsigned char* arrived;
   int narrived;
@@ -149,8 +148,8 @@ static void root_send_one(struct rc* c, const struct bs_down* d, const struct bs
   if (res == ncclSuccess && d->result == ncclSuccess)
     res = braid_socket_send(&c->sock, table, (size_t)d->nranks * sizeof(*table), NULL, deadline);
   if (res != ncclSuccess)
-    BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root: could not answer %s: it %s", braid_socket_addr_str(&c->sock.addr, buf),
-               braid_socket_fail_str(c->sock.fail));
+    BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap root: could not answer %s: it %s",
+               braid_socket_addr_str(&c->sock.addr, buf), braid_socket_fail_str(c->sock.fail));
 }
 
 /* Success: the table to every rank and relay connection; the thread is done. */
@@ -275,8 +274,9 @@ static void root_hello(struct root* rt, const struct bs_hello* h, int direct) {
   }
   if (rt->finished || rt->failed) return;
   if (direct && h->iroot != rt->iroot) {
-    root_fail(rt, ncclInvalidUsage, "Bootstrap: rank %d (host %.64s) took this root for root %d of %d, but it is root %d",
-              h->rank, h->entry.host, h->iroot, h->nroots, rt->iroot);
+    root_fail(rt, ncclInvalidUsage,
+              "Bootstrap: rank %d (host %.64s) took this root for root %d of %d, but it is root %d", h->rank,
+              h->entry.host, h->iroot, h->nroots, rt->iroot);
   } else if (rt->iroot > 0) {
     struct bs_up u;
     memset(&u, 0, sizeof(u));

@@ -56,6 +56,39 @@ void braid_comm_registry_remove(struct braid_comm* comm) {
   pthread_mutex_unlock(&registry_mutex);
 }
 
+/* ncclCommAbort's claim: atomically, the comm is live and from now on the aborter frees it. */
+int braid_comm_registry_claim(struct braid_comm* comm) {
+  int ok = 0;
+  pthread_mutex_lock(&registry_mutex);
+  for (int i = 0; i < registry_len && !ok; i++) ok = registry[i] == comm;
+  if (ok && comm->magic == BRAID_COMM_MAGIC && !comm->claimed) {
+    comm->claimed = 1;
+    __atomic_store_n(&comm->abort_flag, BRAID_EXEC_ABORTED, __ATOMIC_RELEASE);
+  } else {
+    ok = 0;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return ok;
+}
+
+/* A failed init's cleanup: unless claimed by an abort, unregister and let the caller free. */
+int braid_comm_registry_take(struct braid_comm* comm) {
+  int mine = 0;
+  pthread_mutex_lock(&registry_mutex);
+  if (!comm->claimed) {
+    comm->claimed = 1;
+    mine = 1;
+    for (int i = 0; i < registry_len; i++) {
+      if (registry[i] == comm) {
+        registry[i] = registry[--registry_len];
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return mine;
+}
+
 static int registry_has(const struct braid_comm* comm) {
   int found = 0;
   pthread_mutex_lock(&registry_mutex);

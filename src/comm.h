@@ -92,6 +92,10 @@ struct braid_comm {
   volatile uint32_t abort_flag; /* braid_exec_status value when raised; polled everywhere */
   volatile int state;           /* enum braid_comm_state */
   volatile ncclResult_t async_error;
+  int claimed;                  /* someone (abort, or a failed init) frees it: under the registry lock */
+  char abort_reason[256];       /* why braid itself raised abort_flag (net proxy, watchdog): the
+                                   message the failed call repeats */
+  int failed_peer;              /* with BRAID_EXEC_PEER_FAILED: the rank blamed, or -1 */
   pthread_t init_thread;        /* non-blocking init */
   int init_thread_running;
   int blocking_init_active;     /* a blocking init runs on the caller's thread (under mutex) */
@@ -125,6 +129,10 @@ static inline struct braid_comm* braid_comm_of(ncclComm_t c) { return (struct br
 /* The registry of live communicators: catches use after destroy and garbage handles. */
 void braid_comm_registry_add(struct braid_comm* comm);
 void braid_comm_registry_remove(struct braid_comm* comm);
+/* ncclCommAbort: 1 if comm is live and now ours to free (raises its abort flag), else 0. */
+int braid_comm_registry_claim(struct braid_comm* comm);
+/* A failed blocking init: 1 if nobody claimed comm (it is unregistered; caller frees). */
+int braid_comm_registry_take(struct braid_comm* comm);
 /* ncclInvalidArgument with a WARN naming `fn` when comm is NULL, destroyed or garbage;
  * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
 ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);

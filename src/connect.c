@@ -10,11 +10,13 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "param.h"
+#include "transport/net.h"
 #include "transport/transport.h"
 
 /* Transports in order of preference (DESIGN.md section 5: p2p > shm > net). */
 static const struct braid_transport* const transports[] = {
     &braid_transport_shm,
+    &braid_transport_net,
 };
 
 /* Bootstrap tags of connection blobs: which channel, and which side wrote the blob. */
@@ -40,7 +42,7 @@ static ncclResult_t pick_transport(struct braid_comm* comm, int peer, const stru
 /* Phase 1 for one direction: local setup, blob to the peer. */
 static ncclResult_t post_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
                              struct braid_connector* c) {
-  struct braid_connect_blob blob;
+  struct braid_connect_blob blob = {{0}}; /* bytes a transport leaves unset still cross the wire */
   BRAID_CHECK(pick_transport(comm, peer, &c->transport));
   int id = channel + conn_index * BRAID_MAX_CHANNELS;
   if (is_send)
@@ -61,7 +63,12 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
   else
     BRAID_CHECK(c->transport->recv_connect(comm, c, &blob));
   c->connected = 1;
-  if (is_send)
+  if (c->transport == &braid_transport_net)
+    BRAID_INFO((conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT) | BRAID_LOG_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via NET/%s",
+               channel, conn_index, is_send ? comm->rank : peer, is_send ? comm->local_rank : peer,
+               is_send ? peer : comm->rank, is_send ? peer : comm->local_rank, is_send ? "send" : "receive",
+               braid_net_conn_desc(c));
+  else if (is_send)
     BRAID_INFO(conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT, "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", channel,
                conn_index, comm->rank, comm->local_rank, peer, peer, c->transport->name,
                comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash ? "direct pointer" : "shared memory");
@@ -82,7 +89,7 @@ ncclResult_t braid_connect_rings(struct braid_comm* comm) {
     ch->dev.ring_send = &ch->ring_send.conn;
     ch->dev.ring_recv = &ch->ring_recv.conn;
   }
-  return ncclSuccess;
+  return braid_proxy_watch(comm); /* dead peers and BRAID_TIMEOUT (transport/net_watch.c) */
 }
 
 ncclResult_t braid_connect_p2p_post(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
@@ -157,6 +164,7 @@ static void free_connector(struct braid_connector* c, int is_send) {
 }
 
 void braid_connect_free(struct braid_comm* comm) {
+  braid_proxy_unwatch(comm);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
     free_connector(&ch->ring_send, 1);

@@ -268,6 +268,9 @@ ncclResult_t braid_comm_alloc(int rank, int nranks, const ncclConfig_t* config, 
   pthread_mutex_init(&comm->mutex, NULL);
   pthread_cond_init(&comm->init_cond, NULL);
   braid_debug_set_device(comm->cuda_dev < 0 ? 0 : comm->cuda_dev);
+  /* A blocking init outside a group runs on the caller's thread; an aborting thread must see
+   * that before it can find the handle (init_api.c hands it out before init returns). */
+  comm->blocking_init_active = config->blocking && braid_group_depth() == 0;
   braid_host_pool_retain();
   braid_comm_registry_add(comm);
   *comm_p = comm;
@@ -320,9 +323,12 @@ static ncclResult_t init_run(struct init_args* a) {
   struct braid_comm* comm = a->comm;
   double t0 = braid_time_now();
   ncclResult_t res;
-  if (a->parent_bs != NULL)
+  if (a->parent_bs != NULL) {
     res = braid_bootstrap_split(a->parent_bs, comm->rank, comm->nranks, a->parent_ranks, a->split_tag,
                                 &comm->bootstrap);
+    /* A split bootstrap watches no abort flag until told: the parent may die first. */
+    if (res == ncclSuccess) braid_bootstrap_set_abort_flag(comm->bootstrap, &comm->abort_flag);
+  }
   else
     res = braid_bootstrap_init(a->ids, a->nids, comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap);
   if (res == ncclSuccess) res = braid_init_finish(comm, a->fn, braid_time_now() - t0);
@@ -355,16 +361,17 @@ ncclResult_t braid_init_start(struct init_args* a) {
              (unsigned long long)comm->comm_hash);
   int in_group = braid_group_depth() > 0;
   if (comm->config.blocking && !in_group) {
-    comm->blocking_init_active = 1;
+    /* blocking_init_active was set by braid_comm_alloc, before the handle was visible. */
     ncclResult_t res = init_run(a);
     braid_init_args_free(a);
-    /* From here another thread's ncclCommAbort may free the communicator. */
-    int aborted = comm->abort_flag != 0;
+    /* A failed init frees the communicator unless an ncclCommAbort claimed it first (the
+     * claim and this check are atomic under the registry lock; the aborter then frees). */
+    int ours = res != ncclSuccess && braid_comm_registry_take(comm);
     pthread_mutex_lock(&comm->mutex);
     comm->blocking_init_active = 0;
     pthread_cond_broadcast(&comm->init_cond);
     pthread_mutex_unlock(&comm->mutex);
-    if (res != ncclSuccess && !aborted) braid_comm_free(comm);
+    if (ours) braid_comm_free(comm);
     return res;
   }
   int err = pthread_create(&comm->init_thread, NULL, init_thread_main, a);

@@ -163,7 +163,11 @@ BRAID_API ncclResult_t ncclCommAbort(ncclComm_t handle) {
   struct braid_comm* comm;
   if (handle == NULL) return ncclSuccess;
   BRAID_CHECK(check_alive(handle, "ncclCommAbort", &comm));
-  __atomic_store_n(&comm->abort_flag, BRAID_EXEC_ABORTED, __ATOMIC_RELEASE);
+  if (!braid_comm_registry_claim(comm)) {
+    BRAID_WARN("ncclCommAbort: comm %p is being freed by another thread (its init failed, or it is already "
+               "aborting)", (void*)comm);
+    return ncclInvalidArgument;
+  }
   if (comm->bootstrap != NULL) braid_bootstrap_abort(comm->bootstrap);
   braid_init_join_thread(comm); /* an init waiting for a missing rank sees the flag and returns */
   /* Collectives running on other threads see the flag within a few polls; let them leave. */

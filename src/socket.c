@@ -30,7 +30,9 @@ int64_t braid_socket_clock_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int64_t braid_socket_deadline_ms(int64_t ms) { return braid_socket_clock_ns() + ms * 1000000LL; }
+int64_t braid_socket_deadline_ms(int64_t ms) {
+  return braid_socket_clock_ns() + ms * 1000000LL;
+}
 
 /* The next wait in ms: one slice, less if the deadline is nearer; -1 once it has passed. */
 static int slice_ms(int64_t deadline) {
@@ -245,8 +247,8 @@ static int if_usable(const struct ifaddrs* ifa, int family) {
 }
 
 /* One pass: usable interfaces matching the filter (or the subnet), first address of each. */
-static int if_collect(struct ifaddrs* list, const struct if_filter* f, const union braid_sockaddr* subnet,
-                      int family, char* names, union braid_sockaddr* addrs, int max) {
+static int if_collect(struct ifaddrs* list, const struct if_filter* f, const union braid_sockaddr* subnet, int family,
+                      char* names, union braid_sockaddr* addrs, int max) {
   int n = 0;
   for (struct ifaddrs* ifa = list; ifa != NULL && n < max; ifa = ifa->ifa_next) {
     if (!if_usable(ifa, family)) continue;
@@ -283,9 +285,12 @@ static void if_describe(struct ifaddrs* list, int family, char* buf, size_t len)
 
 static ncclResult_t socket_family(int* family_p) {
   const char* fam = braid_param_str(BRAID_PARAM_SOCKET_FAMILY);
-  if (fam == NULL || fam[0] == '\0') *family_p = AF_UNSPEC;
-  else if (strcmp(fam, "AF_INET") == 0) *family_p = AF_INET;
-  else if (strcmp(fam, "AF_INET6") == 0) *family_p = AF_INET6;
+  if (fam == NULL || fam[0] == '\0')
+    *family_p = AF_UNSPEC;
+  else if (strcmp(fam, "AF_INET") == 0)
+    *family_p = AF_INET;
+  else if (strcmp(fam, "AF_INET6") == 0)
+    *family_p = AF_INET6;
   else {
     BRAID_WARN("NCCL_SOCKET_FAMILY=%s is invalid: use AF_INET or AF_INET6", fam);
     return ncclInvalidArgument;
@@ -342,7 +347,11 @@ ncclResult_t braid_socket_find_interfaces(const char* list, char* names, union b
       char have[512];
       if_describe(ifl, family, have, sizeof(have));
       BRAID_WARN("%s=%s matches no usable interface (UP, RUNNING, with an %s address); interfaces here: %s", source,
-                 list, family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "IPv4/IPv6", have);
+                 list,
+                 family == AF_INET    ? "IPv4"
+                 : family == AF_INET6 ? "IPv6"
+                                      : "IPv4/IPv6",
+                 have);
       res = ncclInvalidArgument;
       goto out;
     }
@@ -406,7 +415,9 @@ static void set_nodelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-static int new_fd(int family) { return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); }
+static int new_fd(int family) {
+  return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
 
 ncclResult_t braid_socket_listen(struct braid_socket* s, const union braid_sockaddr* local) {
   ncclResult_t res = ncclSuccess;
@@ -464,8 +475,8 @@ ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid
   return ncclSuccess;
 }
 
-ncclResult_t braid_socket_accept(struct braid_socket* listener, struct braid_socket* s,
-                                 volatile uint32_t* abort_flag, int64_t deadline) {
+ncclResult_t braid_socket_accept(struct braid_socket* listener, struct braid_socket* s, volatile uint32_t* abort_flag,
+                                 int64_t deadline) {
   for (;;) {
     int got;
     BRAID_CHECK(braid_socket_accept_try(listener, s, &got));
@@ -478,11 +489,20 @@ ncclResult_t braid_socket_accept(struct braid_socket* listener, struct braid_soc
 /* errno of a failed connect: who is to blame. */
 static enum braid_socket_fail connect_fail_kind(int err) {
   switch (err) {
-    case ECONNREFUSED: return BRAID_SOCKET_FAIL_REFUSED;
-    case ETIMEDOUT: case EHOSTUNREACH: case ENETUNREACH: case EHOSTDOWN: case ENETDOWN:
+    case ECONNREFUSED:
+      return BRAID_SOCKET_FAIL_REFUSED;
+    case ETIMEDOUT:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+    case ENETDOWN:
       return BRAID_SOCKET_FAIL_UNREACHABLE;
-    case ECONNRESET: case EAGAIN: case EADDRNOTAVAIL: return BRAID_SOCKET_FAIL_RESET;
-    default: return BRAID_SOCKET_FAIL_SYSTEM;
+    case ECONNRESET:
+    case EAGAIN:
+    case EADDRNOTAVAIL:
+      return BRAID_SOCKET_FAIL_RESET;
+    default:
+      return BRAID_SOCKET_FAIL_SYSTEM;
   }
 }
 
@@ -542,8 +562,7 @@ ncclResult_t braid_socket_connect_finish(struct braid_socket* s, int* done_p) {
 }
 
 /* Sleeps ms in slices, watching the abort flag and the deadline. */
-static ncclResult_t sleep_sliced(struct braid_socket* s, int64_t ms, volatile uint32_t* abort_flag,
-                                 int64_t deadline) {
+static ncclResult_t sleep_sliced(struct braid_socket* s, int64_t ms, volatile uint32_t* abort_flag, int64_t deadline) {
   int64_t end = braid_socket_deadline_ms(ms);
   for (;;) {
     BRAID_CHECK(check_flags(s, abort_flag, deadline));
@@ -571,12 +590,8 @@ ncclResult_t braid_socket_connect(struct braid_socket* s, const union braid_sock
     int retriable = s->fail == BRAID_SOCKET_FAIL_REFUSED || s->fail == BRAID_SOCKET_FAIL_UNREACHABLE ||
                     s->fail == BRAID_SOCKET_FAIL_RESET;
     if (res != ncclRemoteError || !retriable || k > tries) return res;
-    enum braid_socket_fail fail = s->fail;
-    int err = s->err;
     res = sleep_sliced(s, k * (sleep_ms > 0 ? sleep_ms : 0), abort_flag, deadline);
     if (res != ncclSuccess) return res;
-    s->fail = fail;
-    s->err = err;
   }
 }
 
@@ -585,8 +600,16 @@ static ncclResult_t io_fail(struct braid_socket* s, int err, const char* what) {
   char buf[BRAID_SOCKET_ADDR_STR_MAX];
   s->err = err;
   switch (err) {
-    case 0: case EPIPE: s->fail = BRAID_SOCKET_FAIL_CLOSED; return ncclRemoteError;
-    case ECONNRESET: case ETIMEDOUT: case ENOTCONN: case EHOSTUNREACH: case ENETUNREACH: case ECONNABORTED:
+    case 0:
+    case EPIPE:
+      s->fail = BRAID_SOCKET_FAIL_CLOSED;
+      return ncclRemoteError;
+    case ECONNRESET:
+    case ETIMEDOUT:
+    case ENOTCONN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ECONNABORTED:
       s->fail = BRAID_SOCKET_FAIL_RESET;
       return ncclRemoteError;
     default:
@@ -670,8 +693,7 @@ ncclResult_t braid_socket_recv(struct braid_socket* s, void* buf, size_t n, vola
   }
 }
 
-ncclResult_t braid_socket_wait(struct braid_socket* s, short events, volatile uint32_t* abort_flag,
-                               int64_t deadline) {
+ncclResult_t braid_socket_wait(struct braid_socket* s, short events, volatile uint32_t* abort_flag, int64_t deadline) {
   for (;;) {
     ncclResult_t res = check_flags(s, abort_flag, deadline);
     if (res != ncclSuccess) return res;
@@ -717,15 +739,24 @@ ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct b
 
 const char* braid_socket_fail_str(enum braid_socket_fail fail) {
   switch (fail) {
-    case BRAID_SOCKET_FAIL_NONE: return "no error";
-    case BRAID_SOCKET_FAIL_CLOSED: return "closed the connection";
-    case BRAID_SOCKET_FAIL_RESET: return "reset the connection";
-    case BRAID_SOCKET_FAIL_REFUSED: return "refused the connection";
-    case BRAID_SOCKET_FAIL_UNREACHABLE: return "is unreachable";
-    case BRAID_SOCKET_FAIL_TIMEOUT: return "timed out";
-    case BRAID_SOCKET_FAIL_ABORTED: return "aborted";
-    case BRAID_SOCKET_FAIL_HANDSHAKE: return "sent a wrong handshake";
-    case BRAID_SOCKET_FAIL_SYSTEM: return "failed with a system error";
+    case BRAID_SOCKET_FAIL_NONE:
+      return "no error";
+    case BRAID_SOCKET_FAIL_CLOSED:
+      return "closed the connection";
+    case BRAID_SOCKET_FAIL_RESET:
+      return "reset the connection";
+    case BRAID_SOCKET_FAIL_REFUSED:
+      return "refused the connection";
+    case BRAID_SOCKET_FAIL_UNREACHABLE:
+      return "is unreachable";
+    case BRAID_SOCKET_FAIL_TIMEOUT:
+      return "timed out";
+    case BRAID_SOCKET_FAIL_ABORTED:
+      return "aborted";
+    case BRAID_SOCKET_FAIL_HANDSHAKE:
+      return "sent a wrong handshake";
+    case BRAID_SOCKET_FAIL_SYSTEM:
+      return "failed with a system error";
   }
   return "failed";
 }

@@ -66,15 +66,15 @@ enum braid_socket_fail {
 };
 
 struct braid_socket {
-  int fd;                     /* -1 when closed */
-  union braid_sockaddr addr;  /* connected: the peer; listening: the bound address */
+  int fd;                      /* -1 when closed */
+  union braid_sockaddr addr;   /* connected: the peer; listening: the bound address */
   enum braid_socket_fail fail; /* why the last failed call failed */
-  int err;                    /* its errno, when there was one */
+  int err;                     /* its errno, when there was one */
 };
 
 /* ---- time ---- */
-int64_t braid_socket_clock_ns(void);            /* CLOCK_MONOTONIC */
-int64_t braid_socket_deadline_ms(int64_t ms);   /* now + ms, as a deadline */
+int64_t braid_socket_clock_ns(void);          /* CLOCK_MONOTONIC */
+int64_t braid_socket_deadline_ms(int64_t ms); /* now + ms, as a deadline */
 
 /* ---- addresses ---- */
 int braid_socket_addr_valid(const union braid_sockaddr* addr); /* AF_INET or AF_INET6 */
@@ -111,8 +111,8 @@ void braid_socket_init(struct braid_socket* s); /* fd = -1 */
 ncclResult_t braid_socket_listen(struct braid_socket* s, const union braid_sockaddr* local);
 /* Accept one pending connection into s if there is one; *got_p = 0 when none is pending. */
 ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid_socket* s, int* got_p);
-ncclResult_t braid_socket_accept(struct braid_socket* listener, struct braid_socket* s,
-                                 volatile uint32_t* abort_flag, int64_t deadline);
+ncclResult_t braid_socket_accept(struct braid_socket* listener, struct braid_socket* s, volatile uint32_t* abort_flag,
+                                 int64_t deadline);
 /* Non-blocking connect: start, then finish (poll s->fd for POLLOUT between calls) until
  * *done_p. A refused/unreachable peer fails with ncclRemoteError (s->fail, s->err). */
 ncclResult_t braid_socket_connect_start(struct braid_socket* s, const union braid_sockaddr* remote, int* done_p);
@@ -131,8 +131,7 @@ ncclResult_t braid_socket_send(struct braid_socket* s, const void* buf, size_t n
 ncclResult_t braid_socket_recv(struct braid_socket* s, void* buf, size_t n, volatile uint32_t* abort_flag,
                                int64_t deadline);
 /* Wait until s->fd has one of `events` (or an error/hangup, which the next call reports). */
-ncclResult_t braid_socket_wait(struct braid_socket* s, short events, volatile uint32_t* abort_flag,
-                               int64_t deadline);
+ncclResult_t braid_socket_wait(struct braid_socket* s, short events, volatile uint32_t* abort_flag, int64_t deadline);
 /* One wait of at most one slice (less if the deadline is nearer) on a set of descriptors;
  * EINTR counts as an empty wait. */
 ncclResult_t braid_socket_poll(struct pollfd* fds, int nfds, int64_t deadline);

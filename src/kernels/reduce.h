@@ -14,7 +14,8 @@
  * - float/double: computed in the type, each operation rounded once (products are never fused
  *   with the following add, see fp.h). half/bf16/fp8: widened to float, one operation in
  *   float, rounded once to the storage type (fp.h: RNE, fp8 saturating). Because float carries
- *   more than 2p+2 bits of these formats, the result is the correctly rounded one.
+ *   more than 2p+2 bits of these formats, SUM/PROD/MAX/MIN give the correctly rounded result;
+ *   PREMULSUM and SUMPOSTDIV round after each float operation, then to the storage type.
  * - MAX/MIN on floating types ignore a NaN operand like fmax/fmin (NaN only when both are NaN;
  *   which NaN payload is unspecified) and order -0 below +0, so both are commutative.
  * - SUMPOSTDIV on floating types divides by the divisor converted to the compute type.
@@ -120,11 +121,14 @@ HD double braid_red_fmin_f64(double x, double y) {
  * The element loops. Thread t0 of nt handles i = t0 + k*nt, k < cnt. Each kernel comes in
  * three pointer layouts, picked per call from pointer equality (partial overlap is excluded
  * by contract):
- *   _d  all pointers distinct: all restrict. The first cnt & ~15 iterations form a loop whose
- *       trip count is a multiple of any vector width, which gcc vectorizes even at -O2 (its
- *       "very cheap" cost model refuses loops that need alias checks or a scalar epilogue);
- *       nvcc may batch the loads of several iterations.
- *   _ip dst0 == src0 (in place), the rest distinct: restrict too, dst0 is read and written.
+ *   _d  all pointers distinct: the destinations are restrict, which tells both compilers that
+ *       no store feeds a later load. On the host (nt == 1) the first cnt & ~15 iterations run
+ *       as blocks of 16, a loop gcc vectorizes even at -O2 (its "very cheap" cost model refuses
+ *       loops that need alias checks or a scalar epilogue); nvcc may batch the loads of
+ *       several iterations. Sources are never restrict: nvcc may read a const restrict
+ *       pointer through the non-coherent cache, and a source can be a FIFO slot a peer
+ *       rewrites while the kernel runs.
+ *   _ip dst0 == src0 (in place), the rest distinct: the same, dst0 is read and written.
  *   _g  anything else: no restrict; each element is read completely before it is written, so
  *       every exact aliasing is right.
  * The `if (d1 == NULL)` sits outside the loops, so the common one-destination case has a plain
@@ -165,13 +169,13 @@ HD double braid_red_fmin_f64(double x, double y) {
 #define BRAID_RED_USE3 ((void)s0, (void)s1, (void)dv) /* each kernel uses some of them */
 #define BRAID_RED_KERNEL2(sh, T, C, D, OP)                                                 \
   HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,              \
-                                  const T* BRAID_RESTRICT a, const T* BRAID_RESTRICT b,    \
+                                  const T* a, const T* b,    \
                                   BRAID_RED_ARGS(C, D)) {                                  \
     BRAID_RED_USE3;                                                                        \
     BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, a));                                         \
   }                                                                                        \
   HD void braid_red_ip_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,             \
-                                   const T* BRAID_RESTRICT b, BRAID_RED_ARGS(C, D)) {      \
+                                   const T* b, BRAID_RED_ARGS(C, D)) {      \
     BRAID_RED_USE3;                                                                        \
     BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, d0));                                        \
   }                                                                                        \
@@ -182,7 +186,7 @@ HD double braid_red_fmin_f64(double x, double y) {
   }
 #define BRAID_RED_KERNEL1(sh, T, C, D, OP)                                                 \
   HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,              \
-                                  const T* BRAID_RESTRICT a, BRAID_RED_ARGS(C, D)) {       \
+                                  const T* a, BRAID_RED_ARGS(C, D)) {       \
     BRAID_RED_USE3;                                                                        \
     BRAID_RED_ONE_OR_TWO(T, BRAID_RB1(sh, OP, a));                                         \
   }                                                                                        \
@@ -375,6 +379,7 @@ HD int64_t braid_redop_clamp_i64(double v, double lo, double hi, int64_t ilo, in
  * Floating types: rounded to nearest even once (fp8 saturating). Unknown dtype: 0. */
 HD uint64_t braid_redop_scalar_from_double(int dtype, double v) {
   switch (dtype) {
+    /* ncclDataType_t values, as in BRAID_DTYPES */
     case 0: return (uint8_t)(int8_t)braid_redop_clamp_i64(v, -128.0, 127.0, -128, 127);
     case 1: return (uint8_t)braid_redop_clamp_i64(v, 0.0, 255.0, 0, 255);
     case 2:

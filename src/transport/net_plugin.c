@@ -93,6 +93,7 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
   cands[n++] = &braid_net_socket;
   const char* want = braid_param_str(BRAID_PARAM_NET);
   int matched = 0;
+  char why[400] = "";
   for (int i = 0; i < n && chosen == NULL; i++) {
     const struct braid_net_v1* net = cands[i];
     if (want != NULL && strcasecmp(want, net->name) != 0) continue;
@@ -100,9 +101,13 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
     int ndev = 0;
     last = net->init(braid_debug_log);
     if (last == ncclSuccess) last = net->devices(&ndev);
-    if (last != ncclSuccess) continue; /* the plugin said why */
+    if (last != ncclSuccess) { /* the plugin said why: keep it for the final message */
+      snprintf(why, sizeof(why), "%s: %s", net->name, braid_debug_last_error());
+      continue;
+    }
     if (ndev == 0) {
       BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/%s : No device found.", net->name);
+      snprintf(why, sizeof(why), "%s: no device found", net->name);
       last = ncclSystemError;
       continue;
     }
@@ -115,9 +120,9 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
                  n > 1 ? ", " : "", braid_net_socket.name);
       res = ncclInvalidArgument;
     } else {
-      BRAID_WARN("No network can connect ranks on different nodes: %s%s could not start (%s)",
+      BRAID_WARN("No network can connect ranks on different nodes: %s%s could not start (%s)%s%s",
                  want != NULL ? "NCCL_NET=" : "every network plugin", want != NULL ? want : "",
-                 ncclGetErrorString(last));
+                 ncclGetErrorString(last), why[0] ? "; " : "", why);
       res = last;
     }
     goto unlock;

@@ -148,6 +148,9 @@ static int progress_send(struct net_res* r) {
       return 1;
     }
     if (!done) break;
+    BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d -> %d channel %d/%d: sent step %llu (%llu bytes)",
+                r->desc, r->comm->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done,
+                (unsigned long long)r->ctrl->sizes[r->done % BRAID_NSTEPS]);
     r->done++;
     __atomic_store_n(&r->ctrl->head, r->done, __ATOMIC_RELEASE); /* the slot is free again */
     did = 1;
@@ -182,6 +185,8 @@ static int progress_recv(struct net_res* r) {
       return 1;
     }
     if (!done) break;
+    BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d <- %d channel %d/%d: received step %llu (%zu bytes)",
+                r->desc, r->comm->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done, got);
     r->ctrl->sizes[slot] = got;
     r->done++;
     __atomic_store_n(&r->ctrl->tail, r->done, __ATOMIC_RELEASE); /* the executor may read it */

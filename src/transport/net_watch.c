@@ -201,7 +201,9 @@ static void visit_wait(void* arg, const struct watch_conn* wc) {
   }
 }
 
-static void raise_timeout(struct braid_watch* w, double waited, int64_t limit) {
+/* "channel 0 waits for step 12 from rank 1 (host h, pid p) (ring receive connection)" into buf;
+ * returns the peer, or -1 when no connection is waiting (it is still setting up). */
+static int describe_wait(struct braid_watch* w, char* buf, size_t len) {
   struct braid_comm* comm = w->comm;
   struct wait_search s;
   char who[160];
@@ -209,22 +211,25 @@ static void raise_timeout(struct braid_watch* w, double waited, int64_t limit) {
   s.w = w;
   visit_conns(comm, visit_wait, &s);
   if (s.best_score == 0) {
-    braid_proxy_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, -1,
-                      "rank %d: BRAID_TIMEOUT=%lld s: the operation made no progress for %.1f s (no connection "
-                      "is waiting: it is still setting up)", comm->rank, (long long)limit, waited);
-    return;
+    snprintf(buf, len, "no connection is waiting: it is still setting up");
+    return -1;
   }
   braid_proxy_peer_name(comm, s.best.peer, who, sizeof(who));
   if (s.best.is_send)
-    braid_proxy_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, s.best.peer,
-                      "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; channel %d waits for %s to make room "
-                      "for step %llu (%s send connection, all %d slots full)", comm->rank, (long long)limit, waited,
-                      s.best.channel, who, (unsigned long long)s.step, s.best.kind, BRAID_NSTEPS);
+    snprintf(buf, len, "channel %d waits for %s to make room for step %llu (%s send connection, all %d slots full)",
+             s.best.channel, who, (unsigned long long)s.step, s.best.kind, BRAID_NSTEPS);
   else
-    braid_proxy_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, s.best.peer,
-                      "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; channel %d waits for step %llu from %s "
-                      "(%s receive connection)", comm->rank, (long long)limit, waited, s.best.channel,
-                      (unsigned long long)s.step, who, s.best.kind);
+    snprintf(buf, len, "channel %d waits for step %llu from %s (%s receive connection)", s.best.channel,
+             (unsigned long long)s.step, who, s.best.kind);
+  return s.best.peer;
+}
+
+static void raise_timeout(struct braid_watch* w, double waited, int64_t limit) {
+  char what[400];
+  int peer = describe_wait(w, what, sizeof(what));
+  braid_proxy_raise(w->comm, BRAID_EXEC_TIMEOUT, ncclSystemError, peer,
+                    "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; %s", w->comm->rank, (long long)limit,
+                    waited, what);
 }
 
 void braid_watch_tick(struct braid_watch* list, int64_t now) {
@@ -255,10 +260,11 @@ void braid_watch_tick(struct braid_watch* list, int64_t now) {
       w->last_check = now;
       int dead = watch_dead(w);
       if (dead >= 0) {
-        char who[160];
+        char who[160], what[400];
+        describe_wait(w, what, sizeof(what));
         braid_proxy_raise(comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,
-                          "rank %d: %s died while this rank waited for it in a collective", comm->rank,
-                          braid_proxy_peer_name(comm, dead, who, sizeof(who)));
+                          "rank %d: %s died while this rank waited in a collective (%s)", comm->rank,
+                          braid_proxy_peer_name(comm, dead, who, sizeof(who)), what);
         continue;
       }
     }

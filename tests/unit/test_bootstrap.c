@@ -101,8 +101,8 @@ struct job {
   const ncclUniqueId* ids;
   int nids, rank, nranks;
   volatile uint32_t* abort_flag;
-  int ops;                   /* run rank_ops after init */
-  pthread_barrier_t* pause;  /* when set: wait there after init, then run ops */
+  int ops;                  /* run rank_ops after init */
+  pthread_barrier_t* pause; /* when set: wait there after init, then run ops */
   ncclResult_t res;
   struct braid_bootstrap* bs; /* closed by the thread unless keep */
   int keep;
@@ -172,7 +172,7 @@ static int run_processes(const ncclUniqueId* ids, int nids, int n) {
   return failed;
 }
 
-static const int process_sizes[] = {1, 2, 4, 8};
+static const int process_sizes[] = {1, 2, 3, 4, 8, 16};
 
 START_TEST(test_processes) {
   ncclUniqueId id;
@@ -312,13 +312,18 @@ static void stranger_open(struct braid_socket* s, const union braid_sockaddr* ad
   ck_assert_int_eq(braid_socket_connect(s, addr, 0, NULL, braid_socket_deadline_ms(5000)), ncclSuccess);
   struct braid_socket_handshake hs = {secret + 1, BRAID_SOCKET_TYPE_BOOTSTRAP, 1};
   switch (kind) {
-    case GARBAGE: (void)braid_socket_send(s, junk, sizeof(junk), NULL, braid_socket_deadline_ms(2000)); break;
+    case GARBAGE:
+      (void)braid_socket_send(s, junk, sizeof(junk), NULL, braid_socket_deadline_ms(2000));
+      break;
     case WRONG_SECRET:
       (void)braid_socket_send(s, &hs, sizeof(hs), NULL, braid_socket_deadline_ms(2000));
       (void)braid_socket_send(s, junk, sizeof(junk), NULL, braid_socket_deadline_ms(2000));
       break;
-    case SILENT: break;
-    case SHORT: (void)braid_socket_send(s, junk, 5, NULL, braid_socket_deadline_ms(2000)); break;
+    case SILENT:
+      break;
+    case SHORT:
+      (void)braid_socket_send(s, junk, 5, NULL, braid_socket_deadline_ms(2000));
+      break;
     case MALFORMED_HELLO: { /* the right secret, then a hello no rank could send */
       struct bs_up up;
       memset(&up, 0, sizeof(up));
@@ -471,10 +476,11 @@ START_TEST(test_mismatch) {
 }
 END_TEST
 
-/* Rank 2 of 3 dies while ranks 0 and 1 wait for it: rank 0 has its ring connection (closes),
- * rank 1 never heard from it (its connect is refused). Both get ncclRemoteError. */
+/* Rank 2 of 4 dies while the others wait for it in a recv. Rank 3 has its ring connection
+ * (it closes), rank 1 has a connection to it (it closes), rank 0 has none (it connects after
+ * a while and is refused). All get ncclRemoteError naming rank 2. */
 START_TEST(test_peer_killed) {
-  enum { N = 3 };
+  enum { N = 4 };
   ncclUniqueId id;
   pid_t pids[N];
   make_ids(&id, 1);
@@ -493,7 +499,9 @@ START_TEST(test_peer_killed) {
     res = braid_bootstrap_recv(bs, 2, 5, &v, sizeof(v));
     if (res != ncclRemoteError) _exit(50 + res);
     const char* err = braid_debug_last_error();
-    _exit(strstr(err, "rank 2 (host ") != NULL && strstr(err, "closed the connection") != NULL ? 0 : 99);
+    int named = strstr(err, "rank 2 (host ") != NULL;
+    int closed = strstr(err, "closed the connection") != NULL, refused = strstr(err, "refused the connection") != NULL;
+    _exit(named && (i == 0 ? refused : closed) ? 0 : 99);
   }
   for (int i = 0; i < N; i++) {
     int status;
@@ -589,7 +597,8 @@ static void* bigx_main(void* arg) {
   memset(out, x->peer + 'a', n);
   x->res = braid_bootstrap_send(x->bs, x->peer, 1, out, n);
   if (x->res == ncclSuccess) x->res = braid_bootstrap_recv(x->bs, x->peer, 1, in, n);
-  if (x->res == ncclSuccess && (in[0] != 1 - x->peer + 'a' || in[n - 1] != 1 - x->peer + 'a')) x->res = ncclInternalError;
+  if (x->res == ncclSuccess && (in[0] != 1 - x->peer + 'a' || in[n - 1] != 1 - x->peer + 'a'))
+    x->res = ncclInternalError;
   free(out);
   free(in);
   return NULL;
@@ -604,7 +613,8 @@ START_TEST(test_threads_share_a_bootstrap) {
   jobs_start(jobs, threads, 2);
   jobs_join(threads, 2);
   struct chatter c[4];
-  for (int k = 0; k < 4; k++) c[k] = (struct chatter){jobs[k % 2].bs, 1 - k % 2, (uint64_t)(k / 2) * 1000, ncclInternalError};
+  for (int k = 0; k < 4; k++)
+    c[k] = (struct chatter){jobs[k % 2].bs, 1 - k % 2, (uint64_t)(k / 2) * 1000, ncclInternalError};
   for (int k = 0; k < 4; k++) ck_assert_int_eq(pthread_create(&threads[k], NULL, chatter_main, &c[k]), 0);
   jobs_join(threads, 4);
   for (int k = 0; k < 4; k++) ck_assert_int_eq(c[k].res, ncclSuccess);
@@ -654,7 +664,8 @@ START_TEST(test_ifname) {
     make_ids(&id, 1);
     struct job jobs[3];
     pthread_t threads[3];
-    for (int i = 0; i < 3; i++) jobs[i] = (struct job){.ids = &id, .nids = 1, .rank = i, .nranks = 3, .ops = 1, .keep = 1};
+    for (int i = 0; i < 3; i++)
+      jobs[i] = (struct job){.ids = &id, .nids = 1, .rank = i, .nranks = 3, .ops = 1, .keep = 1};
     jobs_start(jobs, threads, 3);
     jobs_join(threads, 3);
     for (int i = 0; i < 3; i++) ck_assert_int_eq(jobs[i].res, ncclSuccess);

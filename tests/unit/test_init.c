@@ -9,17 +9,20 @@
  *     ranks as threads and as processes;
  *   - ncclCommSplit (colors, key order, NCCL_SPLIT_NOCOLOR, config NULL inherits);
  *   - ncclCommShrink (parent order kept; also with a dead excluded rank and NCCL_SHRINK_ABORT);
- *   - non-blocking init (config.blocking = 0) polled through ncclCommGetAsyncError.
- * The failure cases (abort, strangers, timeouts, bad input) are in test_init_fail.c.
+ *   - non-blocking init (config.blocking = 0) polled through ncclCommGetAsyncError;
+ *   - misuse of communicators that exist: calls after destroy (braid keeps a registry of live
+ *     communicators, so a dangling handle is refused), finalize twice, destroy/abort NULL, NULL
+ *     outputs, bad split and shrink arguments.
+ * Failures of init itself (abort, strangers, timeouts, bad init input) are in test_init_fail.c.
  *
  * Rank bodies never call ck_assert (they may be threads or forked processes): they report
  * with harness_fail and return non-zero; the test function asserts on harness_run's result.
  */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -31,17 +34,17 @@
 /* ---- helpers for rank bodies ---------------------------------------------------------------- */
 
 /* A failed NCCL call: report where, the result and the library's last message. */
-#define RCHECK(r, call)                                                                                      \
-  do {                                                                                                       \
-    ncclResult_t res_ = (call);                                                                              \
-    if (res_ != ncclSuccess)                                                                                 \
-      return harness_fail((r), "%s:%d: %s returned %d (%s); last error: %s", __FILE__, __LINE__, #call,      \
-                          (int)res_, ncclGetErrorString(res_), ncclGetLastError(NULL));                      \
+#define RCHECK(r, call)                                                                                            \
+  do {                                                                                                             \
+    ncclResult_t res_ = (call);                                                                                    \
+    if (res_ != ncclSuccess)                                                                                       \
+      return harness_fail((r), "%s:%d: %s returned %d (%s); last error: %s", __FILE__, __LINE__, #call, (int)res_, \
+                          ncclGetErrorString(res_), ncclGetLastError(NULL));                                       \
   } while (0)
 
-#define REXPECT(r, cond, ...)                                                                                \
-  do {                                                                                                       \
-    if (!(cond)) return harness_fail((r), __VA_ARGS__);                                                      \
+#define REXPECT(r, cond, ...)                           \
+  do {                                                  \
+    if (!(cond)) return harness_fail((r), __VA_ARGS__); \
   } while (0)
 
 /* Poll a non-blocking communicator until it leaves ncclInProgress; returns where it ended. */
@@ -93,7 +96,9 @@ static int check_allgather(struct harness_rank* r, ncclComm_t comm, int mine, co
   return 0;
 }
 
-static int sum_below(int n) { return n * (n - 1) / 2; }
+static int sum_below(int n) {
+  return n * (n - 1) / 2;
+}
 
 /* Wait (bounded) until this process's descriptors, threads and braid /dev/shm entries are back
  * to at most the baseline: detached threads (a bootstrap root) finish shortly after the last
@@ -176,7 +181,7 @@ START_TEST(test_init_in_group) {
   int n = group_sizes[_i];
   ncclUniqueId id;
   ncclComm_t comms[4];
-  int recv[4];
+  int send[4], recv[4];
   ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int i = 0; i < n; i++) ck_assert_int_eq(ncclCommInitRank(&comms[i], n, id, i), ncclSuccess);
@@ -193,8 +198,9 @@ START_TEST(test_init_in_group) {
   }
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int i = 0; i < n; i++) {
+    send[i] = i; /* buffers are read at ncclGroupEnd: each rank needs its own */
     recv[i] = -1;
-    ck_assert_int_eq(ncclAllReduce(&i, &recv[i], 1, ncclInt32, ncclSum, comms[i], NULL), ncclSuccess);
+    ck_assert_int_eq(ncclAllReduce(&send[i], &recv[i], 1, ncclInt32, ncclSum, comms[i], NULL), ncclSuccess);
   }
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   for (int i = 0; i < n; i++) ck_assert_int_eq(recv[i], sum_below(n));
@@ -205,7 +211,7 @@ END_TEST
 /* ---- leaks over many cycles ----------------------------------------------------------------- */
 
 #define LEAK_CYCLES_THREADS 100
-#define LEAK_CYCLES_PROCS 30
+#define LEAK_CYCLES_PROCS 100
 
 static int body_one_cycle(struct harness_rank* r) {
   ncclComm_t comm;
@@ -221,7 +227,8 @@ START_TEST(test_leaks_threads) {
   /* One cycle first: what a process sets up once (the bootstrap interface, parameters, the
    * logger) is not a per-communicator leak. */
   ck_assert_int_eq(harness_run(2, HARNESS_THREADS, body_one_cycle, NULL, HARNESS_TIMEOUT_S), 0);
-  settle_counts(0, 0, 0, &fds, &threads, &shm); /* lets the first root thread exit (bounded) */
+  /* With no communicator left, only this thread should remain (the first root exits soon). */
+  settle_counts(1 << 30, 1, -1, &fds, &threads, &shm);
   int fds0 = harness_count_fds(), threads0 = harness_count_threads(), shm0 = harness_count_shm();
   for (int k = 0; k < LEAK_CYCLES_THREADS; k++)
     ck_assert_msg(harness_run(2, HARNESS_THREADS, body_one_cycle, NULL, HARNESS_TIMEOUT_S) == 0, "cycle %d failed", k);
@@ -336,8 +343,10 @@ static int body_split_inherit(struct harness_rank* r) {
   RCHECK(r, wait_async(parent));
 
   res = ncclCommSplit(parent, 0, r->rank, &child, NULL);
-  REXPECT(r, res == ncclInProgress, "split of a non-blocking parent with config NULL returned %d, expected "
-          "ncclInProgress (the child must inherit blocking = 0)", (int)res);
+  REXPECT(r, res == ncclInProgress,
+          "split of a non-blocking parent with config NULL returned %d, expected "
+          "ncclInProgress (the child must inherit blocking = 0)",
+          (int)res);
   RCHECK(r, wait_async(child));
   if (check_allreduce(r, child, r->rank, sum_below(r->nranks))) return 1;
 
@@ -470,6 +479,115 @@ START_TEST(test_nonblocking) {
 }
 END_TEST
 
+/* ---- misuse of communicators that exist ------------------------------------------------------ */
+
+/* The last error mentions `word` (the library must name the problem). */
+#define ASSERT_LAST_ERROR_HAS(word)                                                                      \
+  do {                                                                                                   \
+    const char* e_ = ncclGetLastError(NULL);                                                             \
+    ck_assert_msg(e_ != NULL && strstr(e_, (word)) != NULL, "last error \"%s\" does not mention \"%s\"", \
+                  e_ ? e_ : "(null)", (word));                                                           \
+  } while (0)
+
+#define SENTINEL ((ncclComm_t)(uintptr_t)0xbad)
+
+static int allreduce_ok(ncclComm_t comm, int mine, int expected) {
+  int recv = -12345;
+  return ncclAllReduce(&mine, &recv, 1, ncclInt32, ncclSum, comm, NULL) == ncclSuccess && recv == expected;
+}
+
+static ncclComm_t one_rank_comm(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  ck_assert_ptr_nonnull(comm);
+  return comm;
+}
+
+START_TEST(test_destroyed_comm) {
+  ncclComm_t comm = one_rank_comm(), child = NULL;
+  int v = -1, x = 1, y = 0;
+  ncclResult_t state;
+  ck_assert(allreduce_ok(comm, 5, 5));
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  /* The handle dangles; braid keeps a registry of live communicators, so this is defined. */
+  ck_assert_int_eq(ncclCommCount(comm, &v), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("destroyed");
+  ck_assert_int_eq(v, -1);
+  ck_assert_int_eq(ncclCommUserRank(comm, &v), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommCuDevice(comm, &v), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommGetAsyncError(comm, &state), ncclInvalidArgument);
+  ck_assert_int_eq(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommSplit(comm, 0, 0, &child, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommFinalize(comm), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommAbort(comm), ncclInvalidArgument);
+  ck_assert_int_eq(y, 0);
+}
+END_TEST
+
+START_TEST(test_finalize_twice) {
+  ncclComm_t comm = one_rank_comm();
+  ck_assert_int_eq(ncclCommFinalize(comm), ncclSuccess);
+  ncclResult_t res = ncclCommFinalize(comm);
+  ck_assert_msg(res != ncclSuccess && res != ncclInProgress, "second finalize returned %d", (int)res);
+  ASSERT_LAST_ERROR_HAS("finalized");
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(NULL), ncclSuccess);
+  ck_assert_int_eq(ncclCommAbort(NULL), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_bad_query_args) {
+  ncclComm_t comm = one_rank_comm();
+  int v;
+  ncclResult_t state;
+  ck_assert_int_eq(ncclCommCount(NULL, &v), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("comm");
+  ck_assert_int_eq(ncclCommCount(comm, NULL), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("count");
+  ck_assert_int_eq(ncclCommUserRank(comm, NULL), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("rank");
+  ck_assert_int_eq(ncclCommCuDevice(comm, NULL), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("device");
+  ck_assert_int_eq(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommGetAsyncError(NULL, &state), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommFinalize(NULL), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* Split and shrink arguments are checked before any rank waits for another. */
+START_TEST(test_bad_split_args) {
+  ncclComm_t comms[2], child = SENTINEL;
+  ck_assert_int_eq(ncclCommInitAll(comms, 2, NULL), ncclSuccess);
+  ck_assert_int_eq(ncclCommSplit(comms[0], -5, 0, &child, NULL), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("color");
+  ck_assert_int_eq(ncclCommSplit(comms[0], 0, 0, NULL, NULL), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("newcomm");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.magic = 0;
+  int excl_range = 5, excl_self = 0, excl_peer = 1;
+  ck_assert_int_eq(ncclCommShrink(comms[0], &excl_range, 1, &child, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("excludeRanksList");
+  ck_assert_int_eq(ncclCommShrink(comms[0], &excl_self, 1, &child, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+  ASSERT_LAST_ERROR_HAS("rank 0");
+  ck_assert_int_eq(ncclCommShrink(comms[0], &excl_peer, 1, &child, NULL, 7), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("shrinkFlags");
+  ck_assert_int_eq(ncclCommShrink(comms[0], NULL, 1, &child, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommShrink(comms[0], &excl_peer, 1, NULL, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+  ck_assert_ptr_eq(child, SENTINEL);
+  /* A child of one rank (rank 1 excluded), with a config that was never initialised. */
+  ck_assert_int_eq(ncclCommShrink(comms[0], &excl_peer, 1, &child, &config, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+  ASSERT_LAST_ERROR_HAS("magic");
+  ck_assert_int_eq(ncclCommShrink(comms[0], &excl_peer, 1, &child, NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+  ck_assert(allreduce_ok(child, 4, 4));
+  ck_assert_int_eq(ncclCommDestroy(child), ncclSuccess);
+  for (int i = 0; i < 2; i++) ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);
+}
+END_TEST
+
 /* ---- the suite ------------------------------------------------------------------------------ */
 
 #define NELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -498,5 +616,10 @@ Suite* init_suite(void) {
   tcase_add_test(tc, test_shrink_dead_rank);
   tc = tcase(s, "nonblocking", TCASE_TIMEOUT_S);
   tcase_add_loop_test(tc, test_nonblocking, 0, NELEMS(nb_cases));
+  tc = tcase(s, "misuse", 60);
+  tcase_add_test(tc, test_destroyed_comm);
+  tcase_add_test(tc, test_finalize_twice);
+  tcase_add_test(tc, test_bad_query_args);
+  tcase_add_test(tc, test_bad_split_args);
   return s;
 }

@@ -47,8 +47,8 @@ START_TEST(test_addr_parse_print) {
   ck_assert_int_eq(braid_socket_addr_port(&a), 99);
   ck_assert_int_eq(braid_socket_addr_from_string("10.1.2.3", &a), ncclSuccess);
   ck_assert_str_eq(braid_socket_addr_str(&a, buf), "10.1.2.3<0>");
-  const char* bad[] = {"", ":", ":80", "1.2.3.4:", "1.2.3.4:x", "1.2.3.4:70000", "1.2.3.4:-1", "[::1", "[::1]x",
-                       "[]:5", "nosuchhost.invalid:1"};
+  const char* bad[] = {"",           ":",    ":80",    "1.2.3.4:", "1.2.3.4:x",           "1.2.3.4:70000",
+                       "1.2.3.4:-1", "[::1", "[::1]x", "[]:5",     "nosuchhost.invalid:1"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
     ck_assert_msg(braid_socket_addr_from_string(bad[i], &a) == ncclInvalidArgument, "'%s' accepted", bad[i]);
   ck_assert_int_eq(braid_socket_addr_from_string(NULL, &a), ncclInvalidArgument);
