@@ -51,6 +51,7 @@ BENCH_CC := $(CC)
 endif
 
 .PHONY: all lib tools bench test demo clean bench-compare format
+.SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
 lib: $(SO) $(BUILD)/lib/libnccl.so $(STATIC)
@@ -112,7 +113,7 @@ $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(STATIC)
 test: all
 	@tests/ensure-deps.sh check
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
-	tests/run.sh
+	BUILD=$(BUILD) tests/run.sh
 
 demo: all
 	$(BUILD)/bin/all_reduce_perf -b 8 -e 64M -f 2 -P 2

@@ -95,7 +95,7 @@ struct braid_comm {
   int claimed;                  /* someone (abort, or a failed init) frees it: under the registry lock */
   char abort_reason[256];       /* why braid itself raised abort_flag (net proxy, watchdog): the
                                    message the failed call repeats */
-  int failed_peer;              /* with BRAID_EXEC_PEER_FAILED: the rank blamed, or -1 */
+  int failed_peer;              /* once abort_reason is set: the rank blamed, or -1 */
   pthread_t init_thread;        /* non-blocking init */
   int init_thread_running;
   int blocking_init_active;     /* a blocking init runs on the caller's thread (under mutex) */
@@ -139,15 +139,14 @@ ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
 
 /* Connection management (src/connect.c). */
 ncclResult_t braid_connect_rings(struct braid_comm* comm);
-/* Two phases so that one thread can connect several communicators (a group over an
- * ncclCommInitAll clique): post this side's blobs, then complete with the peers'. */
-ncclResult_t braid_connect_p2p_post(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
-                                    const int* recv_peers, int nrecv);
-ncclResult_t braid_connect_p2p_finish(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
-                                      const int* recv_peers, int nrecv);
-/* The trees of every channel, in the same two phases. */
-ncclResult_t braid_connect_trees_post(struct braid_comm* comm);
-ncclResult_t braid_connect_trees_finish(struct braid_comm* comm);
+/* Connections are made in three phases, each over every communicator of a group before the
+ * next, so that one thread can connect several (an ncclCommInitAll clique): POST (setup, blobs
+ * to the peers), SENDS (senders connect and acknowledge), RECVS (receivers connect and wait
+ * for the acknowledgement). */
+enum braid_connect_phase { BRAID_CONNECT_POST = 0, BRAID_CONNECT_SENDS = 1, BRAID_CONNECT_RECVS = 2 };
+ncclResult_t braid_connect_p2p(struct braid_comm* comm, int channel, int phase, const int* send_peers, int nsend,
+                               const int* recv_peers, int nrecv);
+ncclResult_t braid_connect_trees(struct braid_comm* comm, int phase);
 void braid_connect_free(struct braid_comm* comm);
 
 double braid_time_now(void);

@@ -21,6 +21,7 @@ static const struct braid_transport* const transports[] = {
 
 /* Bootstrap tags of connection blobs: which channel, and which side wrote the blob. */
 #define TAG_CONN_BASE 0x436f6e6e00000000ULL /* "Conn" */
+#define TAG_ACK (1ULL << 40)
 static uint64_t blob_tag(int channel, int conn_index, int from_sender) {
   return TAG_CONN_BASE | ((uint64_t)conn_index << 16) | ((uint64_t)channel << 1) | (uint64_t)from_sender;
 }
@@ -58,10 +59,18 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
   struct braid_connect_blob blob;
   BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, !is_send), &blob,
                                    sizeof(blob)));
-  if (is_send)
+  /* The sender acknowledges once it holds the receiver's memory, and the receiver waits for
+   * that: until then the receiver must not free it (a rank whose only receive has 0 bytes
+   * could otherwise finish and destroy before the sender mapped the FIFO). Senders finish
+   * before receivers in every phase, so the wait cannot close a cycle. */
+  char ack = 1;
+  if (is_send) {
     BRAID_CHECK(c->transport->send_connect(comm, c, &blob));
-  else
+    BRAID_CHECK(braid_bootstrap_send(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
+  } else {
     BRAID_CHECK(c->transport->recv_connect(comm, c, &blob));
+    BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
+  }
   c->connected = 1;
   if (c->transport == &braid_transport_net)
     BRAID_INFO((conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT) | BRAID_LOG_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via NET/%s",
@@ -75,45 +84,43 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
   return ncclSuccess;
 }
 
+/* One phase for one connection: POST runs both sides' setup; SENDS and RECVS finish only
+ * the side they name, so every sender everywhere acknowledges before any receiver waits. */
+static ncclResult_t phase_one(struct braid_comm* comm, int phase, int channel, int conn_index, int peer, int is_send,
+                              struct braid_connector* c) {
+  if (phase == BRAID_CONNECT_POST) return post_one(comm, channel, conn_index, peer, is_send, c);
+  if ((phase == BRAID_CONNECT_SENDS) != is_send) return ncclSuccess;
+  return finish_one(comm, channel, conn_index, peer, is_send, c);
+}
+
 ncclResult_t braid_connect_rings(struct braid_comm* comm) {
   if (comm->nranks == 1) return ncclSuccess;
-  for (int c = 0; c < comm->nchannels; c++) {
-    struct braid_channel* ch = &comm->channels[c];
-    BRAID_CHECK(post_one(comm, c, 0, ch->dev.ring.next, 1, &ch->ring_send));
-    BRAID_CHECK(post_one(comm, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv));
+  for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++) {
+    for (int c = 0; c < comm->nchannels; c++) {
+      struct braid_channel* ch = &comm->channels[c];
+      BRAID_CHECK(phase_one(comm, phase, c, 0, ch->dev.ring.next, 1, &ch->ring_send));
+      BRAID_CHECK(phase_one(comm, phase, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv));
+    }
   }
   for (int c = 0; c < comm->nchannels; c++) {
-    struct braid_channel* ch = &comm->channels[c];
-    BRAID_CHECK(finish_one(comm, c, 0, ch->dev.ring.next, 1, &ch->ring_send));
-    BRAID_CHECK(finish_one(comm, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv));
-    ch->dev.ring_send = &ch->ring_send.conn;
-    ch->dev.ring_recv = &ch->ring_recv.conn;
+    comm->channels[c].dev.ring_send = &comm->channels[c].ring_send.conn;
+    comm->channels[c].dev.ring_recv = &comm->channels[c].ring_recv.conn;
   }
   return braid_proxy_watch(comm); /* dead peers and BRAID_TIMEOUT (transport/net_watch.c) */
 }
 
-ncclResult_t braid_connect_p2p_post(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
-                                    const int* recv_peers, int nrecv) {
-  struct braid_channel* ch = &comm->channels[channel];
-  for (int i = 0; i < nsend; i++)
-    BRAID_CHECK(post_one(comm, channel, 1, send_peers[i], 1, &ch->p2p_send[send_peers[i]]));
-  for (int i = 0; i < nrecv; i++)
-    BRAID_CHECK(post_one(comm, channel, 1, recv_peers[i], 0, &ch->p2p_recv[recv_peers[i]]));
-  return ncclSuccess;
-}
-
-ncclResult_t braid_connect_p2p_finish(struct braid_comm* comm, int channel, const int* send_peers, int nsend,
-                                      const int* recv_peers, int nrecv) {
+ncclResult_t braid_connect_p2p(struct braid_comm* comm, int channel, int phase, const int* send_peers, int nsend,
+                               const int* recv_peers, int nrecv) {
   struct braid_channel* ch = &comm->channels[channel];
   for (int i = 0; i < nsend; i++) {
     int peer = send_peers[i];
-    BRAID_CHECK(finish_one(comm, channel, 1, peer, 1, &ch->p2p_send[peer]));
-    ch->p2p_send_dev[peer] = &ch->p2p_send[peer].conn;
+    BRAID_CHECK(phase_one(comm, phase, channel, 1, peer, 1, &ch->p2p_send[peer]));
+    if (phase == BRAID_CONNECT_SENDS) ch->p2p_send_dev[peer] = &ch->p2p_send[peer].conn;
   }
   for (int i = 0; i < nrecv; i++) {
     int peer = recv_peers[i];
-    BRAID_CHECK(finish_one(comm, channel, 1, peer, 0, &ch->p2p_recv[peer]));
-    ch->p2p_recv_dev[peer] = &ch->p2p_recv[peer].conn;
+    BRAID_CHECK(phase_one(comm, phase, channel, 1, peer, 0, &ch->p2p_recv[peer]));
+    if (phase == BRAID_CONNECT_RECVS) ch->p2p_recv_dev[peer] = &ch->p2p_recv[peer].conn;
   }
   return ncclSuccess;
 }
@@ -121,21 +128,20 @@ ncclResult_t braid_connect_p2p_finish(struct braid_comm* comm, int channel, cons
 /* Tree links of a channel: the parent, then the children, each a send and a receive
  * connection (connection index 2, so a tree peer that is also a ring neighbour gets its own). */
 #define TREE_CONN 2
-static ncclResult_t trees_phase(struct braid_comm* comm, int finish) {
+ncclResult_t braid_connect_trees(struct braid_comm* comm, int phase) {
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
     const struct braid_dev_tree* t = &ch->dev.tree;
-    ncclResult_t (*step)(struct braid_comm*, int, int, int, int, struct braid_connector*) = finish ? finish_one : post_one;
     if (t->up >= 0) {
-      BRAID_CHECK(step(comm, c, TREE_CONN, t->up, 1, &ch->tree_up_send));
-      BRAID_CHECK(step(comm, c, TREE_CONN, t->up, 0, &ch->tree_up_recv));
+      BRAID_CHECK(phase_one(comm, phase, c, TREE_CONN, t->up, 1, &ch->tree_up_send));
+      BRAID_CHECK(phase_one(comm, phase, c, TREE_CONN, t->up, 0, &ch->tree_up_recv));
     }
     for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
       if (t->down[d] < 0) continue;
-      BRAID_CHECK(step(comm, c, TREE_CONN, t->down[d], 1, &ch->tree_down_send[d]));
-      BRAID_CHECK(step(comm, c, TREE_CONN, t->down[d], 0, &ch->tree_down_recv[d]));
+      BRAID_CHECK(phase_one(comm, phase, c, TREE_CONN, t->down[d], 1, &ch->tree_down_send[d]));
+      BRAID_CHECK(phase_one(comm, phase, c, TREE_CONN, t->down[d], 0, &ch->tree_down_recv[d]));
     }
-    if (finish) {
+    if (phase == BRAID_CONNECT_RECVS) {
       ch->dev.tree_up_send = t->up >= 0 ? &ch->tree_up_send.conn : NULL;
       ch->dev.tree_up_recv = t->up >= 0 ? &ch->tree_up_recv.conn : NULL;
       for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
@@ -144,15 +150,12 @@ static ncclResult_t trees_phase(struct braid_comm* comm, int finish) {
       }
     }
   }
-  if (finish) {
+  if (phase == BRAID_CONNECT_RECVS) {
     comm->trees_connected = 1;
     BRAID_INFO(BRAID_LOG_INIT, "Connected all trees");
   }
   return ncclSuccess;
 }
-
-ncclResult_t braid_connect_trees_post(struct braid_comm* comm) { return trees_phase(comm, 0); }
-ncclResult_t braid_connect_trees_finish(struct braid_comm* comm) { return trees_phase(comm, 1); }
 
 static void free_connector(struct braid_connector* c, int is_send) {
   if (c->transport == NULL) return;

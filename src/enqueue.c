@@ -95,9 +95,9 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
   for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
   for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_build(&plans[i], tasks), res, out_plans);
-  /* Connect new peers: every communicator posts before any waits. */
-  for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect_post(&plans[i]), res, out_plans);
-  for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect_finish(&plans[i]), res, out_plans);
+  /* Connect new peers, each phase over every communicator before the next (comm.h). */
+  for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++)
+    for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect(&plans[i], phase), res, out_plans);
   for (int i = 0; i < nplans; i++) braid_plan_self_copies(&plans[i]);
   res = run_plans(plans, nplans);
 out_plans:

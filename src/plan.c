@@ -173,18 +173,11 @@ out:
   return res;
 }
 
-ncclResult_t braid_plan_connect_post(struct braid_plan* plan) {
-  if (plan->connect_trees) BRAID_CHECK(braid_connect_trees_post(plan->comm));
+ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase) {
+  if (plan->connect_trees) BRAID_CHECK(braid_connect_trees(plan->comm, phase));
   if (plan->nconnect_send + plan->nconnect_recv == 0) return ncclSuccess;
-  return braid_connect_p2p_post(plan->comm, 0, plan->connect_send, plan->nconnect_send, plan->connect_recv,
-                                plan->nconnect_recv);
-}
-
-ncclResult_t braid_plan_connect_finish(struct braid_plan* plan) {
-  if (plan->connect_trees) BRAID_CHECK(braid_connect_trees_finish(plan->comm));
-  if (plan->nconnect_send + plan->nconnect_recv == 0) return ncclSuccess;
-  return braid_connect_p2p_finish(plan->comm, 0, plan->connect_send, plan->nconnect_send, plan->connect_recv,
-                                  plan->nconnect_recv);
+  return braid_connect_p2p(plan->comm, 0, phase, plan->connect_send, plan->nconnect_send, plan->connect_recv,
+                           plan->nconnect_recv);
 }
 
 void braid_plan_self_copies(struct braid_plan* plan) {

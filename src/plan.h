@@ -33,8 +33,8 @@ struct braid_plan {
 };
 
 ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks);
-ncclResult_t braid_plan_connect_post(struct braid_plan* plan);
-ncclResult_t braid_plan_connect_finish(struct braid_plan* plan);
+/* One connection phase (enum braid_connect_phase) of what the plan needs first. */
+ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase);
 void braid_plan_self_copies(struct braid_plan* plan);
 void braid_plan_free(struct braid_plan* plan);
 

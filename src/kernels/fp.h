@@ -24,6 +24,8 @@
 
 #include "kernels/simt.h"
 
+BRAID_FP_STRICT_BEGIN
+
 /* ---- bit casts ---- */
 
 HD uint32_t braid_fp_f32_bits(float f) {
@@ -145,8 +147,7 @@ HD uint32_t braid_fp_narrow_mag32(uint32_t a, int bias, int mbits) {
   const uint32_t norm = (r + ((1u << (sh - 1)) - 1u) + ((r >> sh) & 1u)) >> sh;
   const uint32_t magic = (uint32_t)(127 + 24 - bias - mbits) << 23;
   const uint32_t sub =
-      braid_fp_f32_bits(braid_fp_add_f32(braid_fp_f32_from_bits(a), braid_fp_f32_from_bits(magic))) -
-      magic;
+      braid_fp_f32_bits(braid_fp_add_f32(braid_fp_f32_from_bits(a), braid_fp_f32_from_bits(magic))) - magic;
   return braid_fp_blend(a < ((uint32_t)(127 - bias + 1) << 23), sub, norm);
 }
 
@@ -194,7 +195,9 @@ HD uint16_t braid_fp_f32_to_f16(float f) {
 
 /* ---- bfloat16 (1.8.7, bias 127: the top half of a float) ---- */
 
-HD float braid_fp_bf16_to_f32(uint16_t b) { return braid_fp_f32_from_bits((uint32_t)b << 16); }
+HD float braid_fp_bf16_to_f32(uint16_t b) {
+  return braid_fp_f32_from_bits((uint32_t)b << 16);
+}
 
 HD uint16_t braid_fp_bf16_nan(uint32_t sign16, uint32_t fmant) {
   uint32_t m = fmant >> 16;
@@ -283,5 +286,7 @@ HD uint8_t braid_fp_f64_to_f8e5m2(double d) {
   mag = braid_fp_narrow_mag64(a, 15, 2);
   return (uint8_t)(sign | (mag > 0x7bu ? 0x7bu : mag));
 }
+
+BRAID_FP_STRICT_END
 
 #endif /* BRAID_FP_H */

@@ -33,6 +33,8 @@
 #include "kernels/fp.h"
 #include "kernels/simt.h"
 
+BRAID_FP_STRICT_BEGIN
+
 /* What the data path computes, decided on the host per call. */
 struct braid_redop {
   uint8_t kind;    /* enum braid_redkind */
@@ -68,42 +70,94 @@ HD double braid_red_fmin_f64(double x, double y) {
 }
 
 /* Integers: T storage = compute, UT the unsigned type of the width, W the division type. */
-#define BRAID_RED_INT(sh, T, UT, W, WMAX)                                                  \
-  HD T braid_red_ld_##sh(T v) { return v; }                                                \
-  HD T braid_red_st_##sh(T v) { return v; }                                                \
-  HD T braid_red_add_##sh(T x, T y) { return (T)(UT)((UT)x + (UT)y); }                     \
-  HD T braid_red_mul_##sh(T x, T y) { return (T)(UT)((UT)x * (UT)y); }                     \
-  HD T braid_red_max_##sh(T x, T y) { return x > y ? x : y; }                              \
-  HD T braid_red_min_##sh(T x, T y) { return x < y ? x : y; }                              \
-  HD T braid_red_scalar_##sh(uint64_t bits) { return (T)(UT)bits; }                        \
-  HD W braid_red_divisor_##sh(uint64_t bits) {                                             \
-    return bits == 0 ? (W)1 : bits > (uint64_t)(WMAX) ? (W)(WMAX) : (W)bits;               \
-  }                                                                                        \
-  HD T braid_red_div_##sh(T x, W d) { return (T)((W)x / d); }
+#define BRAID_RED_INT(sh, T, UT, W, WMAX)                                    \
+  HD T braid_red_ld_##sh(T v) {                                              \
+    return v;                                                                \
+  }                                                                          \
+  HD T braid_red_st_##sh(T v) {                                              \
+    return v;                                                                \
+  }                                                                          \
+  HD T braid_red_add_##sh(T x, T y) {                                        \
+    return (T)(UT)((UT)x + (UT)y);                                           \
+  }                                                                          \
+  HD T braid_red_mul_##sh(T x, T y) {                                        \
+    return (T)(UT)((UT)x * (UT)y);                                           \
+  }                                                                          \
+  HD T braid_red_max_##sh(T x, T y) {                                        \
+    return x > y ? x : y;                                                    \
+  }                                                                          \
+  HD T braid_red_min_##sh(T x, T y) {                                        \
+    return x < y ? x : y;                                                    \
+  }                                                                          \
+  HD T braid_red_scalar_##sh(uint64_t bits) {                                \
+    return (T)(UT)bits;                                                      \
+  }                                                                          \
+  HD W braid_red_divisor_##sh(uint64_t bits) {                               \
+    return bits == 0 ? (W)1 : bits > (uint64_t)(WMAX) ? (W)(WMAX) : (W)bits; \
+  }                                                                          \
+  HD T braid_red_div_##sh(T x, W d) {                                        \
+    return (T)((W)x / d);                                                    \
+  }
 
 /* float / double: computed in the type itself. */
-#define BRAID_RED_FLT(sh, T, UB)                                                           \
-  HD T braid_red_ld_##sh(T v) { return v; }                                                \
-  HD T braid_red_st_##sh(T v) { return v; }                                                \
-  HD T braid_red_add_##sh(T x, T y) { return x + y; }                                      \
-  HD T braid_red_mul_##sh(T x, T y) { return braid_fp_mul_##sh(x, y); }                    \
-  HD T braid_red_max_##sh(T x, T y) { return braid_red_fmax_##sh(x, y); }                  \
-  HD T braid_red_min_##sh(T x, T y) { return braid_red_fmin_##sh(x, y); }                  \
-  HD T braid_red_scalar_##sh(uint64_t bits) { return braid_fp_##sh##_from_bits((UB)bits); } \
-  HD T braid_red_divisor_##sh(uint64_t bits) { return bits == 0 ? (T)1 : (T)bits; }        \
-  HD T braid_red_div_##sh(T x, T d) { return braid_fp_div_##sh(x, d); }
+#define BRAID_RED_FLT(sh, T, UB)                \
+  HD T braid_red_ld_##sh(T v) {                 \
+    return v;                                   \
+  }                                             \
+  HD T braid_red_st_##sh(T v) {                 \
+    return v;                                   \
+  }                                             \
+  HD T braid_red_add_##sh(T x, T y) {           \
+    return x + y;                               \
+  }                                             \
+  HD T braid_red_mul_##sh(T x, T y) {           \
+    return braid_fp_mul_##sh(x, y);             \
+  }                                             \
+  HD T braid_red_max_##sh(T x, T y) {           \
+    return braid_red_fmax_##sh(x, y);           \
+  }                                             \
+  HD T braid_red_min_##sh(T x, T y) {           \
+    return braid_red_fmin_##sh(x, y);           \
+  }                                             \
+  HD T braid_red_scalar_##sh(uint64_t bits) {   \
+    return braid_fp_##sh##_from_bits((UB)bits); \
+  }                                             \
+  HD T braid_red_divisor_##sh(uint64_t bits) {  \
+    return bits == 0 ? (T)1 : (T)bits;          \
+  }                                             \
+  HD T braid_red_div_##sh(T x, T d) {           \
+    return braid_fp_div_##sh(x, d);             \
+  }
 
 /* half / bf16 / fp8: stored narrow, computed in float. */
-#define BRAID_RED_NARROW(sh, T)                                                            \
-  HD float braid_red_ld_##sh(T v) { return braid_fp_##sh##_to_f32(v); }                    \
-  HD T braid_red_st_##sh(float v) { return braid_fp_f32_to_##sh(v); }                      \
-  HD float braid_red_add_##sh(float x, float y) { return x + y; }                          \
-  HD float braid_red_mul_##sh(float x, float y) { return braid_fp_mul_f32(x, y); }         \
-  HD float braid_red_max_##sh(float x, float y) { return braid_red_fmax_f32(x, y); }       \
-  HD float braid_red_min_##sh(float x, float y) { return braid_red_fmin_f32(x, y); }       \
-  HD float braid_red_scalar_##sh(uint64_t bits) { return braid_fp_##sh##_to_f32((T)bits); } \
-  HD float braid_red_divisor_##sh(uint64_t bits) { return bits == 0 ? 1.0f : (float)bits; } \
-  HD float braid_red_div_##sh(float x, float d) { return braid_fp_div_f32(x, d); }
+#define BRAID_RED_NARROW(sh, T)                    \
+  HD float braid_red_ld_##sh(T v) {                \
+    return braid_fp_##sh##_to_f32(v);              \
+  }                                                \
+  HD T braid_red_st_##sh(float v) {                \
+    return braid_fp_f32_to_##sh(v);                \
+  }                                                \
+  HD float braid_red_add_##sh(float x, float y) {  \
+    return x + y;                                  \
+  }                                                \
+  HD float braid_red_mul_##sh(float x, float y) {  \
+    return braid_fp_mul_f32(x, y);                 \
+  }                                                \
+  HD float braid_red_max_##sh(float x, float y) {  \
+    return braid_red_fmax_f32(x, y);               \
+  }                                                \
+  HD float braid_red_min_##sh(float x, float y) {  \
+    return braid_red_fmin_f32(x, y);               \
+  }                                                \
+  HD float braid_red_scalar_##sh(uint64_t bits) {  \
+    return braid_fp_##sh##_to_f32((T)bits);        \
+  }                                                \
+  HD float braid_red_divisor_##sh(uint64_t bits) { \
+    return bits == 0 ? 1.0f : (float)bits;         \
+  }                                                \
+  HD float braid_red_div_##sh(float x, float d) {  \
+    return braid_fp_div_f32(x, d);                 \
+  }
 
 /* ---- element expressions (x, y compute values; s0, s1, dv locals of the caller) ---- */
 #define BRAID_RE_ADD(sh, x, y) braid_red_add_##sh(x, y)
@@ -134,67 +188,62 @@ HD double braid_red_fmin_f64(double x, double y) {
  * The `if (d1 == NULL)` sits outside the loops, so the common one-destination case has a plain
  * loop body.
  */
-#define BRAID_RED_STRIDED(BODY)                                                            \
-  do {                                                                                     \
-    const size_t cnt_ = n > t0 ? (n - t0 + nt - 1) / nt : 0;                               \
-    size_t k_ = 0;                                                                         \
+#define BRAID_RED_STRIDED(BODY)                                                             \
+  do {                                                                                      \
+    const size_t cnt_ = n > t0 ? (n - t0 + nt - 1) / nt : 0;                                \
+    size_t k_ = 0;                                                                          \
     if (!BRAID_DEVICE_COMPILE && nt == 1) { /* host: unit stride, whether inlined or not */ \
-      for (; k_ + 16 <= cnt_; k_ += 16) {                                                  \
-        for (size_t u_ = 0; u_ < 16; u_++) {                                               \
-          const size_t i = t0 + k_ + u_;                                                   \
-          BODY;                                                                            \
-        }                                                                                  \
-      }                                                                                    \
-    }                                                                                      \
-    for (; k_ < cnt_; k_++) {                                                              \
-      const size_t i = t0 + k_ * nt;                                                       \
-      BODY;                                                                                \
-    }                                                                                      \
+      for (; k_ + 16 <= cnt_; k_ += 16) {                                                   \
+        for (size_t u_ = 0; u_ < 16; u_++) {                                                \
+          const size_t i = t0 + k_ + u_;                                                    \
+          BODY;                                                                             \
+        }                                                                                   \
+      }                                                                                     \
+    }                                                                                       \
+    for (; k_ < cnt_; k_++) {                                                               \
+      const size_t i = t0 + k_ * nt;                                                        \
+      BODY;                                                                                 \
+    }                                                                                       \
   } while (0)
 
 /* One element: two sources (A is a or d0) or one source, with ld/st conversions. */
-#define BRAID_RB2(sh, OP, A) \
-  braid_red_st_##sh(BRAID_RE_##OP(sh, braid_red_ld_##sh(A[i]), braid_red_ld_##sh(b[i])))
+#define BRAID_RB2(sh, OP, A) braid_red_st_##sh(BRAID_RE_##OP(sh, braid_red_ld_##sh(A[i]), braid_red_ld_##sh(b[i])))
 #define BRAID_RB1(sh, OP, A) BRAID_RE_##OP(sh, A[i])
-#define BRAID_RED_ONE_OR_TWO(T, VAL)                 \
-  do {                                               \
-    if (d1 == NULL) {                                \
-      BRAID_RED_STRIDED(d0[i] = VAL);                \
-    } else {                                         \
+#define BRAID_RED_ONE_OR_TWO(T, VAL)                               \
+  do {                                                             \
+    if (d1 == NULL) {                                              \
+      BRAID_RED_STRIDED(d0[i] = VAL);                              \
+    } else {                                                       \
       BRAID_RED_STRIDED(const T r_ = VAL; d0[i] = r_; d1[i] = r_); \
-    }                                                \
+    }                                                              \
   } while (0)
 
 #define BRAID_RED_ARGS(C, D) size_t n, size_t t0, size_t nt, C s0, C s1, D dv
 #define BRAID_RED_USE3 ((void)s0, (void)s1, (void)dv) /* each kernel uses some of them */
-#define BRAID_RED_KERNEL2(sh, T, C, D, OP)                                                 \
-  HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,              \
-                                  const T* a, const T* b,    \
-                                  BRAID_RED_ARGS(C, D)) {                                  \
-    BRAID_RED_USE3;                                                                        \
-    BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, a));                                         \
-  }                                                                                        \
-  HD void braid_red_ip_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,             \
-                                   const T* b, BRAID_RED_ARGS(C, D)) {      \
-    BRAID_RED_USE3;                                                                        \
-    BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, d0));                                        \
-  }                                                                                        \
-  HD void braid_red_g_##OP##_##sh(T* d0, T* d1, const T* a, const T* b,                    \
-                                  BRAID_RED_ARGS(C, D)) {                                  \
-    BRAID_RED_USE3;                                                                        \
-    BRAID_RED_STRIDED(const T r_ = BRAID_RB2(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);  \
+#define BRAID_RED_KERNEL2(sh, T, C, D, OP)                                                                         \
+  HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1, const T* a, const T* b,              \
+                                  BRAID_RED_ARGS(C, D)) {                                                          \
+    BRAID_RED_USE3;                                                                                                \
+    BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, a));                                                                 \
+  }                                                                                                                \
+  HD void braid_red_ip_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1, const T* b, BRAID_RED_ARGS(C, D)) { \
+    BRAID_RED_USE3;                                                                                                \
+    BRAID_RED_ONE_OR_TWO(T, BRAID_RB2(sh, OP, d0));                                                                \
+  }                                                                                                                \
+  HD void braid_red_g_##OP##_##sh(T* d0, T* d1, const T* a, const T* b, BRAID_RED_ARGS(C, D)) {                    \
+    BRAID_RED_USE3;                                                                                                \
+    BRAID_RED_STRIDED(const T r_ = BRAID_RB2(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);                          \
   }
-#define BRAID_RED_KERNEL1(sh, T, C, D, OP)                                                 \
-  HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1,              \
-                                  const T* a, BRAID_RED_ARGS(C, D)) {       \
-    BRAID_RED_USE3;                                                                        \
-    BRAID_RED_ONE_OR_TWO(T, BRAID_RB1(sh, OP, a));                                         \
-  }                                                                                        \
-  HD void braid_red_g_##OP##_##sh(T* d0, T* d1, const T* a, BRAID_RED_ARGS(C, D)) {        \
-    BRAID_RED_USE3;                                                                        \
-    BRAID_RED_STRIDED(const T r_ = BRAID_RB1(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);  \
+#define BRAID_RED_KERNEL1(sh, T, C, D, OP)                                                                        \
+  HD void braid_red_d_##OP##_##sh(T* BRAID_RESTRICT d0, T* BRAID_RESTRICT d1, const T* a, BRAID_RED_ARGS(C, D)) { \
+    BRAID_RED_USE3;                                                                                               \
+    BRAID_RED_ONE_OR_TWO(T, BRAID_RB1(sh, OP, a));                                                                \
+  }                                                                                                               \
+  HD void braid_red_g_##OP##_##sh(T* d0, T* d1, const T* a, BRAID_RED_ARGS(C, D)) {                               \
+    BRAID_RED_USE3;                                                                                               \
+    BRAID_RED_STRIDED(const T r_ = BRAID_RB1(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);                         \
   }
-#define BRAID_RED_KERNELS(sh, T, C, D)  \
+#define BRAID_RED_KERNELS(sh, T, C, D)   \
   BRAID_RED_KERNEL2(sh, T, C, D, ADD)    \
   BRAID_RED_KERNEL2(sh, T, C, D, MUL)    \
   BRAID_RED_KERNEL2(sh, T, C, D, MAX)    \
@@ -206,21 +255,21 @@ HD double braid_red_fmin_f64(double x, double y) {
   BRAID_RED_KERNEL1(sh, T, C, D, RAW)
 
 /* Run kernel OP in the layout the pointers allow. */
-#define BRAID_RED_RUN2(sh, OP)                                                             \
-  do {                                                                                     \
-    if (d0 != a && d0 != b && d1ok)                                                        \
-      braid_red_d_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv);                        \
-    else if (d0 == a && d0 != b && d1ok)                                                   \
-      braid_red_ip_##OP##_##sh(d0, d1, b, n, t0, nt, s0, s1, dv);                          \
-    else                                                                                   \
-      braid_red_g_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv);                        \
+#define BRAID_RED_RUN2(sh, OP)                                      \
+  do {                                                              \
+    if (d0 != a && d0 != b && d1ok)                                 \
+      braid_red_d_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv); \
+    else if (d0 == a && d0 != b && d1ok)                            \
+      braid_red_ip_##OP##_##sh(d0, d1, b, n, t0, nt, s0, s1, dv);   \
+    else                                                            \
+      braid_red_g_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv); \
   } while (0)
-#define BRAID_RED_RUN1(sh, OP)                                                             \
-  do {                                                                                     \
-    if (d0 != a && d1ok)                                                                   \
-      braid_red_d_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv);                           \
-    else                                                                                   \
-      braid_red_g_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv);                           \
+#define BRAID_RED_RUN1(sh, OP)                                   \
+  do {                                                           \
+    if (d0 != a && d1ok)                                         \
+      braid_red_d_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv); \
+    else                                                         \
+      braid_red_g_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv); \
   } while (0)
 
 /*
@@ -229,96 +278,111 @@ HD double braid_red_fmin_f64(double x, double y) {
  * preN applies PREMULSUM's multiplier to srcN, post applies SUMPOSTDIV's division; both are
  * identities for the other kinds. Every thread of the worker calls it with the same arguments.
  */
-#define BRAID_RED_DEFINE(sh, T, C, D)                                                      \
-  BRAID_RED_KERNELS(sh, T, C, D)                                                           \
-  HD_NOFORCE void braid_reduce_copy_##sh(const struct braid_redop* op, void* dst0,         \
-                                         void* dst1, const void* src0, int pre0,           \
-                                         const void* src1, int pre1, int post, size_t n) { \
-    T* d0 = (T*)dst0;                                                                      \
-    T* d1 = (T*)dst1;                                                                      \
-    const T* a = (const T*)src0;                                                           \
-    const T* b = (const T*)src1;                                                           \
-    const size_t t0 = (size_t)simt_tid(), nt = (size_t)simt_nthreads();                    \
-    const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                          \
-    const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                              \
-    C s0, s1;                                                                              \
-    const D dv = braid_red_divisor_##sh(op->scalar);                                       \
-    int d1ok;                                                                              \
-    if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return;                                    \
-    if (b != NULL && d0 == b && d0 != a) { /* in place on src1: swap, every op commutes */ \
-      const T* t_ = a;                                                                     \
-      int p_ = pre0;                                                                       \
-      a = b, b = t_, pre0 = pre1, pre1 = p_;                                               \
-    }                                                                                      \
-    s0 = pms && pre0 ? braid_red_scalar_##sh(op->scalar) : one;                            \
-    s1 = pms && pre1 ? braid_red_scalar_##sh(op->scalar) : one;                            \
-    d1ok = d1 == NULL || (d1 != d0 && d1 != a && d1 != b);                                 \
-    if (b == NULL) {                                                                       \
-      if (pms && pre0)                                                                     \
-        BRAID_RED_RUN1(sh, MUL1);                                                          \
-      else if (kind == BRAID_RED_SUMPOSTDIV && post)                                       \
-        BRAID_RED_RUN1(sh, DIV1);                                                          \
-      else if (d0 != a || d1 != NULL)                                                      \
-        BRAID_RED_RUN1(sh, RAW);                                                           \
-      return;                                                                              \
-    }                                                                                      \
-    switch (kind) {                                                                        \
-      case BRAID_RED_PROD: BRAID_RED_RUN2(sh, MUL); break;                                 \
-      case BRAID_RED_MAX: BRAID_RED_RUN2(sh, MAX); break;                                  \
-      case BRAID_RED_MIN: BRAID_RED_RUN2(sh, MIN); break;                                  \
-      case BRAID_RED_PREMULSUM:                                                            \
-        if (pre0 || pre1)                                                                  \
-          BRAID_RED_RUN2(sh, PMS);                                                         \
-        else                                                                               \
-          BRAID_RED_RUN2(sh, ADD);                                                         \
-        break;                                                                             \
-      case BRAID_RED_SUMPOSTDIV:                                                           \
-        if (post)                                                                          \
-          BRAID_RED_RUN2(sh, ADDDIV);                                                      \
-        else                                                                               \
-          BRAID_RED_RUN2(sh, ADD);                                                         \
-        break;                                                                             \
-      default: BRAID_RED_RUN2(sh, ADD); break;                                             \
-    }                                                                                      \
-  }                                                                                        \
-                                                                                           \
-  /* The same operation on the 8 / sizeof(T) elements of one 8-byte word a thread holds    \
-   * (little-endian, like memory); b == NULL means a copy. Runs in the calling thread only. */ \
-  HD uint64_t braid_reduce_pack64_##sh(const struct braid_redop* op, uint64_t a, int pre_a, \
-                                       const uint64_t* b, int pre_b, int post) {           \
-    T xa[8 / sizeof(T)], xb[8 / sizeof(T)];                                                \
-    const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                          \
-    const int div = kind == BRAID_RED_SUMPOSTDIV && post;                                  \
-    const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                              \
-    const C s0 = pms && pre_a ? braid_red_scalar_##sh(op->scalar) : one;                   \
-    const C s1 = pms && pre_b ? braid_red_scalar_##sh(op->scalar) : one;                   \
-    const D dv = braid_red_divisor_##sh(op->scalar);                                       \
-    uint64_t r;                                                                            \
-    if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return a;                                  \
-    if (b == NULL && !(pms && pre_a) && !div) return a;                                    \
-    memcpy(xa, &a, 8);                                                                     \
-    if (b != NULL) memcpy(xb, b, 8);                                                       \
-    BRAID_UNROLL for (int k = 0; k < (int)(8 / sizeof(T)); k++) {                          \
-      C x = braid_red_ld_##sh(xa[k]);                                                      \
-      if (b == NULL) {                                                                     \
-        x = braid_red_mul_##sh(x, s0);                                                     \
-      } else {                                                                             \
-        C y = braid_red_ld_##sh(xb[k]);                                                    \
-        switch (kind) {                                                                    \
-          case BRAID_RED_PROD: x = BRAID_RE_MUL(sh, x, y); break;                          \
-          case BRAID_RED_MAX: x = BRAID_RE_MAX(sh, x, y); break;                           \
-          case BRAID_RED_MIN: x = BRAID_RE_MIN(sh, x, y); break;                           \
-          case BRAID_RED_PREMULSUM:                                                        \
-            x = pre_a || pre_b ? BRAID_RE_PMS(sh, x, y) : BRAID_RE_ADD(sh, x, y);          \
-            break;                                                                         \
-          default: x = BRAID_RE_ADD(sh, x, y); break;                                      \
-        }                                                                                  \
-      }                                                                                    \
-      if (div) x = braid_red_div_##sh(x, dv);                                              \
-      xa[k] = braid_red_st_##sh(x);                                                        \
-    }                                                                                      \
-    memcpy(&r, xa, 8);                                                                     \
-    return r;                                                                              \
+#define BRAID_RED_DEFINE(sh, T, C, D)                                                                             \
+  BRAID_RED_KERNELS(sh, T, C, D)                                                                                  \
+  HD_NOFORCE void braid_reduce_copy_##sh(const struct braid_redop* op, void* dst0, void* dst1, const void* src0,  \
+                                         int pre0, const void* src1, int pre1, int post, size_t n) {              \
+    T* d0 = (T*)dst0;                                                                                             \
+    T* d1 = (T*)dst1;                                                                                             \
+    const T* a = (const T*)src0;                                                                                  \
+    const T* b = (const T*)src1;                                                                                  \
+    const size_t t0 = (size_t)simt_tid(), nt = (size_t)simt_nthreads();                                           \
+    const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                                                 \
+    const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                                                     \
+    C s0, s1;                                                                                                     \
+    const D dv = braid_red_divisor_##sh(op->scalar);                                                              \
+    int d1ok;                                                                                                     \
+    if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return;                                                           \
+    if (b != NULL && d0 == b && d0 != a) { /* in place on src1: swap, every op commutes */                        \
+      const T* t_ = a;                                                                                            \
+      int p_ = pre0;                                                                                              \
+      a = b, b = t_, pre0 = pre1, pre1 = p_;                                                                      \
+    }                                                                                                             \
+    s0 = pms && pre0 ? braid_red_scalar_##sh(op->scalar) : one;                                                   \
+    s1 = pms && pre1 ? braid_red_scalar_##sh(op->scalar) : one;                                                   \
+    d1ok = d1 == NULL || (d1 != d0 && d1 != a && d1 != b);                                                        \
+    if (b == NULL) {                                                                                              \
+      if (pms && pre0)                                                                                            \
+        BRAID_RED_RUN1(sh, MUL1);                                                                                 \
+      else if (kind == BRAID_RED_SUMPOSTDIV && post)                                                              \
+        BRAID_RED_RUN1(sh, DIV1);                                                                                 \
+      else if (d0 != a || d1 != NULL)                                                                             \
+        BRAID_RED_RUN1(sh, RAW);                                                                                  \
+      return;                                                                                                     \
+    }                                                                                                             \
+    switch (kind) {                                                                                               \
+      case BRAID_RED_PROD:                                                                                        \
+        BRAID_RED_RUN2(sh, MUL);                                                                                  \
+        break;                                                                                                    \
+      case BRAID_RED_MAX:                                                                                         \
+        BRAID_RED_RUN2(sh, MAX);                                                                                  \
+        break;                                                                                                    \
+      case BRAID_RED_MIN:                                                                                         \
+        BRAID_RED_RUN2(sh, MIN);                                                                                  \
+        break;                                                                                                    \
+      case BRAID_RED_PREMULSUM:                                                                                   \
+        if (pre0 || pre1)                                                                                         \
+          BRAID_RED_RUN2(sh, PMS);                                                                                \
+        else                                                                                                      \
+          BRAID_RED_RUN2(sh, ADD);                                                                                \
+        break;                                                                                                    \
+      case BRAID_RED_SUMPOSTDIV:                                                                                  \
+        if (post)                                                                                                 \
+          BRAID_RED_RUN2(sh, ADDDIV);                                                                             \
+        else                                                                                                      \
+          BRAID_RED_RUN2(sh, ADD);                                                                                \
+        break;                                                                                                    \
+      default:                                                                                                    \
+        BRAID_RED_RUN2(sh, ADD);                                                                                  \
+        break;                                                                                                    \
+    }                                                                                                             \
+  }                                                                                                               \
+                                                                                                                  \
+  /* The same operation on the 8 / sizeof(T) elements of one 8-byte word a thread holds                           \
+   * (little-endian, like memory); b == NULL means a copy. Runs in the calling thread only. */                    \
+  HD_FP uint64_t braid_reduce_pack64_##sh(const struct braid_redop* op, uint64_t a, int pre_a, const uint64_t* b, \
+                                          int pre_b, int post) {                                                  \
+    T xa[8 / sizeof(T)], xb[8 / sizeof(T)];                                                                       \
+    const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                                                 \
+    const int div = kind == BRAID_RED_SUMPOSTDIV && post;                                                         \
+    const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                                                     \
+    const C s0 = pms && pre_a ? braid_red_scalar_##sh(op->scalar) : one;                                          \
+    const C s1 = pms && pre_b ? braid_red_scalar_##sh(op->scalar) : one;                                          \
+    const D dv = braid_red_divisor_##sh(op->scalar);                                                              \
+    uint64_t r;                                                                                                   \
+    if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return a;                                                         \
+    if (b == NULL && !(pms && pre_a) && !div) return a;                                                           \
+    memcpy(xa, &a, 8);                                                                                            \
+    memcpy(xb, b != NULL ? b : &a, 8); /* (a: only to initialize xb) */                                           \
+    BRAID_UNROLL for (int k = 0; k < (int)(8 / sizeof(T)); k++) {                                                 \
+      C x = braid_red_ld_##sh(xa[k]);                                                                             \
+      if (b == NULL) {                                                                                            \
+        x = braid_red_mul_##sh(x, s0);                                                                            \
+      } else {                                                                                                    \
+        C y = braid_red_ld_##sh(xb[k]);                                                                           \
+        switch (kind) {                                                                                           \
+          case BRAID_RED_PROD:                                                                                    \
+            x = BRAID_RE_MUL(sh, x, y);                                                                           \
+            break;                                                                                                \
+          case BRAID_RED_MAX:                                                                                     \
+            x = BRAID_RE_MAX(sh, x, y);                                                                           \
+            break;                                                                                                \
+          case BRAID_RED_MIN:                                                                                     \
+            x = BRAID_RE_MIN(sh, x, y);                                                                           \
+            break;                                                                                                \
+          case BRAID_RED_PREMULSUM:                                                                               \
+            x = pre_a || pre_b ? BRAID_RE_PMS(sh, x, y) : BRAID_RE_ADD(sh, x, y);                                 \
+            break;                                                                                                \
+          default:                                                                                                \
+            x = BRAID_RE_ADD(sh, x, y);                                                                           \
+            break;                                                                                                \
+        }                                                                                                         \
+      }                                                                                                           \
+      if (div) x = braid_red_div_##sh(x, dv);                                                                     \
+      xa[k] = braid_red_st_##sh(x);                                                                               \
+    }                                                                                                             \
+    memcpy(&r, xa, 8);                                                                                            \
+    return r;                                                                                                     \
   }
 
 /* Per-datatype traits, keyed by the short names of BRAID_DTYPES (a new datatype in axes.h
@@ -341,26 +405,30 @@ BRAID_DTYPES(BRAID_X)
 #undef BRAID_X
 
 /* Dispatch on op->dtype (a per-datatype kernel calls braid_reduce_copy_<short> directly). */
-HD_NOFORCE void braid_reduce_copy(const struct braid_redop* op, void* dst0, void* dst1,
-                                  const void* src0, int pre0, const void* src1, int pre1,
-                                  int post, size_t n) {
+HD_NOFORCE void braid_reduce_copy(const struct braid_redop* op, void* dst0, void* dst1, const void* src0, int pre0,
+                                  const void* src1, int pre1, int post, size_t n) {
   switch (op->dtype) {
-#define BRAID_X(id, sh, T, size, str) \
-  case id: braid_reduce_copy_##sh(op, dst0, dst1, src0, pre0, src1, pre1, post, n); break;
+#define BRAID_X(id, sh, T, size, str)                                        \
+  case id:                                                                   \
+    braid_reduce_copy_##sh(op, dst0, dst1, src0, pre0, src1, pre1, post, n); \
+    break;
     BRAID_DTYPES(BRAID_X)
 #undef BRAID_X
-    default: break;
+    default:
+      break;
   }
 }
 
-HD uint64_t braid_reduce_pack64(const struct braid_redop* op, uint64_t a, int pre_a,
-                                const uint64_t* b, int pre_b, int post) {
+HD_FP uint64_t braid_reduce_pack64(const struct braid_redop* op, uint64_t a, int pre_a, const uint64_t* b, int pre_b,
+                                   int post) {
   switch (op->dtype) {
 #define BRAID_X(id, sh, T, size, str) \
-  case id: return braid_reduce_pack64_##sh(op, a, pre_a, b, pre_b, post);
+  case id:                            \
+    return braid_reduce_pack64_##sh(op, a, pre_a, b, pre_b, post);
     BRAID_DTYPES(BRAID_X)
 #undef BRAID_X
-    default: return a;
+    default:
+      return a;
   }
 }
 
@@ -380,27 +448,37 @@ HD int64_t braid_redop_clamp_i64(double v, double lo, double hi, int64_t ilo, in
 HD uint64_t braid_redop_scalar_from_double(int dtype, double v) {
   switch (dtype) {
     /* ncclDataType_t values, as in BRAID_DTYPES */
-    case 0: return (uint8_t)(int8_t)braid_redop_clamp_i64(v, -128.0, 127.0, -128, 127);
-    case 1: return (uint8_t)braid_redop_clamp_i64(v, 0.0, 255.0, 0, 255);
+    case 0:
+      return (uint8_t)(int8_t)braid_redop_clamp_i64(v, -128.0, 127.0, -128, 127);
+    case 1:
+      return (uint8_t)braid_redop_clamp_i64(v, 0.0, 255.0, 0, 255);
     case 2:
-      return (uint32_t)(int32_t)braid_redop_clamp_i64(v, -2147483648.0, 2147483647.0,
-                                                      INT32_MIN, INT32_MAX);
-    case 3: return (uint32_t)braid_redop_clamp_i64(v, 0.0, 4294967295.0, 0, UINT32_MAX);
+      return (uint32_t)(int32_t)braid_redop_clamp_i64(v, -2147483648.0, 2147483647.0, INT32_MIN, INT32_MAX);
+    case 3:
+      return (uint32_t)braid_redop_clamp_i64(v, 0.0, 4294967295.0, 0, UINT32_MAX);
     case 4:
-      return (uint64_t)braid_redop_clamp_i64(v, -9223372036854775808.0, 9223372036854775808.0,
-                                             INT64_MIN, INT64_MAX);
+      return (uint64_t)braid_redop_clamp_i64(v, -9223372036854775808.0, 9223372036854775808.0, INT64_MIN, INT64_MAX);
     case 5:
       if (v != v || v <= 0.0) return 0;
       if (v >= 18446744073709551616.0) return UINT64_MAX;
       return (uint64_t)v;
-    case 6: return braid_fp_f64_to_f16(v);
-    case 7: return braid_fp_f32_bits((float)v);
-    case 8: return braid_fp_f64_bits(v);
-    case 9: return braid_fp_f64_to_bf16(v);
-    case 10: return braid_fp_f64_to_f8e4m3(v);
-    case 11: return braid_fp_f64_to_f8e5m2(v);
-    default: return 0;
+    case 6:
+      return braid_fp_f64_to_f16(v);
+    case 7:
+      return braid_fp_f32_bits((float)v);
+    case 8:
+      return braid_fp_f64_bits(v);
+    case 9:
+      return braid_fp_f64_to_bf16(v);
+    case 10:
+      return braid_fp_f64_to_f8e4m3(v);
+    case 11:
+      return braid_fp_f64_to_f8e5m2(v);
+    default:
+      return 0;
   }
 }
+
+BRAID_FP_STRICT_END
 
 #endif /* BRAID_REDUCE_H */

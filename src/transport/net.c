@@ -12,8 +12,9 @@
  * Teardown: a sender that is not aborting first waits (bounded) until the proxy has handed
  * every published step to the plugin, so a rank can destroy its communicator right after its
  * last collective returns and its peers still get their data; then it says goodbye
- * (finishSend), so its receiver knows it left rather than died. An aborting or failed
- * communicator closes without goodbye: its peers see a failure, which is the truth. Per communicator the plugin has
+ * (finishSend), so its receiver knows it left rather than died. An aborting communicator
+ * sends an abort notice instead (abortSend) naming the rank it blames, so its peers fail
+ * too and name the same culprit. Per communicator the plugin has
  * one context (the communicator's secret), shared by its connections and closed with the last.
  */
 #include <sched.h>
@@ -290,12 +291,21 @@ static void net_flush(struct net_res* r) {
 static void net_send_free(struct braid_connector* c) {
   struct net_res* r = c->res;
   if (r != NULL && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE) {
+    struct braid_comm* comm = r->comm;
     net_flush(r);
     braid_proxy_remove(r); /* the plugin comm is ours alone from here */
-    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE &&
-        !__atomic_load_n(&r->comm->abort_flag, __ATOMIC_ACQUIRE) && r->net->finishSend != NULL &&
-        __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE) >= __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE))
+    uint32_t aborted = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) {
+      /* broken: nothing to say on it */
+    } else if (aborted) {
+      /* Tell the receiver whom this rank blames, so it need not guess (code: rank + 1). A
+       * failure braid raised left its reason (a later ncclCommAbort overwrites the flag). */
+      int code = comm->abort_reason[0] && comm->failed_peer >= 0 ? comm->failed_peer + 1 : 0;
+      if (r->net->abortSend != NULL) r->net->abortSend(r->net_comm, code);
+    } else if (r->net->finishSend != NULL &&
+               __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE) >= __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE)) {
       r->net->finishSend(r->net_comm);
+    }
   }
   net_res_free(c);
 }

@@ -22,8 +22,10 @@
  *    braid's additions, all optional (NULL): waitFds gives descriptors an idle proxy can
  *    sleep on in poll(); finishSend tells the receiver that this sender is done (its
  *    communicator is being destroyed normally), so that the receiver can tell a peer that
- *    left from one that died; getStatus says why a comm failed, and whether its peer finished
- *    (closedByPeer) rather than vanished.
+ *    left from one that died; abortSend tells it that this sender gives up, with a code (the
+ *    transport passes the rank it blames, + 1), so a failure seen by one rank reaches the
+ *    others with its cause; getStatus says why a comm failed, whether its peer finished
+ *    (closedByPeer) or aborted (peerAborted, abortCode) rather than vanished.
  *
  *    A plugin library is `libnccl-net-<name>.so` (NCCL_NET_PLUGIN=<name>), or
  *    `libnccl-net.so` when NCCL_NET_PLUGIN is unset, exporting `braidNetPlugin_v1`. NCCL_NET
@@ -78,6 +80,8 @@ struct braid_net_config {
 struct braid_net_status {
   int failed;        /* requests on this comm will not complete */
   int closedByPeer;  /* the peer finished (finishSend) and closed it: it left, it did not die */
+  int peerAborted;   /* the peer gave up (abortSend) */
+  int abortCode;     /* its code */
   char reason[160];  /* "closed the connection", "reset the connection", "sent ..." */
 };
 
@@ -115,6 +119,8 @@ struct braid_net_v1 {
   ncclResult_t (*waitFds)(void* comm, struct pollfd* fds, int maxFds, int* nFds);
   /* Before closeSend, when every request completed and the communicator is healthy. */
   ncclResult_t (*finishSend)(void* sendComm);
+  /* Before closeSend of a communicator that aborts: best effort, bounded, never blocks long. */
+  ncclResult_t (*abortSend)(void* sendComm, int code);
   ncclResult_t (*getStatus)(void* comm, struct braid_net_status* status);
 };
 

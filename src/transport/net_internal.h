@@ -59,6 +59,7 @@ struct braid_watch_peer {
   int local;                 /* a process of this machine and pid namespace: liveness is checkable */
   int pid;
   unsigned long long start;  /* its start time (/proc), to notice a reused pid; 0 unknown */
+  int64_t dead_seen;         /* when first seen dead (0: alive): the earliest death is the cause */
 };
 struct braid_watch {
   struct braid_watch* next;
@@ -67,15 +68,20 @@ struct braid_watch {
   int busy;                  /* a collective was in flight at the last tick */
   uint64_t sig;              /* progress signature (sum of FIFO counters) at the last tick */
   int64_t still_since;       /* when it last changed, or the collective was first seen */
-  int64_t last_check;        /* last liveness check of this stall */
-  uint64_t* snap;            /* per-connection counters when the collective was first seen */
-  int nsnap, capsnap;
+  int64_t busy_since;        /* when the current collective was first seen */
+  struct braid_watch_track* track; /* per connection, in visit order: when it last moved */
+  int ntrack, captrack;
+};
+struct braid_watch_track {
+  const struct braid_conn* conn;
+  uint64_t counters;         /* tail + head at the last tick */
+  int64_t moved;             /* when they last changed (0: not seen to change) */
 };
 ncclResult_t braid_watch_new(struct braid_comm* comm, struct braid_watch** w_p);
 void braid_watch_free(struct braid_watch* w);
 /* Every WATCH_TICK_MS: stalls, dead peers, BRAID_TIMEOUT. */
 void braid_watch_tick(struct braid_watch* list, int64_t now);
-/* A peer of `comm` on this machine that died, or -1. */
+/* The peer of `comm` on this machine seen dead first (checked again now), or -1. */
 int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* comm);
 
 /* net_plugin.c: the network every connection of this process uses, chosen once (logs

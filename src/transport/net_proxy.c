@@ -103,6 +103,20 @@ static void conn_failed(struct net_res* r, ncclResult_t res, const char* doing) 
     return;
   }
   __atomic_store_n(&r->state, NET_STATE_FAILED, __ATOMIC_RELEASE);
+  if (st.peerAborted) {
+    /* It gave up, and said whom it blames (code: rank + 1; 0: its own user aborted). */
+    int culprit = st.abortCode > 0 && st.abortCode <= r->comm->nranks ? st.abortCode - 1 : -1;
+    if (culprit >= 0 && culprit != r->comm->rank)
+      braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, culprit,
+                        "rank %d: %s failed (reported by %s, which aborted: NET/%s channel %d, %s side)",
+                        r->comm->rank, braid_proxy_peer_name(r->comm, culprit, dead_who, sizeof(dead_who)), who,
+                        r->desc, r->channel, side);
+    else
+      braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, r->peer,
+                        "rank %d: %s aborted its communicator (NET/%s channel %d, %s side, while %s)", r->comm->rank,
+                        who, r->desc, r->channel, side, doing);
+    return;
+  }
   int dead = braid_watch_dead_peer(px.watches, r->comm);
   if (dead >= 0 && dead != r->peer)
     braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,

@@ -443,5 +443,6 @@ const struct braid_net_v1 braid_net_socket = {
     .closeListen = sock_close_listen,
     .waitFds = sock_wait_fds,
     .finishSend = sock_finish_send,
+    .abortSend = sock_abort_send,
     .getStatus = sock_get_status,
 };

@@ -10,8 +10,9 @@
  * NCCL_NSOCKS_PERTHREAD sockets) move them. Both ends cut a message the same way from its size,
  * so each data socket carries the same sequence of pieces in both directions of the stream.
  *
- * A sender that finishes cleanly ends the control stream with a header of tag SOCK_TAG_BYE;
- * an EOF without it means the sender died or aborted.
+ * A sender that finishes cleanly ends the control stream with a header of tag SOCK_TAG_BYE,
+ * one that aborts with SOCK_TAG_ABORT (its code in the size field); an EOF without either
+ * means the sender died.
  *
  * Every socket opens with the handshake of socket.h {secret, BRAID_SOCKET_TYPE_NET, index}
  * (index 0 is the control socket): a connection with a wrong secret or type is dropped with a
@@ -35,6 +36,8 @@
 #define SOCK_MSG_MAGIC 0x424e4d53u              /* every message header starts with it */
 #define SOCK_HANDSHAKE_MS 10000                 /* an accepted socket must say who it is by then */
 #define SOCK_TAG_BYE (-0x42594521)              /* header tag of finishSend's last message */
+#define SOCK_TAG_ABORT (-0x41424f52)            /* header tag of abortSend's notice; size = its code */
+#define SOCK_ABORT_MS 200                       /* abortSend waits this long for room, at most */
 #define SOCK_BYE_MS 2000                        /* finishSend waits this long for room, at most */
 
 /* What the receiver publishes (fits BRAID_NET_HANDLE_MAXSIZE). */
@@ -110,6 +113,7 @@ struct sock_comm {
   pthread_mutex_t fail_lock;    /* helpers and the caller may both fail it */
   int failed;                   /* (atomic) */
   int closed_by_peer;           /* the sender said goodbye (SOCK_TAG_BYE) */
+  int peer_aborted, abort_code; /* the sender gave up (SOCK_TAG_ABORT) */
   char reason[160];
 };
 
@@ -122,6 +126,7 @@ ncclResult_t sock_test(void* request, int* done, size_t* sizes);
 ncclResult_t sock_wait_fds(void* comm, struct pollfd* fds, int max, int* n);
 ncclResult_t sock_get_status(void* comm, struct braid_net_status* st);
 ncclResult_t sock_finish_send(void* comm);
+ncclResult_t sock_abort_send(void* comm, int code);
 /* Record why the comm failed (first reason wins); returns ncclRemoteError. */
 ncclResult_t sock_fail(struct sock_comm* c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

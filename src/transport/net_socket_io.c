@@ -226,6 +226,11 @@ static ncclResult_t sock_progress_recv(struct sock_comm* c) {
         c->closed_by_peer = 1;
         return sock_fail(c, "finished and closed the connection");
       }
+      if (r->hdr.tag == SOCK_TAG_ABORT) {
+        c->peer_aborted = 1;
+        c->abort_code = (int)r->hdr.size;
+        return sock_fail(c, "aborted its communicator");
+      }
       if (r->hdr.size > r->cap)
         return sock_fail(c, "sent a message of %llu bytes, more than the %zu bytes posted for it",
                          (unsigned long long)r->hdr.size, r->cap);
@@ -301,8 +306,7 @@ ncclResult_t sock_test(void* request, int* done, size_t* sizes) {
   struct sock_req* r = request;
   struct sock_comm* c = r->comm;
   *done = 0;
-  ncclResult_t res = sock_progress(c);
-  if (res != ncclSuccess) return res;
+  (void)sock_progress(c); /* a failure is recorded in c; it may come after this request's bytes */
   /* A failure stops every request, except one whose bytes all came in before it. */
   int complete = r->ctrl_done && __atomic_load_n(&r->pieces_left, __ATOMIC_ACQUIRE) == 0;
   if (!complete && __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE)) return sock_failed_result(c);
@@ -338,6 +342,8 @@ ncclResult_t sock_get_status(void* comm, struct braid_net_status* st) {
   pthread_mutex_lock(&c->fail_lock);
   st->failed = c->failed;
   st->closedByPeer = c->closed_by_peer;
+  st->peerAborted = c->peer_aborted;
+  st->abortCode = c->abort_code;
   snprintf(st->reason, sizeof(st->reason), "%s", c->reason);
   pthread_mutex_unlock(&c->fail_lock);
   return ncclSuccess;
@@ -350,4 +356,34 @@ ncclResult_t sock_finish_send(void* comm) {
   if (__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) || c->req_ctrl != c->req_tail) return ncclSuccess;
   (void)braid_socket_send(&c->ctrl, &bye, sizeof(bye), NULL, braid_socket_deadline_ms(SOCK_BYE_MS));
   return ncclSuccess; /* best effort: without it the receiver reports a failure, which is then true */
+}
+
+/* Finish the control-stream part of a message cut short (the receiver must be at a header
+ * boundary to read the notice), then the notice; both bounded by SOCK_ABORT_MS. */
+ncclResult_t sock_abort_send(void* comm, int code) {
+  struct sock_comm* c = comm;
+  int64_t deadline = braid_socket_deadline_ms(SOCK_ABORT_MS);
+  if (__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE)) return ncclSuccess;
+  if (c->req_ctrl < c->req_tail) {
+    struct sock_req* r = &c->reqs[c->req_ctrl % BRAID_NET_MAX_REQUESTS];
+    int inl = sock_inline(c, r->nbytes);
+    struct iovec iov[2] = {{&r->hdr, sizeof(r->hdr)}, {r->data, inl ? r->nbytes : 0}};
+    size_t total = sizeof(r->hdr) + (inl ? r->nbytes : 0);
+    if (r->hdr_off == 0) {
+      c->req_ctrl = c->req_tail; /* nothing of it left: drop it and the rest */
+    } else {
+      while (r->hdr_off < total) {
+        if (braid_socket_sendv_try(&c->ctrl, iov, 2, &r->hdr_off) != ncclSuccess) return ncclSuccess;
+        if (r->hdr_off < total && braid_socket_wait(&c->ctrl, POLLOUT, NULL, deadline) != ncclSuccess)
+          return ncclSuccess;
+      }
+    }
+  }
+  struct sock_hdr note = {SOCK_MSG_MAGIC, SOCK_TAG_ABORT, (uint64_t)(code > 0 ? code : 0)};
+  size_t off = 0;
+  while (off < sizeof(note)) {
+    if (braid_socket_send_try(&c->ctrl, &note, sizeof(note), &off) != ncclSuccess) break;
+    if (off < sizeof(note) && braid_socket_wait(&c->ctrl, POLLOUT, NULL, deadline) != ncclSuccess) break;
+  }
+  return ncclSuccess;
 }

@@ -14,14 +14,16 @@
  *
  * "Waits for": the executor's own step counters are visible (struct braid_conn.step), so a
  * receive connection whose tail is not past its step waits for data and a send connection
- * NSTEPS ahead of its head waits for room. Connections that moved during this collective are
- * preferred, so an idle channel's connection is not blamed for a busy one's wait.
+ * NSTEPS ahead of its head waits for room. Among those, one that moved during this collective
+ * wins, then the one that moved last, so an idle channel's connection is not blamed for a
+ * busy one's wait.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -70,18 +72,35 @@ static uint64_t conn_counters(const struct braid_conn* c) {
   return __atomic_load_n(c->tail, __ATOMIC_ACQUIRE) + __atomic_load_n(c->head, __ATOMIC_ACQUIRE);
 }
 
-static void visit_sum(void* arg, const struct watch_conn* wc) { *(uint64_t*)arg += conn_counters(wc->c); }
+/* One tick over the connections: the progress signature, and when each one last moved. */
+struct track_pass {
+  struct braid_watch* w;
+  int64_t now;
+  uint64_t sig;
+  int index;
+};
 
-static void visit_snap(void* arg, const struct watch_conn* wc) {
-  struct braid_watch* w = arg;
-  if (w->nsnap == w->capsnap) {
-    int cap = w->capsnap ? 2 * w->capsnap : 32;
-    uint64_t* grown = realloc(w->snap, (size_t)cap * sizeof(*grown));
-    if (grown == NULL) return; /* only a preference is lost */
-    w->snap = grown;
-    w->capsnap = cap;
+static void visit_track(void* arg, const struct watch_conn* wc) {
+  struct track_pass* t = arg;
+  struct braid_watch* w = t->w;
+  uint64_t v = conn_counters(wc->c);
+  int i = t->index++;
+  t->sig += v;
+  if (i >= w->captrack) {
+    int cap = w->captrack ? 2 * w->captrack : 32;
+    struct braid_watch_track* grown = realloc(w->track, (size_t)cap * sizeof(*grown));
+    if (grown == NULL) return; /* only the attribution of a wait gets vaguer */
+    w->track = grown;
+    w->captrack = cap;
   }
-  w->snap[w->nsnap++] = conn_counters(wc->c);
+  struct braid_watch_track* k = &w->track[i];
+  if (i >= w->ntrack || k->conn != wc->c) { /* new here (a connection made since) */
+    *k = (struct braid_watch_track){wc->c, v, 0};
+    if (i >= w->ntrack) w->ntrack = i + 1;
+  } else if (k->counters != v) {
+    k->counters = v;
+    k->moved = t->now;
+  }
 }
 
 /* ---- liveness ------------------------------------------------------------------------------ */
@@ -154,19 +173,27 @@ out:
 void braid_watch_free(struct braid_watch* w) {
   if (w == NULL) return;
   free(w->peers);
-  free(w->snap);
+  free(w->track);
   free(w);
 }
 
-static int watch_dead(const struct braid_watch* w) {
-  for (int r = 0; r < w->comm->nranks; r++)
-    if (peer_dead(&w->peers[r])) return r;
-  return -1;
+/* Look at the peers not yet known dead; returns the one seen dead first (-1: none). When
+ * ranks fail one after another (the others abort, and may exit), the first to go is the cause. */
+static int watch_dead(struct braid_watch* w, int64_t now) {
+  int first = -1;
+  for (int r = 0; r < w->comm->nranks; r++) {
+    struct braid_watch_peer* p = &w->peers[r];
+    if (p->local && p->dead_seen == 0 && peer_dead(p)) p->dead_seen = now;
+    if (p->dead_seen != 0 && (first < 0 || p->dead_seen < w->peers[first].dead_seen)) first = r;
+  }
+  return first;
 }
 
 int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* comm) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   for (struct braid_watch* w = list; w != NULL; w = w->next)
-    if (w->comm == comm) return watch_dead(w);
+    if (w->comm == comm) return watch_dead(w, (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
   return -1;
 }
 
@@ -174,9 +201,10 @@ int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* com
 
 struct wait_search {
   struct braid_watch* w;
-  int index;                 /* visit order, matching w->snap */
+  int index;                 /* visit order, matching w->track */
   struct watch_conn best;
   int best_score;            /* 0 none; higher is better evidence */
+  int64_t best_moved;
   uint64_t step;
 };
 
@@ -185,17 +213,18 @@ static void visit_wait(void* arg, const struct watch_conn* wc) {
   const struct braid_conn* c = wc->c;
   uint64_t step = __atomic_load_n(&c->step, __ATOMIC_RELAXED);
   uint64_t tail = __atomic_load_n(c->tail, __ATOMIC_ACQUIRE), head = __atomic_load_n(c->head, __ATOMIC_ACQUIRE);
-  int moved = s->index >= s->w->nsnap || s->w->snap[s->index] != tail + head;
-  s->index++;
+  int i = s->index++;
+  int64_t moved = i < s->w->ntrack && s->w->track[i].conn == c ? s->w->track[i].moved : 0;
   int score = 0;
   if (wc->is_send && step >= head + BRAID_NSTEPS)
-    score = 3; /* it filled every slot: certainly waiting */
+    score = 2; /* it filled every slot: certainly waiting */
   else if (!wc->is_send && tail <= step)
     score = 1;
   if (score == 0) return;
-  score += moved ? 4 : 0;
-  if (score > s->best_score) {
+  if (moved >= s->w->busy_since) score += 4; /* part of this collective */
+  if (score > s->best_score || (score == s->best_score && moved > s->best_moved)) {
     s->best_score = score;
+    s->best_moved = moved;
     s->best = *wc;
     s->step = step;
   }
@@ -241,24 +270,22 @@ void braid_watch_tick(struct braid_watch* list, int64_t now) {
       w->busy = 0;
       continue;
     }
-    uint64_t sig = 0;
-    visit_conns(comm, visit_sum, &sig);
+    struct track_pass t = {w, now, 0, 0};
+    visit_conns(comm, visit_track, &t);
+    uint64_t sig = t.sig;
     if (!w->busy) {
       w->busy = 1;
-      w->nsnap = 0;
-      visit_conns(comm, visit_snap, w);
+      w->busy_since = now;
       w->sig = sig + 1; /* a new collective starts its stall clock now */
     }
+    int dead = watch_dead(w, now); /* every tick: the order of deaths matters */
     if (sig != w->sig) {
       w->sig = sig;
       w->still_since = now;
-      w->last_check = now;
       continue;
     }
     int64_t still = now - w->still_since;
-    if (now - w->last_check >= STALL_MS * 1000000LL) {
-      w->last_check = now;
-      int dead = watch_dead(w);
+    if (still >= STALL_MS * 1000000LL) {
       if (dead >= 0) {
         char who[160], what[400];
         describe_wait(w, what, sizeof(what));
