@@ -104,7 +104,7 @@
   X(GRAPH_REGISTER, "NCCL_GRAPH_REGISTER", INT, 1, "register buffers captured in CUDA graphs")   \
   X(IGNORE_DISABLED_P2P, "NCCL_IGNORE_DISABLED_P2P", INT, 0, "ignore NVLink pairs NVML reports disabled") \
   /* braid host executor */                                                                     \
-  X(SPIN_COUNT, "BRAID_SPIN_COUNT", INT, 2000, "polls before a waiting host thread starts to yield") \
+  X(SPIN_COUNT, "BRAID_SPIN_COUNT", INT, 32, "polls before a waiting host thread starts to yield") \
   X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", INT, 50, "microseconds the net proxy keeps polling after its last work before it sleeps") \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", STR, NULL, "test hook: name of an allocation or call to fail on purpose")
 

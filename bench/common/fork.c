@@ -12,6 +12,7 @@
 #include "fork.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -176,6 +177,26 @@ static int supervise(struct bench_shm* s) {
   return status;
 }
 
+/* Pin process p to one CPU of those we may use (round robin), as mpirun does by default for a
+ * few ranks: two ranks time-sharing a core would measure the scheduler, not the library.
+ * BENCH_NO_BIND=1 (or a process already restricted to fewer CPUs than ranks) leaves it alone. */
+static void bind_to_core(int p) {
+  cpu_set_t allowed, one;
+  const char* nobind = getenv("BENCH_NO_BIND");
+  if ((nobind != NULL && strcmp(nobind, "1") == 0) || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  int n = CPU_COUNT(&allowed);
+  if (n < 2) return;
+  for (int cpu = 0, k = 0; cpu < CPU_SETSIZE; cpu++) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (k++ == p % n) {
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      sched_setaffinity(0, sizeof(one), &one);
+      return;
+    }
+  }
+}
+
 int bench_fork_start(struct bench_world* w, int nprocs) {
   if (nprocs > BENCH_FORK_MAX) {
     fprintf(stderr, "invalid value '%d' for 'nprocs' (at most %d)\n", nprocs, BENCH_FORK_MAX);
@@ -210,6 +231,7 @@ int bench_fork_start(struct bench_world* w, int nprocs) {
     }
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM); /* the supervisor gone: stop too */
+      bind_to_core(p);
       if (getppid() != s->parent) _exit(BENCH_INTERNAL_ERROR);
       free(children);
       children = NULL;

@@ -143,11 +143,18 @@ HD int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* 
   return 0;
 }
 
-/* Non-blocking readiness, for point-to-point rounds. */
-HD int braid_conn_can_send(const struct braid_conn* c) {
-  return c->step < BRAID_NSTEPS || simt_ld_acquire_u64(c->head) >= c->step + 1 - BRAID_NSTEPS;
+/* Non-blocking readiness, for point-to-point rounds; a proxied connection that is not ready
+ * gets a kick (host: moved by this thread; prims.h braid_conn_kick). */
+HD int braid_conn_can_send(struct braid_conn* c) {
+  if (c->step < BRAID_NSTEPS || simt_ld_acquire_u64(c->head) >= c->step + 1 - BRAID_NSTEPS) return 1;
+  braid_conn_kick(c);
+  return simt_ld_acquire_u64(c->head) >= c->step + 1 - BRAID_NSTEPS;
 }
-HD int braid_conn_can_recv(const struct braid_conn* c) { return simt_ld_acquire_u64(c->tail) > c->step; }
+HD int braid_conn_can_recv(struct braid_conn* c) {
+  if (simt_ld_acquire_u64(c->tail) > c->step) return 1;
+  braid_conn_kick(c);
+  return simt_ld_acquire_u64(c->tail) > c->step;
+}
 
 /* Ops to one peer in one direction run in call order: op k waits for earlier unfinished ones. */
 HD int braid_p2p_blocked(const struct braid_work* w, int first, int k) {

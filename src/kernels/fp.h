@@ -70,8 +70,10 @@ HD double braid_fp_f64_from_bits(uint64_t u) {
 
 /* ---- arithmetic that is rounded exactly once on both sides ----
  * nvcc contracts a*b+c into an FMA by default; __fmul_rn and friends are never contracted.
- * gcc contracts only where the target has FMA instructions (not baseline x86-64); a host
- * build for such a target should pass -ffp-contract=off to keep host and device identical. */
+ * On the host this file and reduce.h sit in a BRAID_FP_STRICT region (simt.h): gcc compiles
+ * them with -ffp-contract=off even on FMA targets (-march=native, aarch64). A caller outside
+ * the region that inlines an always_inline helper here and feeds it a product could still get
+ * a fused result; reduce.h's entry points are HD_NOFORCE / HD_FP for that reason. */
 
 HD float braid_fp_mul_f32(float a, float b) {
 #if BRAID_DEVICE_COMPILE

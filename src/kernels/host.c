@@ -15,6 +15,7 @@
 #include "check.h"
 #include "executor.h"
 #include "kernels/coll.h"
+#include "param.h"
 
 struct worker {
   pthread_t thread;
@@ -24,6 +25,8 @@ struct worker {
   int stop;
   struct worker* next;        /* idle list / all-workers list */
 };
+
+int braid_spin_before_yield = BRAID_SPIN_BEFORE_YIELD;
 
 static pthread_mutex_t pool_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct worker* idle;     /* workers ready for a job */
@@ -149,7 +152,9 @@ out:
 }
 
 void braid_host_pool_retain(void) {
+  int64_t spins = braid_param_int(BRAID_PARAM_SPIN_COUNT);
   pthread_mutex_lock(&pool_mutex);
+  if (spins >= 0 && spins <= 1 << 30) braid_spin_before_yield = (int)spins;
   pool_refs++;
   pthread_mutex_unlock(&pool_mutex);
 }

@@ -68,6 +68,14 @@ HD uint32_t braid_proto_payload(int proto, uint32_t slot_bytes) {
   return slot_bytes;
 }
 
+/* Host executor: let the proxy of a proxied connection (work.h) move it now; the net
+ * transport does the moving in this thread when nobody else is, else wakes its thread. */
+HD void braid_conn_kick(struct braid_conn* c) {
+#if !BRAID_DEVICE_COMPILE
+  if (c->host_kick) c->host_kick(c);
+#endif
+}
+
 /* Spin until *p >= v. Returns 0, or the abort flag's value when it was raised. */
 HD int braid_wait_ge(const volatile uint64_t* p, uint64_t v, const volatile uint32_t* abort_flag) {
   uint32_t spins = 0;
@@ -78,10 +86,23 @@ HD int braid_wait_ge(const volatile uint64_t* p, uint64_t v, const volatile uint
   return 0;
 }
 
+/* The same for a counter of connection c (its tail or head); a proxied connection is kicked
+ * while waiting, so on the host the waiting thread moves it itself (no hand-off). */
+HD int braid_wait_conn(struct braid_conn* c, const volatile uint64_t* p, uint64_t v,
+                       const volatile uint32_t* abort_flag) {
+  uint32_t spins = 0;
+  while (simt_ld_acquire_u64(p) < v) {
+    braid_conn_kick(c);
+    simt_spin_pause(&spins);
+    if ((spins & 255) == 0 && *abort_flag) return (int)*abort_flag;
+  }
+  return 0;
+}
+
 /* Sender: wait until the slot for this step is free (the receiver consumed step - NSTEPS). */
 HD int braid_wait_credit(struct braid_conn* c, const volatile uint32_t* abort_flag) {
   if (c->step < BRAID_NSTEPS) return 0;
-  return braid_wait_ge(c->head, c->step + 1 - BRAID_NSTEPS, abort_flag);
+  return braid_wait_conn(c, c->head, c->step + 1 - BRAID_NSTEPS, abort_flag);
 }
 
 HD char* braid_slot(const struct braid_conn* c, int proto) {
@@ -94,13 +115,6 @@ HD uint64_t braid_proto_wire_bytes(int proto, uint64_t bytes) {
   if (proto == BRAID_PROTO_LL128)
     return (bytes + BRAID_LL128_PAYLOAD - 1) / BRAID_LL128_PAYLOAD * BRAID_LL128_LINE_BYTES;
   return bytes;
-}
-
-/* Host executor: wake the proxy thread that moves this connection, if it has one (work.h). */
-HD void braid_conn_kick(struct braid_conn* c) {
-#if !BRAID_DEVICE_COMPILE
-  if (c->host_kick) c->host_kick(c);
-#endif
 }
 
 /* Publish one step on the send side: `bytes` of payload; sizes[] gets the bytes the slot holds
@@ -263,7 +277,8 @@ HD int braid_prims_wait(struct braid_prims* p, int nr, int ns, int simple) {
   if (simt_tid() == 0) {
     int st = 0;
     for (int i = 0; i < nr && st == 0; i++)
-      if (simple || p->recv[i]->wait_tail) st = braid_wait_ge(p->recv[i]->tail, p->recv[i]->step + 1, p->abort_flag);
+      if (simple || p->recv[i]->wait_tail)
+        st = braid_wait_conn(p->recv[i], p->recv[i]->tail, p->recv[i]->step + 1, p->abort_flag);
     for (int i = 0; i < ns && st == 0; i++) st = braid_wait_credit(p->send[i], p->abort_flag);
     p->status = st;
   }

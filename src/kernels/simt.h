@@ -57,7 +57,7 @@
  * per poll, which keeps a long wait (a peer not started yet) from hammering the memory system
  * while leaving the latency of ordinary short waits untouched. */
 #ifndef BRAID_SPIN_BEFORE_YIELD
-#define BRAID_SPIN_BEFORE_YIELD 2000
+#define BRAID_SPIN_BEFORE_YIELD 32
 #endif
 #ifndef BRAID_SPIN_BEFORE_SLEEP
 #define BRAID_SPIN_BEFORE_SLEEP 10000
@@ -218,6 +218,13 @@ HD void simt_st_volatile_u64x2(volatile uint64_t* p, uint64_t lo, uint64_t hi) {
 
 /* ---- waiting ---- */
 
+#if !BRAID_DEVICE_COMPILE
+/* Host: polls that only `pause` before a wait starts yielding (BRAID_SPIN_COUNT, set by the
+ * host executor; BRAID_SPIN_BEFORE_YIELD until then). Few: a rank waits for a peer that may
+ * share its core, and every pause is ~40 ns. */
+extern int braid_spin_before_yield;
+#endif
+
 /* Call once per iteration of every wait loop, with a counter the loop set to 0 when it started
  * waiting. The counter saturates, so the caller may also use it to space out abort checks. */
 HD void simt_spin_pause(uint32_t* spins) {
@@ -228,7 +235,7 @@ HD void simt_spin_pause(uint32_t* spins) {
   if (n >= BRAID_SPIN_BEFORE_SLEEP) __nanosleep(BRAID_SPIN_SLEEP_NS);
 #endif
 #else
-  if (n < BRAID_SPIN_BEFORE_YIELD) {
+  if (n < (uint32_t)braid_spin_before_yield) {
 #if defined(__x86_64__) || defined(__i386__)
 #if defined(__CUDACC__)
     __asm__ __volatile__("pause");

@@ -18,6 +18,7 @@
  * one context (the communicator's secret), shared by its connections and closed with the last.
  */
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,9 @@ static void ctx_put(struct net_ctx* x) {
 
 static int net_can_connect(const struct braid_comm* comm, int peer) { return 1; }
 
+/* host_kick finds the connection from the executor's braid_conn. */
+_Static_assert(offsetof(struct braid_connector, conn) == 0, "braid_conn must open braid_connector");
+
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
 /* One end: plugin, context, device and the local FIFO laid out for the executor. */
@@ -107,6 +111,7 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
     return ncclSystemError;
   }
   BRAID_CALLOC_GOTO(r, 1, res, err);
+  pthread_mutex_init(&r->lock, NULL);
   r->comm = comm;
   r->owner = c;
   r->net = net;
@@ -145,6 +150,7 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
 err_ctx:
   ctx_put(r->ctx);
 err_free:
+  pthread_mutex_destroy(&r->lock);
   free(r);
 err:
   return res;
@@ -159,6 +165,7 @@ static void net_res_free(struct braid_connector* c) {
   if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
   ctx_put(r->ctx);
   free(r->mem);
+  pthread_mutex_destroy(&r->lock);
   free(r);
   c->res = NULL;
 }

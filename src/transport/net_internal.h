@@ -7,11 +7,14 @@
  * usual (control block, then buffers), except that one buffer of NSTEPS equal slots serves
  * every protocol: the receiving end cannot know which protocol the next step uses, so a step
  * must land where the executor will look whatever it is. The executor fills and drains that
- * FIFO as for any connection; the proxy thread mirrors it over the net plugin:
+ * FIFO as for any connection; the proxy mirrors it over the net plugin:
  *   send end: steps [posted, tail) are isend (sizes[slot] bytes); when a send completes,
  *             head = done, which hands the slot back to the executor;
  *   recv end: irecvs are posted into the free slots [posted, head + NSTEPS); when one
  *             completes, sizes[slot] = the bytes received and tail = done.
+ * "The proxy" is whoever holds the connection's lock: the proxy thread, or in host mode the
+ * executor itself, which moves its own connections from braid_conn.host_kick when it
+ * publishes, releases or waits (no thread hand-off on the critical path).
  */
 #ifndef BRAID_NET_INTERNAL_H
 #define BRAID_NET_INTERNAL_H
@@ -47,10 +50,15 @@ struct net_res {
   void* listen_comm;
   void* net_comm;
   void* mhandle;
-  /* Owned by the proxy thread once active. */
+  /* Moved by whoever holds `lock`: the proxy thread, or the executor through host_kick. */
+  pthread_mutex_t lock;
   uint64_t posted, done;
   void* reqs[BRAID_NSTEPS];
+  ncclResult_t err;               /* a request failed: reported outside the lock */
+  const char* err_doing;
   int state;                      /* enum net_state (atomic) */
+  int64_t kicked;                 /* (atomic) when the executor last moved it */
+  int polled;                     /* (atomic) the sleeping proxy polls its descriptors */
   char reason[160];               /* why it failed or closed */
 };
 
@@ -91,7 +99,9 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p);
 /* net_proxy.c: the proxy thread serves every active connection of the process. */
 ncclResult_t braid_proxy_add(struct net_res* r);  /* starts the thread for the first user */
 void braid_proxy_remove(struct net_res* r);       /* after return the proxy never touches r */
-void braid_proxy_kick_conn(struct braid_conn* c); /* braid_conn.host_kick of net connections */
+/* braid_conn.host_kick of net connections: move this connection now if nobody else is, and
+ * wake a sleeping proxy thread that must take over what is left. */
+void braid_proxy_kick_conn(struct braid_conn* c);
 /* Fail a communicator: the first caller's message becomes comm->abort_reason and a WARN;
  * the abort flag carries `status` (enum braid_exec_status), async_error `res`. */
 void braid_proxy_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)

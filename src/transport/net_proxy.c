@@ -87,19 +87,24 @@ void braid_proxy_raise(struct braid_comm* comm, int status, ncclResult_t res, in
   pthread_mutex_unlock(&raise_lock);
 }
 
-/* A request on r failed with `res`. */
-static void conn_failed(struct net_res* r, ncclResult_t res, const char* doing) {
+/* A request on r failed (r->err): say so, fail the communicator unless the peer merely left.
+ * Called without r->lock, with px.lock (the watch list) held. */
+static void conn_report(struct net_res* r) {
   struct braid_net_status st;
   char who[160], dead_who[160];
+  ncclResult_t res = r->err;
+  const char* doing = r->err_doing;
   memset(&st, 0, sizeof(st));
+  pthread_mutex_lock(&r->lock);
   if (r->net->getStatus != NULL) r->net->getStatus(r->net_comm, &st);
+  pthread_mutex_unlock(&r->lock);
   snprintf(r->reason, sizeof(r->reason), "%s", st.reason[0] ? st.reason : ncclGetErrorString(res));
   const char* side = r->is_send ? "send" : "receive";
   braid_proxy_peer_name(r->comm, r->peer, who, sizeof(who));
   if (res == ncclRemoteError && st.closedByPeer) {
     __atomic_store_n(&r->state, NET_STATE_PEER_CLOSED, __ATOMIC_RELEASE);
-    BRAID_INFO(BRAID_LOG_NET, "NET/%s : rank %d: %s closed the connection of channel %d (%s side)", r->desc,
-               r->comm->rank, who, r->channel, side);
+    BRAID_INFO(BRAID_LOG_NET, "NET/%s : rank %d: %s closed the connection of channel %d/%d (%s side)", r->desc,
+               r->comm->rank, who, r->channel, r->conn_index, side);
     return;
   }
   __atomic_store_n(&r->state, NET_STATE_FAILED, __ATOMIC_RELEASE);
@@ -129,7 +134,15 @@ static void conn_failed(struct net_res* r, ncclResult_t res, const char* doing) 
                       dead == r->peer ? " died:" : "", r->reason, r->desc, r->channel, side, doing);
 }
 
-/* ---- moving steps -------------------------------------------------------------------------- */
+/* Under r->lock: remember the failure, stop moving r; conn_report tells. */
+static int conn_broke(struct net_res* r, ncclResult_t res, const char* doing) {
+  r->err = res;
+  r->err_doing = doing;
+  __atomic_store_n(&r->state, NET_STATE_FAILED, __ATOMIC_RELEASE);
+  return 1;
+}
+
+/* ---- moving steps (under r->lock) ---------------------------------------------------------- */
 
 static int progress_send(struct net_res* r) {
   int did = 0;
@@ -139,16 +152,12 @@ static int progress_send(struct net_res* r) {
     size_t size = (size_t)r->ctrl->sizes[slot];
     void* req = NULL;
     if (size > r->stride) {
-      BRAID_WARN("NET/%s : step %llu of channel %d holds %zu bytes, more than its %zu-byte slot",
-                 r->desc, (unsigned long long)r->posted, r->channel, size, r->stride);
-      conn_failed(r, ncclInternalError, "sending");
-      return 1;
+      BRAID_WARN("NET/%s : step %llu of channel %d holds %zu bytes, more than its %zu-byte slot", r->desc,
+                 (unsigned long long)r->posted, r->channel, size, r->stride);
+      return conn_broke(r, ncclInternalError, "sending");
     }
     ncclResult_t res = r->net->isend(r->net_comm, r->buff + (size_t)slot * r->stride, size, 0, r->mhandle, &req);
-    if (res != ncclSuccess) {
-      conn_failed(r, res, "sending");
-      return 1;
-    }
+    if (res != ncclSuccess) return conn_broke(r, res, "sending");
     if (req == NULL) break;
     r->reqs[slot] = req;
     r->posted++;
@@ -157,10 +166,7 @@ static int progress_send(struct net_res* r) {
   while (r->done < r->posted) {
     int done = 0;
     ncclResult_t res = r->net->test(r->reqs[r->done % BRAID_NSTEPS], &done, NULL);
-    if (res != ncclSuccess) {
-      conn_failed(r, res, "sending");
-      return 1;
-    }
+    if (res != ncclSuccess) return conn_broke(r, res, "sending");
     if (!done) break;
     BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d -> %d channel %d/%d: sent step %llu (%llu bytes)",
                 r->desc, r->comm->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done,
@@ -181,10 +187,7 @@ static int progress_recv(struct net_res* r) {
     size_t size = r->stride;
     void* req = NULL;
     ncclResult_t res = r->net->irecv(r->net_comm, 1, &data, &size, &tag, &r->mhandle, &req);
-    if (res != ncclSuccess) {
-      conn_failed(r, res, "receiving");
-      return 1;
-    }
+    if (res != ncclSuccess) return conn_broke(r, res, "receiving");
     if (req == NULL) break;
     r->reqs[slot] = req;
     r->posted++;
@@ -194,10 +197,7 @@ static int progress_recv(struct net_res* r) {
     int done = 0, slot = (int)(r->done % BRAID_NSTEPS);
     size_t got = 0;
     ncclResult_t res = r->net->test(r->reqs[slot], &done, &got);
-    if (res != ncclSuccess) {
-      conn_failed(r, res, "receiving");
-      return 1;
-    }
+    if (res != ncclSuccess) return conn_broke(r, res, "receiving");
     if (!done) break;
     BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d <- %d channel %d/%d: received step %llu (%zu bytes)",
                 r->desc, r->comm->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done, got);
@@ -209,11 +209,28 @@ static int progress_recv(struct net_res* r) {
   return did;
 }
 
+/* One attempt at r if nobody else is moving it. */
+static int progress_one(struct net_res* r) {
+  if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) return 0;
+  if (pthread_mutex_trylock(&r->lock) != 0) return 0;
+  int did = 0;
+  if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE)
+    did = r->is_send ? progress_send(r) : progress_recv(r);
+  pthread_mutex_unlock(&r->lock);
+  return did;
+}
+
+/* The proxy thread's pass over every connection (px.lock held). */
 static int progress_all(void) {
   int did = 0;
-  for (struct net_res* r = px.conns; r != NULL; r = r->next)
-    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE)
-      did |= r->is_send ? progress_send(r) : progress_recv(r);
+  for (struct net_res* r = px.conns; r != NULL; r = r->next) {
+    did |= progress_one(r);
+    if (r->err != ncclSuccess && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_FAILED &&
+        r->reason[0] == '\0') {
+      conn_report(r);
+      did = 1;
+    }
+  }
   return did;
 }
 
@@ -230,24 +247,42 @@ static int pollset_reserve(int n) {
 }
 
 /* The descriptors to sleep on: the kick eventfd first, then what each connection with
- * requests in flight names. *blind_p: some request cannot be waited for, only polled. */
-static int build_pollset(int* blind_p) {
+ * requests in flight names, except connections an executor is moving itself (kicked within
+ * DRIVEN_NS: they would only wake this thread for nothing). *timeout_ms: when the first of
+ * those must be looked at again (-1: never); *blind_p: some request can only be polled. */
+#define DRIVEN_NS 2000000LL
+static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
   int n = 0;
   *blind_p = 0;
+  *timeout_ms = -1;
   if (pollset_reserve(1) != 0) {
     *blind_p = 1;
     return 0;
   }
   px.fds[n++] = (struct pollfd){.fd = px.efd, .events = POLLIN};
   for (struct net_res* r = px.conns; r != NULL; r = r->next) {
-    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE || r->posted == r->done) continue;
-    int k = 0;
-    if (r->net->waitFds == NULL || pollset_reserve(n + 4) != 0 ||
-        r->net->waitFds(r->net_comm, px.fds + n, 4, &k) != ncclSuccess) {
-      *blind_p = 1;
+    __atomic_store_n(&r->polled, 0, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) continue;
+    int64_t driven = __atomic_load_n(&r->kicked, __ATOMIC_RELAXED) + DRIVEN_NS - now;
+    if (driven > 0) {
+      int ms = (int)(driven / 1000000) + 1;
+      if (*timeout_ms < 0 || ms < *timeout_ms) *timeout_ms = ms;
       continue;
     }
-    n += k;
+    if (pthread_mutex_trylock(&r->lock) != 0) {
+      *blind_p = 1; /* the executor has it right now */
+      continue;
+    }
+    int k = 0;
+    if (r->posted != r->done) {
+      if (r->net->waitFds == NULL || pollset_reserve(n + 4) != 0 ||
+          r->net->waitFds(r->net_comm, px.fds + n, 4, &k) != ncclSuccess)
+        *blind_p = 1;
+      else
+        n += k;
+    }
+    __atomic_store_n(&r->polled, 1, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&r->lock);
   }
   return n;
 }
@@ -270,14 +305,15 @@ static void* proxy_main(void* arg) {
       pthread_mutex_lock(&px.lock);
       continue;
     }
-    int blind = 0, n = build_pollset(&blind);
+    int blind = 0, timeout = -1, n = build_pollset(now, &timeout, &blind);
     __atomic_store_n(&px.sleeping, 1, __ATOMIC_SEQ_CST);
     if (progress_all()) { /* a kick may have been missed: go round again */
       __atomic_store_n(&px.sleeping, 0, __ATOMIC_RELAXED);
       last_busy = now_ns();
       continue;
     }
-    int timeout = blind ? 1 : px.watches != NULL ? WATCH_TICK_MS : -1;
+    if (blind) timeout = 1;
+    if (px.watches != NULL && (timeout < 0 || timeout > WATCH_TICK_MS)) timeout = WATCH_TICK_MS;
     pthread_mutex_unlock(&px.lock);
     if (poll(px.fds, (nfds_t)n, timeout) > 0 && (px.fds[0].revents & POLLIN)) { /* n >= 1 then */
       uint64_t v;
@@ -291,8 +327,21 @@ static void* proxy_main(void* arg) {
 }
 
 void braid_proxy_kick_conn(struct braid_conn* c) {
+  struct net_res* r = ((struct braid_connector*)c)->res; /* conn is the connector's first member */
+  if (r == NULL) return;
+  int did = progress_one(r);
+  if (did) __atomic_store_n(&r->kicked, now_ns(), __ATOMIC_RELAXED);
+  if (r->err != ncclSuccess && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_FAILED) {
+    pthread_mutex_lock(&px.lock); /* the watch list, to name the culprit */
+    if (r->reason[0] == '\0') conn_report(r);
+    pthread_mutex_unlock(&px.lock);
+    return;
+  }
+  /* What is left in flight is the proxy thread's: wake it if it sleeps without watching r.
+   * (Dekker with the thread: we stored tail/head, it stores `sleeping`, then each reads.) */
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&px.sleeping, __ATOMIC_RELAXED) && __atomic_exchange_n(&px.sleeping, 0, __ATOMIC_ACQ_REL)) {
+  if (__atomic_load_n(&px.sleeping, __ATOMIC_RELAXED) && !__atomic_load_n(&r->polled, __ATOMIC_RELAXED) &&
+      __atomic_exchange_n(&px.sleeping, 0, __ATOMIC_ACQ_REL)) {
     uint64_t one = 1;
     (void)!write(px.efd, &one, sizeof(one));
   }
@@ -385,7 +434,12 @@ void braid_proxy_remove(struct net_res* r) {
     }
   }
   pthread_mutex_unlock(&px.lock);
-  if (found) proxy_release();
+  if (found) {
+    /* A pass of the thread may still be inside (executors are done with it by now). */
+    pthread_mutex_lock(&r->lock);
+    pthread_mutex_unlock(&r->lock);
+    proxy_release();
+  }
   pthread_mutex_unlock(&px.life);
 }
 
