@@ -18,10 +18,12 @@ static const char* const func_names[] = {
 #undef BRAID_X
 };
 
-/* Checks common to every call. `scale` is how many `count`s of data a buffer holds. */
+/* Checks common to every call (the communicator first: nothing else is read before it is
+ * known to be live). `per_rank`: a buffer holds nranks times `count` elements. */
 static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count, ncclDataType_t dtype,
-                                 size_t scale) {
+                                 int per_rank) {
   BRAID_CHECK(braid_comm_check(handle, fn));
+  size_t scale = per_rank ? (size_t)braid_comm_of(handle)->nranks : 1;
   if ((int)dtype < 0 || (int)dtype >= ncclNumTypes) {
     BRAID_WARN("%s: invalid datatype %d", fn, (int)dtype);
     return ncclInvalidArgument;
@@ -53,8 +55,12 @@ static ncclResult_t check_root(const char* fn, const char* name, int root, int n
 
 static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const void* sendbuff, void* recvbuff,
                              size_t count, ncclDataType_t dtype, struct braid_redop redop, int op, int root) {
-  struct braid_task* t = calloc(1, sizeof(*t));
-  if (t == NULL) {
+  struct braid_task lone = {0};
+  struct braid_task* t = &lone;
+  /* Outside a group the task runs before this returns: no allocation needed. */
+  if (braid_group_depth() == 0)
+    lone.on_stack = 1;
+  else if ((t = calloc(1, sizeof(*t))) == NULL) {
     BRAID_WARN("Failed to allocate a task");
     return ncclSystemError;
   }
@@ -82,7 +88,7 @@ static ncclResult_t reduce_coll(const char* fn, int func, const void* sendbuff, 
                                 ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t handle) {
   struct braid_comm* comm = braid_comm_of(handle);
   struct braid_redop redop;
-  BRAID_CHECK(check_common(fn, handle, count, dtype, func == BRAID_FUNC_ReduceScatter ? (size_t)comm->nranks : 1));
+  BRAID_CHECK(check_common(fn, handle, count, dtype, func == BRAID_FUNC_ReduceScatter));
   if (func == BRAID_FUNC_Reduce) BRAID_CHECK(check_root(fn, "root", root, comm->nranks));
   size_t in_count = func == BRAID_FUNC_ReduceScatter ? count * comm->nranks : count;
   BRAID_CHECK(check_buf(fn, "sendbuff", sendbuff, in_count));
@@ -120,7 +126,7 @@ BRAID_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_
                                      ncclComm_t handle, cudaStream_t stream) {
   const char* fn = "ncclAllGather";
   struct braid_comm* comm = braid_comm_of(handle);
-  BRAID_CHECK(check_common(fn, handle, sendcount, datatype, (size_t)comm->nranks));
+  BRAID_CHECK(check_common(fn, handle, sendcount, datatype, 1));
   BRAID_CHECK(check_buf(fn, "sendbuff", sendbuff, sendcount));
   BRAID_CHECK(check_buf(fn, "recvbuff", recvbuff, sendcount));
   return add_task(BRAID_TASK_COLL, BRAID_FUNC_AllGather, comm, sendbuff, recvbuff, sendcount, datatype,
@@ -132,7 +138,7 @@ BRAID_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_
                                      int root, ncclComm_t handle, cudaStream_t stream) {
   const char* fn = "ncclBroadcast";
   struct braid_comm* comm = braid_comm_of(handle);
-  BRAID_CHECK(check_common(fn, handle, count, datatype, 1));
+  BRAID_CHECK(check_common(fn, handle, count, datatype, 0));
   BRAID_CHECK(check_root(fn, "root", root, comm->nranks));
   if (root == comm->rank) BRAID_CHECK(check_buf(fn, "sendbuff", sendbuff, count));
   BRAID_CHECK(check_buf(fn, "recvbuff", recvbuff, count));
@@ -150,7 +156,7 @@ BRAID_PROFILE_ALIAS(ncclBcast)
 static ncclResult_t p2p(const char* fn, int kind, void* buff, size_t count, ncclDataType_t datatype, int peer,
                         ncclComm_t handle) {
   struct braid_comm* comm = braid_comm_of(handle);
-  BRAID_CHECK(check_common(fn, handle, count, datatype, 1));
+  BRAID_CHECK(check_common(fn, handle, count, datatype, 0));
   BRAID_CHECK(check_root(fn, "peer", peer, comm->nranks));
   BRAID_CHECK(check_buf(fn, kind == BRAID_TASK_SEND ? "sendbuff" : "recvbuff", buff, count));
   return add_task(kind, BRAID_FUNC_SendRecv, comm, kind == BRAID_TASK_SEND ? buff : NULL,
@@ -174,7 +180,7 @@ BRAID_PROFILE_ALIAS(ncclRecv)
 static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, int gather, ncclComm_t handle) {
   struct braid_comm* comm = braid_comm_of(handle);
-  BRAID_CHECK(check_common(fn, handle, count, datatype, (size_t)comm->nranks));
+  BRAID_CHECK(check_common(fn, handle, count, datatype, 1));
   if (root >= 0) BRAID_CHECK(check_root(fn, "root", root, comm->nranks));
   int n = comm->nranks, me = comm->rank;
   size_t bytes = count * braid_dtype_size(datatype);

@@ -5,6 +5,7 @@
  * sorted into rounds (src/algo/alltoall.h) on channel 0, connecting peers on first use.
  * Then every (communicator, channel) with work becomes one job of the host executor.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,30 +16,61 @@
 #include "group.h"
 #include "plan.h"
 
-/* Distinct communicators of a task list, in order of first appearance. */
+/* Plans are kept per thread and reused: a small collective then costs no allocation for its
+ * plan or its work items (they keep their capacity). Freed when the thread exits. */
+struct plan_cache {
+  struct braid_plan* plans;
+  int cap;
+};
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_free(void* p) {
+  struct plan_cache* cache = p;
+  for (int i = 0; i < cache->cap; i++) free(cache->plans[i].works);
+  free(cache->plans);
+  free(cache);
+}
+static void cache_init(void) { pthread_key_create(&cache_key, cache_free); }
+
+static struct plan_cache* thread_cache(void) {
+  pthread_once(&cache_once, cache_init);
+  struct plan_cache* cache = pthread_getspecific(cache_key);
+  if (cache == NULL && (cache = calloc(1, sizeof(*cache))) != NULL) pthread_setspecific(cache_key, cache);
+  return cache;
+}
+
+/* Distinct communicators of a task list, in order of first appearance, one plan each. */
 static ncclResult_t collect_comms(struct braid_task* tasks, struct braid_plan** plans_p, int* nplans_p) {
-  int n = 0, cap = 0;
-  struct braid_plan* plans = NULL;
+  struct plan_cache* cache = thread_cache();
+  int n = 0;
+  if (cache == NULL) goto oom;
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     int i = 0;
-    while (i < n && plans[i].comm != t->comm) i++;
+    while (i < n && cache->plans[i].comm != t->comm) i++;
     if (i < n) continue;
-    if (n == cap) {
-      cap = cap ? 2 * cap : 4;
-      struct braid_plan* grown = realloc(plans, cap * sizeof(*grown));
-      if (grown == NULL) {
-        free(plans);
-        BRAID_WARN("Failed to allocate a plan for %d communicators", cap);
-        return ncclSystemError;
-      }
-      plans = grown;
+    if (n == cache->cap) {
+      int cap = cache->cap ? 2 * cache->cap : 4;
+      struct braid_plan* grown = realloc(cache->plans, cap * sizeof(*grown));
+      if (grown == NULL) goto oom;
+      memset(grown + cache->cap, 0, (cap - cache->cap) * sizeof(*grown));
+      cache->plans = grown;
+      cache->cap = cap;
     }
-    memset(&plans[n], 0, sizeof(plans[n]));
-    plans[n++].comm = t->comm;
+    struct braid_plan* plan = &cache->plans[n++];
+    struct braid_work* works = plan->works;
+    size_t works_cap = plan->works_cap;
+    memset(plan, 0, sizeof(*plan));
+    plan->works = works;
+    plan->works_cap = works_cap;
+    plan->comm = t->comm;
   }
-  *plans_p = plans;
+  *plans_p = cache ? cache->plans : NULL;
   *nplans_p = n;
   return ncclSuccess;
+oom:
+  BRAID_WARN("Failed to allocate a plan for %d communicators", n + 1);
+  return ncclSystemError;
 }
 
 static ncclResult_t exec_error(struct braid_plan* plan, int status) {
@@ -70,8 +102,9 @@ static ncclResult_t run_plans(struct braid_plan* plans, int nplans) {
   int njobs = 0;
   for (int i = 0; i < nplans; i++) njobs += plans[i].njobs;
   if (njobs == 0) return ncclSuccess;
-  struct braid_host_job* jobs;
-  BRAID_CALLOC_GOTO(jobs, njobs, res, out);
+  struct braid_host_job stack_jobs[BRAID_MAX_CHANNELS];
+  struct braid_host_job* jobs = stack_jobs;
+  if (njobs > BRAID_MAX_CHANNELS) BRAID_CALLOC_GOTO(jobs, njobs, res, out);
   int k = 0;
   for (int i = 0; i < nplans; i++)
     for (int j = 0; j < plans[i].njobs; j++) jobs[k++] = plans[i].jobs[j];
@@ -83,7 +116,7 @@ static ncclResult_t run_plans(struct braid_plan* plans, int nplans) {
     }
   }
 out_jobs:
-  free(jobs);
+  if (jobs != stack_jobs) free(jobs);
 out:
   return res;
 }
@@ -106,12 +139,11 @@ out_plans:
     braid_plan_free(&plans[i]);
     __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
   }
-  free(plans);
 out_tasks:
   while (tasks != NULL) {
     struct braid_task* t = tasks;
     tasks = t->next;
-    free(t);
+    if (!t->on_stack) free(t);
   }
   return res;
 }

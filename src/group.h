@@ -26,6 +26,7 @@ struct braid_task {
   int op;                /* ncclRedOp_t */
   int root;              /* collectives with a root; peer for send/recv */
   struct braid_redop redop; /* resolved at enqueue time (PreMulSum scalars are read then) */
+  int on_stack;          /* a lone call's task lives on its caller's stack: not freed */
 };
 
 /* Depth of the calling thread's group nesting. */

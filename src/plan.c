@@ -157,7 +157,16 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
       np2p++;
   }
   plan->stride = ncoll + 1;
-  BRAID_CALLOC_GOTO(plan->works, (size_t)comm->nchannels * plan->stride, res, out);
+  size_t need = (size_t)comm->nchannels * plan->stride;
+  if (need > plan->works_cap) {
+    struct braid_work* grown = realloc(plan->works, need * sizeof(*grown));
+    if (grown == NULL) {
+      BRAID_WARN("Failed to allocate %zu work items", need);
+      return ncclSystemError;
+    }
+    plan->works = grown;
+    plan->works_cap = need;
+  }
   for (struct braid_task* t = tasks; t != NULL; t = t->next)
     if (t->comm == comm && t->kind == BRAID_TASK_COLL) BRAID_CHECK_GOTO(add_coll(plan, t, nworks), res, out);
   if (np2p > 0) BRAID_CHECK_GOTO(add_p2p(plan, tasks, np2p, nworks), res, out);
@@ -186,7 +195,7 @@ void braid_plan_self_copies(struct braid_plan* plan) {
 }
 
 void braid_plan_free(struct braid_plan* plan) {
-  free(plan->works);
+  /* works stays with the plan for its next use (enqueue.c keeps plans per thread) */
   free(plan->ops);
   free(plan->copies);
   free(plan->connect_send);

@@ -18,6 +18,7 @@ struct braid_self_copy {
 struct braid_plan {
   struct braid_comm* comm;
   struct braid_work* works;        /* channel-major: channel c's items start at c * stride */
+  size_t works_cap;                /* items allocated (plans are reused per thread) */
   int stride;
   struct braid_host_job jobs[BRAID_MAX_CHANNELS];
   int njobs;

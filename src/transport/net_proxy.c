@@ -247,9 +247,10 @@ static int pollset_reserve(int n) {
 }
 
 /* The descriptors to sleep on: the kick eventfd first, then what each connection with
- * requests in flight names, except connections an executor is moving itself (kicked within
- * DRIVEN_NS: they would only wake this thread for nothing). *timeout_ms: when the first of
- * those must be looked at again (-1: never); *blind_p: some request can only be polled. */
+ * requests in flight names, except receive connections an executor is moving itself (kicked
+ * within DRIVEN_NS: their data would only wake this thread for nothing); a send that cannot
+ * leave yet is watched in any case. *timeout_ms: when the first skipped one must be looked at
+ * again (-1: never); *blind_p: some request can only be polled. */
 #define DRIVEN_NS 2000000LL
 static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
   int n = 0;
@@ -264,7 +265,7 @@ static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
     __atomic_store_n(&r->polled, 0, __ATOMIC_RELAXED);
     if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) continue;
     int64_t driven = __atomic_load_n(&r->kicked, __ATOMIC_RELAXED) + DRIVEN_NS - now;
-    if (driven > 0) {
+    if (!r->is_send && driven > 0) {
       int ms = (int)(driven / 1000000) + 1;
       if (*timeout_ms < 0 || ms < *timeout_ms) *timeout_ms = ms;
       continue;
@@ -337,10 +338,13 @@ void braid_proxy_kick_conn(struct braid_conn* c) {
     pthread_mutex_unlock(&px.lock);
     return;
   }
-  /* What is left in flight is the proxy thread's: wake it if it sleeps without watching r.
-   * (Dekker with the thread: we stored tail/head, it stores `sleeping`, then each reads.) */
+  /* A send that could not leave is the proxy thread's: wake it if it sleeps without watching r
+   * (Dekker with the thread: we stored tail/head, it stores `sleeping`, then each reads). A
+   * receive is this executor's while it waits, and the thread looks again DRIVEN_NS later. */
+  if (!r->is_send) return;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   if (__atomic_load_n(&px.sleeping, __ATOMIC_RELAXED) && !__atomic_load_n(&r->polled, __ATOMIC_RELAXED) &&
+      __atomic_load_n(&r->posted, __ATOMIC_RELAXED) != __atomic_load_n(&r->done, __ATOMIC_RELAXED) &&
       __atomic_exchange_n(&px.sleeping, 0, __ATOMIC_ACQ_REL)) {
     uint64_t one = 1;
     (void)!write(px.efd, &one, sizeof(one));

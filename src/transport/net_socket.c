@@ -204,6 +204,15 @@ static ncclResult_t sock_comm_new(int is_send, int nsocks, int nthreads, struct 
   c->nsocks = nsocks;
   c->nthreads = nsocks > 0 ? nthreads : 0;
   c->efd = -1;
+  if (!is_send && (c->stage = malloc(SOCK_STAGE)) == NULL) {
+    BRAID_WARN("NET/Socket : failed to allocate %d bytes for a connection", SOCK_STAGE);
+    for (int i = 0; i <= nsocks; i++) braid_socket_close(&socks[i]);
+    pthread_mutex_destroy(&c->fail_lock);
+    free(c->data);
+    free(c->helpers);
+    free(c);
+    return ncclSystemError;
+  }
   c->ctrl = socks[0];
   braid_socket_init(&socks[0]);
   for (int i = 0; i < nsocks; i++) {

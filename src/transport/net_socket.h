@@ -39,6 +39,7 @@
 #define SOCK_TAG_ABORT (-0x41424f52)            /* header tag of abortSend's notice; size = its code */
 #define SOCK_ABORT_MS 200                       /* abortSend waits this long for room, at most */
 #define SOCK_BYE_MS 2000                        /* finishSend waits this long for room, at most */
+#define SOCK_STAGE 4096                         /* receive side: bytes read ahead on the control socket */
 
 /* What the receiver publishes (fits BRAID_NET_HANDLE_MAXSIZE). */
 struct sock_handle {
@@ -110,6 +111,10 @@ struct sock_comm {
   uint64_t req_ctrl;            /* first request whose control part is not done */
   uint64_t req_tail;            /* next request to post */
   unsigned rr;                  /* data socket of the next message's first piece */
+  /* Receive side: one recv() takes a header and a small payload (and whatever follows) at
+   * once; the stream is parsed from here first. */
+  char* stage;                  /* SOCK_STAGE bytes */
+  size_t stage_off, stage_len;
   pthread_mutex_t fail_lock;    /* helpers and the caller may both fail it */
   int failed;                   /* (atomic) */
   int closed_by_peer;           /* the sender said goodbye (SOCK_TAG_BYE) */

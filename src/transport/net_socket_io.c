@@ -179,6 +179,7 @@ void sock_comm_free(struct sock_comm* c) {
   braid_socket_close(&c->ctrl);
   if (c->efd >= 0) close(c->efd);
   pthread_mutex_destroy(&c->fail_lock);
+  free(c->stage);
   free(c->helpers);
   free(c->data);
   free(c);
@@ -206,13 +207,36 @@ static ncclResult_t sock_progress_send(struct sock_comm* c) {
   return ncclSuccess;
 }
 
+/* Receive side: up to n bytes of the control stream into dst (*off counts them): what the
+ * stage holds first, then the socket. A short read is no error. Small remainders go through
+ * the stage, so the next header usually comes with them; large ones straight to dst. */
+static ncclResult_t sock_ctrl_read(struct sock_comm* c, void* dst, size_t n, size_t* off) {
+  while (*off < n) {
+    size_t want = n - *off;
+    if (c->stage_off < c->stage_len) {
+      size_t k = c->stage_len - c->stage_off < want ? c->stage_len - c->stage_off : want;
+      memcpy((char*)dst + *off, c->stage + c->stage_off, k);
+      c->stage_off += k;
+      *off += k;
+      continue;
+    }
+    if (want >= SOCK_STAGE) return braid_socket_recv_try(&c->ctrl, dst, n, off);
+    size_t got = 0;
+    c->stage_off = c->stage_len = 0;
+    ncclResult_t res = braid_socket_recv_try(&c->ctrl, c->stage, SOCK_STAGE, &got);
+    c->stage_len = got;
+    if (got == 0) return res; /* nothing now (or the failure) */
+  }
+  return ncclSuccess;
+}
+
 /* Receive side: the next header, then an inline payload or the pieces. */
 static ncclResult_t sock_progress_recv(struct sock_comm* c) {
   while (c->req_ctrl < c->req_tail) {
     struct sock_req* r = &c->reqs[c->req_ctrl % BRAID_NET_MAX_REQUESTS];
     ncclResult_t res;
     if (r->hdr_off < sizeof(r->hdr)) {
-      res = braid_socket_recv_try(&c->ctrl, &r->hdr, sizeof(r->hdr), &r->hdr_off);
+      res = sock_ctrl_read(c, &r->hdr, sizeof(r->hdr), &r->hdr_off);
       if (res != ncclSuccess) {
         if (r->hdr_off == 0 && c->ctrl.fail == BRAID_SOCKET_FAIL_CLOSED)
           return sock_fail(c, "closed the connection without finishing (the process exited or aborted)");
@@ -242,7 +266,7 @@ static ncclResult_t sock_progress_recv(struct sock_comm* c) {
         continue;
       }
     }
-    res = braid_socket_recv_try(&c->ctrl, r->data, r->nbytes, &r->pay_off);
+    res = sock_ctrl_read(c, r->data, r->nbytes, &r->pay_off);
     if (res != ncclSuccess) return sock_io_fail(c, &c->ctrl, res, "receiving a message");
     if (r->pay_off < r->nbytes) return ncclSuccess;
     r->ctrl_done = 1;
