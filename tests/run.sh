@@ -43,6 +43,7 @@ if [ $# -eq 0 ]; then
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
+  [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
