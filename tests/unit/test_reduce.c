@@ -29,9 +29,9 @@
 struct fmt {
   const char* name;
   int bits, ebits, mbits, bias;
-  int has_inf;  /* all-ones exponent: inf (mantissa 0) or NaN; else only S.1..1.1..1 is NaN */
-  int sat;      /* overflow saturates to the largest finite value (fp8) instead of inf */
-  double* val;  /* val[code] for every positive finite code, ascending */
+  int has_inf; /* all-ones exponent: inf (mantissa 0) or NaN; else only S.1..1.1..1 is NaN */
+  int sat;     /* overflow saturates to the largest finite value (fp8) instead of inf */
+  double* val; /* val[code] for every positive finite code, ascending */
   int maxcode;
 };
 
@@ -87,7 +87,10 @@ static int32_t ref_encode(const struct fmt* f, double x) {
   uint32_t lo = 0, hi = (uint32_t)f->maxcode; /* largest code with val <= ax */
   while (lo < hi) {
     uint32_t mid = (lo + hi + 1) / 2;
-    if (f->val[mid] <= ax) lo = mid; else hi = mid - 1;
+    if (f->val[mid] <= ax)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   c = lo;
   if (f->val[lo] != ax) {
@@ -100,42 +103,55 @@ static int32_t ref_encode(const struct fmt* f, double x) {
 /* The code under test, by format. */
 static float ut_to_f32(int k, uint32_t c) {
   switch (k) {
-    case F16: return braid_fp_f16_to_f32((uint16_t)c);
-    case BF16: return braid_fp_bf16_to_f32((uint16_t)c);
-    case E4M3: return braid_fp_f8e4m3_to_f32((uint8_t)c);
-    default: return braid_fp_f8e5m2_to_f32((uint8_t)c);
+    case F16:
+      return braid_fp_f16_to_f32((uint16_t)c);
+    case BF16:
+      return braid_fp_bf16_to_f32((uint16_t)c);
+    case E4M3:
+      return braid_fp_f8e4m3_to_f32((uint8_t)c);
+    default:
+      return braid_fp_f8e5m2_to_f32((uint8_t)c);
   }
 }
 static uint32_t ut_from_f32(int k, float x) {
   switch (k) {
-    case F16: return braid_fp_f32_to_f16(x);
-    case BF16: return braid_fp_f32_to_bf16(x);
-    case E4M3: return braid_fp_f32_to_f8e4m3(x);
-    default: return braid_fp_f32_to_f8e5m2(x);
+    case F16:
+      return braid_fp_f32_to_f16(x);
+    case BF16:
+      return braid_fp_f32_to_bf16(x);
+    case E4M3:
+      return braid_fp_f32_to_f8e4m3(x);
+    default:
+      return braid_fp_f32_to_f8e5m2(x);
   }
 }
 static uint32_t ut_from_f64(int k, double x) {
   switch (k) {
-    case F16: return braid_fp_f64_to_f16(x);
-    case BF16: return braid_fp_f64_to_bf16(x);
-    case E4M3: return braid_fp_f64_to_f8e4m3(x);
-    default: return braid_fp_f64_to_f8e5m2(x);
+    case F16:
+      return braid_fp_f64_to_f16(x);
+    case BF16:
+      return braid_fp_f64_to_bf16(x);
+    case E4M3:
+      return braid_fp_f64_to_f8e4m3(x);
+    default:
+      return braid_fp_f64_to_f8e5m2(x);
   }
 }
 
-static int is_nan_code(int k, uint32_t c) { return isnan(ref_decode(&fmts[k], c)); }
+static int is_nan_code(int k, uint32_t c) {
+  return isnan(ref_decode(&fmts[k], c));
+}
 
 /* Encoding x must give the reference code; a NaN must stay a NaN of the same sign. */
 static void check_encode(int k, double x, uint32_t got, const char* path) {
   const struct fmt* f = &fmts[k];
   int32_t want = ref_encode(f, x);
   if (want < 0) {
-    EXPECT(is_nan_code(k, got) && ((got >> (f->bits - 1)) & 1) == (uint32_t)!!signbit(x),
-                  "%s %s(NaN) = 0x%x, not a NaN of that sign", f->name, path, got);
+    EXPECT(is_nan_code(k, got) && ((got >> (f->bits - 1)) & 1) == (uint32_t) !!signbit(x),
+           "%s %s(NaN) = 0x%x, not a NaN of that sign", f->name, path, got);
     return;
   }
-  EXPECT(got == (uint32_t)want, "%s %s(%.17g) = 0x%x, want 0x%x", f->name, path, x, got,
-                (uint32_t)want);
+  EXPECT(got == (uint32_t)want, "%s %s(%.17g) = 0x%x, want 0x%x", f->name, path, x, got, (uint32_t)want);
 }
 
 static uint64_t rng_state;
@@ -157,8 +173,7 @@ START_TEST(test_fp_decode_roundtrip) {
       if (isnan(want))
         EXPECT(isnan(x) && !!signbit(x) == !!signbit(want), "%s 0x%x: not NaN", f->name, c);
       else
-        EXPECT((double)x == want && !!signbit(x) == !!signbit(want),
-                      "%s 0x%x -> %.9g, want %.9g", f->name, c, x, want);
+        EXPECT((double)x == want && !!signbit(x) == !!signbit(want), "%s 0x%x -> %.9g, want %.9g", f->name, c, x, want);
       uint32_t back = ut_from_f32(k, x);
       int sat_inf = f->sat && isinf(want); /* e5m2 inf saturates by design */
       if (!sat_inf) EXPECT(back == c, "%s 0x%x round trip gives 0x%x", f->name, c, back);
@@ -177,8 +192,12 @@ START_TEST(test_fp_encode_structured) {
       double v = f->val[c];
       double nxt = c < f->maxcode ? f->val[c + 1] : v + (v - f->val[c - 1]); /* overflow tie */
       double mid = (v + nxt) / 2;
-      double xs[] = {v, mid, nextafter(mid, 0), nextafter(mid, INFINITY),
-                     (double)nextafterf((float)mid, 0), (double)nextafterf((float)mid, INFINITY)};
+      double xs[] = {v,
+                     mid,
+                     nextafter(mid, 0),
+                     nextafter(mid, INFINITY),
+                     (double)nextafterf((float)mid, 0),
+                     (double)nextafterf((float)mid, INFINITY)};
       for (int s = 0; s < 2; s++) {
         for (size_t j = 0; j < sizeof(xs) / sizeof(xs[0]); j++) {
           double x = s ? -xs[j] : xs[j];
@@ -269,9 +288,9 @@ struct dt {
   const char* name;
 };
 static const struct dt dts[] = {
-    {0, 1, CL_INT, 0, "i8"},       {1, 1, CL_UINT, 0, "u8"},        {2, 4, CL_INT, 0, "i32"},
-    {3, 4, CL_UINT, 0, "u32"},     {4, 8, CL_INT, 0, "i64"},        {5, 8, CL_UINT, 0, "u64"},
-    {6, 2, CL_NARROW, F16, "f16"}, {7, 4, CL_F32, 0, "f32"},        {8, 8, CL_F64, 0, "f64"},
+    {0, 1, CL_INT, 0, "i8"},         {1, 1, CL_UINT, 0, "u8"},           {2, 4, CL_INT, 0, "i32"},
+    {3, 4, CL_UINT, 0, "u32"},       {4, 8, CL_INT, 0, "i64"},           {5, 8, CL_UINT, 0, "u64"},
+    {6, 2, CL_NARROW, F16, "f16"},   {7, 4, CL_F32, 0, "f32"},           {8, 8, CL_F64, 0, "f64"},
     {9, 2, CL_NARROW, BF16, "bf16"}, {10, 1, CL_NARROW, E4M3, "f8e4m3"}, {11, 1, CL_NARROW, E5M2, "f8e5m2"},
 };
 #define NDT ((int)(sizeof(dts) / sizeof(dts[0])))
@@ -336,8 +355,8 @@ static uint64_t fencode(const struct dt* t, double v, int* nan) {
 }
 
 /* The expected element bits. has_y == 0: a copy. *any_nan: any NaN is right. */
-static uint64_t ref_elem(const struct dt* t, int kind, uint64_t xb, int pre0, int has_y, uint64_t yb,
-                        int pre1, int post, uint64_t scalar, int* any_nan) {
+static uint64_t ref_elem(const struct dt* t, int kind, uint64_t xb, int pre0, int has_y, uint64_t yb, int pre1,
+                         int post, uint64_t scalar, int* any_nan) {
   const int pms = kind == BRAID_RED_PREMULSUM, div = kind == BRAID_RED_SUMPOSTDIV && post;
   *any_nan = 0;
   if (!has_y && !(pms && pre0) && !div) return xb; /* plain copy: the bits */
@@ -349,11 +368,16 @@ static uint64_t ref_elem(const struct dt* t, int kind, uint64_t xb, int pre0, in
     int64_t sy = w == 64 ? (int64_t)y : (int64_t)(y << (64 - w)) >> (64 - w);
     if (pms && pre0) x *= s;
     if (pms && pre1) y *= s;
-    if (!has_y) r = x;
-    else if (kind == BRAID_RED_PROD) r = x * y;
-    else if (kind == BRAID_RED_MAX) r = t->cls == CL_INT ? (sx > sy ? x : y) : (x > y ? x : y);
-    else if (kind == BRAID_RED_MIN) r = t->cls == CL_INT ? (sx < sy ? x : y) : (x < y ? x : y);
-    else r = x + y;
+    if (!has_y)
+      r = x;
+    else if (kind == BRAID_RED_PROD)
+      r = x * y;
+    else if (kind == BRAID_RED_MAX)
+      r = t->cls == CL_INT ? (sx > sy ? x : y) : (x > y ? x : y);
+    else if (kind == BRAID_RED_MIN)
+      r = t->cls == CL_INT ? (sx < sy ? x : y) : (x < y ? x : y);
+    else
+      r = x + y;
     r &= mask;
     if (div) {
       uint64_t d = scalar ? scalar : 1;
@@ -371,11 +395,16 @@ static uint64_t ref_elem(const struct dt* t, int kind, uint64_t xb, int pre0, in
   double x = fdecode(t, xb), y = has_y ? fdecode(t, yb) : 0, s = fdecode(t, scalar), r;
   if (pms && pre0) x = fop(cls, '*', x, s);
   if (pms && pre1) y = fop(cls, '*', y, s);
-  if (!has_y) r = x;
-  else if (kind == BRAID_RED_PROD) r = fop(cls, '*', x, y);
-  else if (kind == BRAID_RED_MAX) r = fmaxmin(x, y, 1);
-  else if (kind == BRAID_RED_MIN) r = fmaxmin(x, y, 0);
-  else r = fop(cls, '+', x, y);
+  if (!has_y)
+    r = x;
+  else if (kind == BRAID_RED_PROD)
+    r = fop(cls, '*', x, y);
+  else if (kind == BRAID_RED_MAX)
+    r = fmaxmin(x, y, 1);
+  else if (kind == BRAID_RED_MIN)
+    r = fmaxmin(x, y, 0);
+  else
+    r = fop(cls, '+', x, y);
   if (div) r = fop(cls, '/', r, cls == CL_F32 ? (double)(float)(scalar ? scalar : 1) : (double)(scalar ? scalar : 1));
   return fencode(t, r, any_nan);
 }
@@ -386,10 +415,13 @@ static uint64_t gen(const struct dt* t, size_t i) {
   uint64_t r = rng(), mask = t->size == 8 ? ~0ull : (1ull << (8 * t->size)) - 1;
   int nan;
   switch (i % 7) {
-    case 0: return r & mask;                    /* any bit pattern */
-    case 1: return (uint64_t)((int64_t)(r % 21) - 10) & mask;
+    case 0:
+      return r & mask; /* any bit pattern */
+    case 1:
+      return (uint64_t)((int64_t)(r % 21) - 10) & mask;
     case 2:
-      if (t->cls == CL_INT || t->cls == CL_UINT) return (r & 1 ? (mask >> 1) + (r >> 1 & 1) : mask - (r >> 2 & 1)) & mask;
+      if (t->cls == CL_INT || t->cls == CL_UINT)
+        return (r & 1 ? (mask >> 1) + (r >> 1 & 1) : mask - (r >> 2 & 1)) & mask;
       return fencode(t, fspecial[r % 10], &nan) & mask;
     default:
       if (t->cls == CL_INT || t->cls == CL_UINT) return r & mask;
@@ -403,8 +435,8 @@ static uint64_t gen(const struct dt* t, size_t i) {
  * dst0; src0 == src1 == dst0 */
 enum { LAY_OUT, LAY_OUT_D1, LAY_IN0, LAY_IN1_D1, LAY_D1_IS_SRC, LAY_D1_IS_D0, LAY_ALL_SAME, NLAY };
 
-static void check_run(const struct dt* t, int kind, size_t n, int has_b, int pre0, int pre1,
-                      int post, int lay, uint64_t scalar, const uint8_t* a0, const uint8_t* b0) {
+static void check_run(const struct dt* t, int kind, size_t n, int has_b, int pre0, int pre1, int post, int lay,
+                      uint64_t scalar, const uint8_t* a0, const uint8_t* b0) {
   static uint8_t a[(MAXN + PAD) * 8], b[(MAXN + PAD) * 8], x[(MAXN + PAD) * 8], y[(MAXN + PAD) * 8];
   static uint8_t xfill[(MAXN + PAD) * 8], yfill[(MAXN + PAD) * 8];
   const size_t bytes = (MAXN + PAD) * (size_t)t->size;
@@ -416,12 +448,24 @@ static void check_run(const struct dt* t, int kind, size_t n, int has_b, int pre
   memset(y, 0x5a, bytes);
   void *d0 = x, *d1 = NULL;
   switch (lay) {
-    case LAY_OUT_D1: d1 = y; break;
-    case LAY_IN0: d0 = a; break;
-    case LAY_IN1_D1: d0 = has_b ? (void*)b : (void*)a, d1 = y; break;
-    case LAY_D1_IS_SRC: d1 = a; break;
-    case LAY_D1_IS_D0: d1 = x; break;
-    case LAY_ALL_SAME: d0 = a; break;
+    case LAY_OUT_D1:
+      d1 = y;
+      break;
+    case LAY_IN0:
+      d0 = a;
+      break;
+    case LAY_IN1_D1:
+      d0 = has_b ? (void*)b : (void*)a, d1 = y;
+      break;
+    case LAY_D1_IS_SRC:
+      d1 = a;
+      break;
+    case LAY_D1_IS_D0:
+      d1 = x;
+      break;
+    case LAY_ALL_SAME:
+      d0 = a;
+      break;
   }
   const void* src1 = lay == LAY_ALL_SAME ? (const void*)a : (const void*)b;
   const uint8_t* b_in = lay == LAY_ALL_SAME ? a0 : b0; /* what src1 held */
@@ -438,17 +482,16 @@ static void check_run(const struct dt* t, int kind, size_t n, int has_b, int pre
       if (i >= n) {
         want = load(before, t->size, i);
       } else {
-        want = ref_elem(t, kind, load(a0, t->size, i), pre0, has_b, load(b_in, t->size, i), pre1,
-                        post, scalar, &any_nan);
+        want =
+            ref_elem(t, kind, load(a0, t->size, i), pre0, has_b, load(b_in, t->size, i), pre1, post, scalar, &any_nan);
       }
       int ok = any_nan ? isnan(fdecode(t, got)) : got == want;
       EXPECT(ok,
-                    "%s %s n=%zu b=%d pre=%d/%d post=%d lay=%d s=0x%llx out%d[%zu]: x=0x%llx "
-                    "y=0x%llx -> 0x%llx, want 0x%llx%s",
-                    t->name, kind_names[kind], n, has_b, pre0, pre1, post, lay,
-                    (unsigned long long)scalar, o, i, (unsigned long long)load(a0, t->size, i),
-                    (unsigned long long)load(b_in, t->size, i), (unsigned long long)got,
-                    (unsigned long long)want, any_nan ? " (any NaN)" : "");
+             "%s %s n=%zu b=%d pre=%d/%d post=%d lay=%d s=0x%llx out%d[%zu]: x=0x%llx "
+             "y=0x%llx -> 0x%llx, want 0x%llx%s",
+             t->name, kind_names[kind], n, has_b, pre0, pre1, post, lay, (unsigned long long)scalar, o, i,
+             (unsigned long long)load(a0, t->size, i), (unsigned long long)load(b_in, t->size, i),
+             (unsigned long long)got, (unsigned long long)want, any_nan ? " (any NaN)" : "");
     }
   }
 }
@@ -506,12 +549,11 @@ START_TEST(test_reduce_pack64) {
           uint64_t r = braid_reduce_pack64(&op, a, pre0, has_b ? &b : NULL, pre1, post);
           for (int e = 0; e < per; e++) {
             int any_nan;
-            uint64_t want = ref_elem(t, kind, load(&a, t->size, e), pre0, has_b, load(&b, t->size, e),
-                                     pre1, post, sc, &any_nan);
+            uint64_t want =
+                ref_elem(t, kind, load(&a, t->size, e), pre0, has_b, load(&b, t->size, e), pre1, post, sc, &any_nan);
             uint64_t got = load(&r, t->size, e);
-            EXPECT(any_nan ? isnan(fdecode(t, got)) : got == want,
-                          "pack64 %s %s flags=%d: elt %d 0x%llx want 0x%llx", t->name, kind_names[kind],
-                          flags, e, (unsigned long long)got, (unsigned long long)want);
+            EXPECT(any_nan ? isnan(fdecode(t, got)) : got == want, "pack64 %s %s flags=%d: elt %d 0x%llx want 0x%llx",
+                   t->name, kind_names[kind], flags, e, (unsigned long long)got, (unsigned long long)want);
           }
         }
   }
@@ -523,6 +565,7 @@ START_TEST(test_reduce_threads) {
    * Simulated by calling the per-layout loops once per thread: the union must equal the
    * single-thread result (checked against the reference above), nothing past n written. */
   static const size_t nts[] = {2, 3, 5, 32, 256}, ns[] = {0, 1, 7, 1023};
+  ref_tables();
   static float a[1031], b[1031], d[1031], want[1031];
   static uint16_t ha[1031], hb[1031], hd[1031], hwant[1031];
   const uint16_t s16 = braid_fp_f32_to_f16(0.75f);
@@ -549,10 +592,9 @@ START_TEST(test_reduce_threads) {
         }
         for (size_t i = 0; i < n + 8; i++) {
           float w = i < n ? want[i] : layout == 1 ? a[i] : -1.0f;
-          EXPECT(memcmp(&d[i], &w, 4) == 0, "nt=%zu n=%zu layout %d: d[%zu]=%g want %g", nt, n,
-                 layout, i, d[i], w);
-          EXPECT(hd[i] == hwant[i], "nt=%zu n=%zu: half d[%zu]=0x%x want 0x%x", nt, n, i, hd[i],
-                 hwant[i]);
+          EXPECT(memcmp(&d[i], &w, 4) == 0, "nt=%zu n=%zu layout %d: d[%zu]=%g want %g", nt, n, layout, i, d[i], w);
+          EXPECT(hd[i] == hwant[i] || (is_nan_code(F16, hd[i]) && is_nan_code(F16, hwant[i])),
+                 "nt=%zu n=%zu: half d[%zu]=0x%x want 0x%x", nt, n, i, hd[i], hwant[i]); /* NaN: any */
         }
       }
     }
