@@ -4,12 +4,15 @@
  * Written without src/kernels: the narrow floating formats are decoded and encoded here from
  * their definitions (sign, exponent bits, mantissa bits, bias; e4m3 has no infinity and one NaN
  * pattern per sign), and reductions run in double or in uint64_t modular arithmetic.
+ * Floating inputs take few distinct values, so each rank's element is a hash of (seed, rank,
+ * index) mapped to an index into a small table of exactly representable values.
  */
 #include "refdata.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- datatypes ---- */
@@ -420,4 +423,57 @@ size_t ref_guard_check(const void* p, size_t bytes, uint8_t salt) {
   size_t bad = 0;
   for (size_t i = 0; i < bytes; i++) bad += ((const uint8_t*)p)[i] != guard_byte(i, salt);
   return bad;
+}
+
+/* ---- regions, tier, environment ---- */
+
+#define REGION_GUARD 64
+
+int ref_region_alloc(struct ref_region* g, size_t bytes, size_t misalign, uint8_t salt) {
+  g->pre = REGION_GUARD + misalign;
+  g->bytes = bytes;
+  g->salt = salt;
+  size_t total = (g->pre + bytes + REGION_GUARD + 63) / 64 * 64;
+  g->base = aligned_alloc(64, total);
+  if (g->base == NULL) return -1;
+  g->p = g->base + g->pre;
+  ref_guard_fill(g->base, g->pre, salt);
+  ref_guard_fill(g->p + bytes, REGION_GUARD, (uint8_t)(salt + 1));
+  ref_guard_fill(g->p, bytes, (uint8_t)(salt + 2));
+  return 0;
+}
+
+size_t ref_region_guards_bad(const struct ref_region* g) {
+  if (g->base == NULL) return 0;
+  return ref_guard_check(g->base, g->pre, g->salt) + ref_guard_check(g->p + g->bytes, REGION_GUARD, (uint8_t)(g->salt + 1));
+}
+
+size_t ref_region_written(const struct ref_region* g) {
+  return g->base == NULL ? 0 : ref_guard_check(g->p, g->bytes, (uint8_t)(g->salt + 2));
+}
+
+void ref_region_free(struct ref_region* g) {
+  free(g->base);
+  g->base = NULL;
+}
+
+int ref_tier_full(void) {
+  const char* t = getenv("BRAID_TEST_TIER");
+  return t != NULL && strcmp(t, "full") == 0;
+}
+
+void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
+
+void ref_env_apply(const char* env) {
+  if (env == NULL) return;
+  char buf[512];
+  snprintf(buf, sizeof(buf), "%s", env);
+  char* save = NULL;
+  for (char* tok = strtok_r(buf, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
+    char* eq = strchr(tok, '=');
+    if (eq == NULL) continue;
+    *eq = '\0';
+    setenv(tok, eq + 1, 1);
+  }
+  braid_param_reload();
 }

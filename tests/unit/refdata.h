@@ -12,6 +12,8 @@
  * Sum divided by nranks, truncating toward zero; floating Avg is PreMulSum by 1/nranks rounded
  * to the datatype; Max/Min are exact; floating results are compared with a tolerance scaled by
  * nranks and the type's epsilon, relative to the sum of the magnitudes of the terms.
+ *
+ * Also the plumbing the suites share: guarded buffers, the test tier, environment changes.
  */
 #ifndef BRAID_TEST_REFDATA_H
 #define BRAID_TEST_REFDATA_H
@@ -78,5 +80,29 @@ size_t ref_guard_check(const void* p, size_t bytes, uint8_t salt);
 
 /* Element as text (for messages). */
 void ref_format(int dtype, const void* elem, char* buf, size_t len);
+
+/* ---- plumbing shared by the collective suites ---- */
+
+/* A buffer handed to the library, `misalign` bytes past 64-byte alignment, with guard bytes on
+ * both sides; its own bytes start with a "never written" pattern. */
+struct ref_region {
+  char* base;
+  char* p;      /* the buffer */
+  size_t bytes; /* its size */
+  size_t pre;   /* guard bytes before it (64 + misalign) */
+  uint8_t salt;
+};
+int ref_region_alloc(struct ref_region* g, size_t bytes, size_t misalign, uint8_t salt); /* 0 or -1 */
+/* Guard bytes that changed (0 for a region never allocated). */
+size_t ref_region_guards_bad(const struct ref_region* g);
+/* Bytes of the buffer that no longer hold the "never written" pattern. */
+size_t ref_region_written(const struct ref_region* g);
+void ref_region_free(struct ref_region* g);
+
+/* BRAID_TEST_TIER=full */
+int ref_tier_full(void);
+/* Set "NAME=value NAME2=value2" in the environment (forked ranks inherit it) and make the
+ * library re-read its parameters (braid_param_reload). NULL: nothing. */
+void ref_env_apply(const char* env);
 
 #endif /* BRAID_TEST_REFDATA_H */

@@ -11,7 +11,8 @@
  * TCases (default tier; BRAID_TEST_TIER=full adds the entries marked "full"):
  *   matrix  every collective x 12 datatypes x 7 ops (sum prod max min avg, PreMulSum with an
  *           immediate scalar and with a scalar pointer read at call time) x protocol (LL, LL128,
- *           Simple via NCCL_PROTO), 3 ranks as threads, counts 7 and 1023, in and out of place.
+ *           Simple via NCCL_PROTO), 3 ranks as threads, counts 0, 1, 7, 1023, in and out of place;
+ *           the same for every collective on 1 rank (counts 0 1 7 1023) and on 4 processes.
  *           full: the same at 2 ranks (threads), 5 (processes), 8 (threads), 4 (pairs) with
  *           counts 0, 1, 7, 1023, 65537.
  *   ranks   1..8 ranks as threads and as processes, and 2, 3, 5, 8 ranks as pairs: every
@@ -20,7 +21,9 @@
  *           sum / max / avg, counts 1, 7, 1023, 65537, 4 ranks.
  *   large   1M+3 elements per collective (4 ranks); full: 64M elements (2 ranks).
  *   env     channels (NCCL_MIN/MAX_NCHANNELS) x small FIFOs (NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE,
- *           NCCL_LL128_BUFFSIZE) x protocol, counts 262147 and 1048579.
+ *           NCCL_LL128_BUFFSIZE) x protocol, float and bfloat16, 262147 elements, 3 ranks.
+ *   algo    AllReduce with NCCL_ALGO=Ring / Tree x protocol (every datatype and op, 3 ranks);
+ *           Tree at 1..8 ranks (threads), 3, 5, 8 processes, 6 as pairs.
  *   group   several collectives of different types, counts and roots in one group (threads,
  *           processes); one thread driving an ncclCommInitAll clique through groups.
  */
@@ -34,8 +37,6 @@
 #include "nccl.h"
 #include "refdata.h"
 
-void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
-
 enum coll { C_ALLREDUCE = 0, C_REDUCE, C_REDUCESCATTER, C_ALLGATHER, C_BROADCAST, C_NUM };
 static const char* const coll_names[C_NUM] = {"AllReduce", "Reduce", "ReduceScatter", "AllGather", "Broadcast"};
 #define ALL_COLLS ((1u << C_NUM) - 1)
@@ -45,7 +46,6 @@ static const char* const coll_names[C_NUM] = {"AllReduce", "Reduce", "ReduceScat
 #define PLACE_IN 2
 #define PLACE_BOTH 3
 #define END ((size_t)-1)
-#define GUARD 64
 #define MAX_MSGS 64           /* failure lines printed per rank */
 #define RANK_TIMEOUT_S 240    /* processes are killed after this */
 #define TCASE_TIMEOUT_S 300
@@ -66,56 +66,6 @@ struct coll_case {
   uint32_t seed;
 };
 
-static int full_tier(void) {
-  const char* t = getenv("BRAID_TEST_TIER");
-  return t != NULL && strcmp(t, "full") == 0;
-}
-
-/* Set "A=1 B=2" in the environment (children inherit it) and make the library re-read it. */
-static void apply_env(const char* env) {
-  if (env == NULL) return;
-  char buf[512];
-  snprintf(buf, sizeof(buf), "%s", env);
-  char* save = NULL;
-  for (char* tok = strtok_r(buf, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
-    char* eq = strchr(tok, '=');
-    if (eq == NULL) continue;
-    *eq = '\0';
-    setenv(tok, eq + 1, 1);
-  }
-}
-
-/* ---- buffers with guards ---- */
-
-struct region {
-  char* base;
-  char* p;      /* the buffer handed to the library */
-  size_t bytes; /* its size */
-  size_t pre;   /* guard bytes before it (GUARD + the misalignment) */
-};
-
-static int region_alloc(struct region* g, size_t bytes, size_t offset_bytes, uint8_t salt) {
-  g->pre = GUARD + offset_bytes;
-  g->bytes = bytes;
-  size_t total = (g->pre + bytes + GUARD + 63) / 64 * 64;
-  g->base = aligned_alloc(64, total);
-  if (g->base == NULL) return -1;
-  g->p = g->base + g->pre;
-  ref_guard_fill(g->base, g->pre, salt);
-  ref_guard_fill(g->p + bytes, GUARD, (uint8_t)(salt + 1));
-  ref_guard_fill(g->p, bytes, (uint8_t)(salt + 2)); /* "never written" pattern */
-  return 0;
-}
-
-static size_t region_guards_bad(const struct region* g, uint8_t salt) {
-  if (g->base == NULL) return 0;
-  return ref_guard_check(g->base, g->pre, salt) + ref_guard_check(g->p + g->bytes, GUARD, (uint8_t)(salt + 1));
-}
-
-static void region_free(struct region* g) {
-  free(g->base);
-  g->base = NULL;
-}
 
 /* ---- one call ---- */
 
@@ -186,7 +136,7 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
   enum ref_kind kind = reduces ? ref_kind_of(k->op) : REF_KIND_SUM;
   size_t in_elems = k->coll == C_REDUCESCATTER ? n * cnt : cnt;
   size_t out_elems = k->coll == C_ALLGATHER ? n * cnt : cnt;
-  struct region sreg = {0}, rreg = {0};
+  struct ref_region sreg = {0}, rreg = {0};
   const char* send;
   char* recv;
   char msg[512];
@@ -194,7 +144,7 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
 
   if (k->inplace) {
     size_t elems = in_elems > out_elems ? in_elems : out_elems;
-    if (region_alloc(&rreg, elems * es, ob, rsalt) != 0) return report(st, k, offset, "out of memory"), -1;
+    if (ref_region_alloc(&rreg, elems * es, ob, rsalt) != 0) return report(st, k, offset, "out of memory"), -1;
     if (k->coll == C_ALLGATHER) {
       ref_fill(dt, kind, k->seed, me, 0, cnt, rreg.p + me * cnt * es);
       send = rreg.p + me * cnt * es;
@@ -208,8 +158,8 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
       send = recv = rreg.p;
     }
   } else {
-    if (region_alloc(&sreg, in_elems * es, ob, ssalt) != 0 || region_alloc(&rreg, out_elems * es, ob, rsalt) != 0) {
-      region_free(&sreg);
+    if (ref_region_alloc(&sreg, in_elems * es, ob, ssalt) != 0 || ref_region_alloc(&rreg, out_elems * es, ob, rsalt) != 0) {
+      ref_region_free(&sreg);
       return report(st, k, offset, "out of memory"), -1;
     }
     ref_fill(dt, kind, k->seed, me, 0, in_elems, sreg.p);
@@ -240,7 +190,7 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
   }
 
   /* Guards, then the send buffer (out of place: unchanged), then the result. */
-  size_t g = region_guards_bad(&sreg, ssalt) + region_guards_bad(&rreg, rsalt);
+  size_t g = ref_region_guards_bad(&sreg) + ref_region_guards_bad(&rreg);
   if (g) {
     snprintf(msg, sizeof(msg), "%zu guard bytes around the buffers were overwritten", g);
     ret = report(st, k, offset, msg);
@@ -260,7 +210,7 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
         bad = ref_check_reduce(&red, 0, cnt, recv, msg, sizeof(msg));
       else if (k->inplace)
         bad = ref_check_copy(dt, kind, k->seed, me, 0, cnt, recv, msg, sizeof(msg));
-      else if ((bad = ref_guard_check(recv, cnt * es, (uint8_t)(rsalt + 2))) != 0)
+      else if ((bad = ref_region_written(&rreg)) != 0)
         snprintf(msg, sizeof(msg), "a non-root rank's receive buffer was written");
       break;
     case C_ALLGATHER:
@@ -284,8 +234,8 @@ out_op:
     }
   }
 out:
-  region_free(&sreg);
-  region_free(&rreg);
+  ref_region_free(&sreg);
+  ref_region_free(&rreg);
   return ret;
 }
 
@@ -327,9 +277,8 @@ static int case_body(struct harness_rank* r) {
 }
 
 static void run_case(const struct coll_case* c) {
-  apply_env(c->env);
-  apply_env(c->env2);
-  braid_param_reload();
+  ref_env_apply(c->env);
+  ref_env_apply(c->env2);
   int failed = harness_run(c->nranks, c->mode, case_body, (void*)c, RANK_TIMEOUT_S);
   ck_assert_msg(failed == 0, "%d of %d ranks (%s) failed; env '%s %s'", failed, c->nranks, harness_mode_name(c->mode),
                 c->env ? c->env : "", c->env2 ? c->env2 : "");
@@ -337,25 +286,41 @@ static void run_case(const struct coll_case* c) {
 
 /* ---- matrix: collective x dtype x op x protocol ---- */
 
-static const size_t matrix_counts[] = {7, 1023, END};
+static const size_t matrix_counts[] = {0, 1, 7, 1023, END};
 static const size_t matrix_counts_full[] = {0, 1, 7, 1023, 65537, END};
 
-#define MATRIX_DEFAULT (C_NUM * 3)
+/* Default: [0, 15) collective x protocol at 3 ranks (threads); 15: one rank, every collective
+ * (the one-rank path applies PreMulSum and Avg too); 16: every collective at 4 ranks as
+ * processes (default protocol choice). Full: the first 15 again per entry of matrix_full_ranks. */
+#define MATRIX_BY_PROTO (C_NUM * 3)
+#define MATRIX_DEFAULT (MATRIX_BY_PROTO + 2)
 struct ranks_mode {
   int nranks;
   enum harness_mode mode;
 };
 static const struct ranks_mode matrix_full_ranks[] = {
     {2, HARNESS_THREADS}, {5, HARNESS_PROCS}, {8, HARNESS_THREADS}, {4, HARNESS_PAIRS}};
-#define MATRIX_FULL (MATRIX_DEFAULT * (int)(1 + sizeof(matrix_full_ranks) / sizeof(matrix_full_ranks[0])))
+#define MATRIX_FULL (MATRIX_DEFAULT + MATRIX_BY_PROTO * (int)(sizeof(matrix_full_ranks) / sizeof(matrix_full_ranks[0])))
+static const size_t matrix_counts_one[] = {0, 1, 7, 1023, END};
 
 START_TEST(test_matrix) {
-  int v = _i / MATRIX_DEFAULT, j = _i % MATRIX_DEFAULT;
-  struct coll_case c = {3, HARNESS_THREADS, proto_env[j % 3], NULL, BIT(j / 3), REF_ALL_DTYPES, REF_ALL_OPS,
-                        matrix_counts, PLACE_BOTH, 0, (uint32_t)_i};
-  if (v > 0) {
-    c.nranks = matrix_full_ranks[v - 1].nranks;
-    c.mode = matrix_full_ranks[v - 1].mode;
+  struct coll_case c = {3, HARNESS_THREADS, NULL, NULL, ALL_COLLS, REF_ALL_DTYPES, REF_ALL_OPS, matrix_counts,
+                        PLACE_BOTH, 0, (uint32_t)_i};
+  if (_i < MATRIX_BY_PROTO) {
+    c.env = proto_env[_i % 3];
+    c.colls = BIT(_i / 3);
+  } else if (_i == MATRIX_BY_PROTO) {
+    c.nranks = 1;
+    c.counts = matrix_counts_one;
+  } else if (_i == MATRIX_BY_PROTO + 1) {
+    c.nranks = 4;
+    c.mode = HARNESS_PROCS;
+  } else {
+    int j = _i - MATRIX_DEFAULT;
+    c.env = proto_env[j % 3];
+    c.colls = BIT((j % MATRIX_BY_PROTO) / 3);
+    c.nranks = matrix_full_ranks[j / MATRIX_BY_PROTO].nranks;
+    c.mode = matrix_full_ranks[j / MATRIX_BY_PROTO].mode;
     c.counts = matrix_counts_full;
   }
   run_case(&c);
@@ -421,12 +386,40 @@ static const char* const env_variants[] = {
     "NCCL_MIN_NCHANNELS=4 NCCL_BUFFSIZE=65536 NCCL_LL_BUFFSIZE=32768 NCCL_LL128_BUFFSIZE=32768",
 };
 #define NENV (int)(sizeof(env_variants) / sizeof(env_variants[0]))
-static const size_t env_counts[] = {262147, 1048579, END};
+static const size_t env_counts[] = {262147, END}; /* 1 MiB of floats: up to 4 channels */
 
 START_TEST(test_env) {
   struct coll_case c = {3, HARNESS_THREADS, env_variants[_i / 3], proto_env[_i % 3], ALL_COLLS,
-                        BIT(ncclFloat32) | BIT(ncclInt8) | BIT(ncclBfloat16), BIT(REF_SUM), env_counts, PLACE_OUT, 0,
+                        BIT(ncclFloat32) | BIT(ncclBfloat16), BIT(REF_SUM), env_counts, PLACE_OUT, 0,
                         400u + (uint32_t)_i};
+  run_case(&c);
+}
+END_TEST
+
+/* ---- algorithms: AllReduce forced to Ring and to Tree ---- */
+
+static const char* const algo_env[2] = {"NCCL_ALGO=Ring", "NCCL_ALGO=Tree"};
+static const size_t algo_counts[] = {0, 1, 7, 1023, 65537, END};
+static const struct ranks_mode algo_ranks[] = {
+    {1, HARNESS_THREADS}, {2, HARNESS_THREADS}, {3, HARNESS_THREADS}, {4, HARNESS_THREADS}, {5, HARNESS_THREADS},
+    {6, HARNESS_THREADS}, {7, HARNESS_THREADS}, {8, HARNESS_THREADS}, {3, HARNESS_PROCS},   {5, HARNESS_PROCS},
+    {8, HARNESS_PROCS},   {6, HARNESS_PAIRS}};
+#define NALGO_RANKS (int)(sizeof(algo_ranks) / sizeof(algo_ranks[0]))
+
+/* [0, 2 x 3): algorithm x protocol at 3 ranks, every datatype and op; then Tree (the shape
+ * changes with the rank count) at each entry of algo_ranks, protocols in turn. */
+START_TEST(test_algo) {
+  struct coll_case c = {3, HARNESS_THREADS, algo_env[(_i / 3) % 2], proto_env[_i % 3], BIT(C_ALLREDUCE),
+                        REF_ALL_DTYPES, REF_ALL_OPS, matrix_counts, PLACE_BOTH, 0, 500u + (uint32_t)_i};
+  if (_i >= 6) {
+    const struct ranks_mode* rm = &algo_ranks[_i - 6];
+    c.env = algo_env[1];
+    c.nranks = rm->nranks;
+    c.mode = rm->mode;
+    c.dtypes = BIT(ncclFloat32) | BIT(ncclInt32) | BIT(ncclFloat16);
+    c.ops = BIT(REF_SUM) | BIT(REF_MAX) | BIT(REF_PMS_DEV);
+    c.counts = algo_counts;
+  }
   run_case(&c);
 }
 END_TEST
@@ -450,7 +443,7 @@ static const struct call group_calls[] = {
 /* Buffers of one call of a group, prepared before ncclGroupStart and checked after. */
 struct prepared {
   struct call k;
-  struct region sreg, rreg;
+  struct ref_region sreg, rreg;
   const char* send;
   char* recv;
   ncclRedOp_t op;
@@ -467,7 +460,7 @@ static int prepare(struct prepared* p, const struct call* k, int n, int me, nccl
   p->k.root = k->root % n;
   if (k->inplace) {
     size_t elems = in_elems > out_elems ? in_elems : out_elems;
-    if (region_alloc(&p->rreg, elems * es, 0, 0x20) != 0) return -1;
+    if (ref_region_alloc(&p->rreg, elems * es, 0, 0x20) != 0) return -1;
     if (k->coll == C_ALLGATHER) {
       ref_fill(dt, kind, k->seed, me, 0, cnt, p->rreg.p + me * cnt * es);
       p->send = p->rreg.p + me * cnt * es;
@@ -481,7 +474,7 @@ static int prepare(struct prepared* p, const struct call* k, int n, int me, nccl
       p->send = p->recv = p->rreg.p;
     }
   } else {
-    if (region_alloc(&p->sreg, in_elems * es, 0, 0x10) != 0 || region_alloc(&p->rreg, out_elems * es, 0, 0x20) != 0)
+    if (ref_region_alloc(&p->sreg, in_elems * es, 0, 0x10) != 0 || ref_region_alloc(&p->rreg, out_elems * es, 0, 0x20) != 0)
       return -1;
     ref_fill(dt, kind, k->seed, me, 0, in_elems, p->sreg.p);
     p->send = p->sreg.p;
@@ -499,7 +492,7 @@ static int verify(struct prepared* p, int n, int me, ncclComm_t comm, struct ran
   size_t es = ref_dtype_size(dt), cnt = k->count, bad = 0;
   char msg[512] = "";
   struct ref_red red = {dt, k->op, n, k->seed};
-  size_t g = region_guards_bad(&p->sreg, 0x10) + region_guards_bad(&p->rreg, 0x20);
+  size_t g = ref_region_guards_bad(&p->sreg) + ref_region_guards_bad(&p->rreg);
   if (g) wrong += report(st, k, 0, "guard bytes overwritten");
   switch (k->coll) {
     case C_ALLREDUCE: bad = ref_check_reduce(&red, 0, cnt, p->recv, msg, sizeof(msg)); break;
@@ -515,8 +508,8 @@ static int verify(struct prepared* p, int n, int me, ncclComm_t comm, struct ran
   }
   if (bad) wrong += report(st, k, 0, msg);
   if (p->op >= ncclNumOps && ncclRedOpDestroy(p->op, comm) != ncclSuccess) wrong += report(st, k, 0, "ncclRedOpDestroy failed");
-  region_free(&p->sreg);
-  region_free(&p->rreg);
+  ref_region_free(&p->sreg);
+  ref_region_free(&p->rreg);
   return wrong;
 }
 
@@ -600,7 +593,7 @@ END_TEST
 
 Suite* coll_suite(void) {
   Suite* s = suite_create("coll");
-  int full = full_tier();
+  int full = ref_tier_full();
   struct {
     const char* name;
     const TTest* fn;
@@ -611,6 +604,7 @@ Suite* coll_suite(void) {
       {"layout", test_layout, 2 * C_NUM, 2 * C_NUM},
       {"large", test_large, C_NUM, 2 * C_NUM},
       {"env", test_env, 3 * NENV, 3 * NENV},
+      {"algo", test_algo, 6 + NALGO_RANKS, 6 + NALGO_RANKS},
       {"group", test_group, 3, 3},
   };
   for (size_t i = 0; i < sizeof(tcs) / sizeof(tcs[0]); i++) {

@@ -16,6 +16,7 @@
  *   self     send + recv to self in a group, alone and with other peers, several in order
  *   fan      one rank to all others, all to one, everyone to everyone with per-pair sizes
  *   order    several messages to the same peer in one group arrive in call order
+ *   zero     a group of zero-size messages only (new connections), then ncclCommDestroy
  *   a2a      AlltoAll, Gather and Scatter at every root, 1..8 ranks (threads, processes),
  *            all 12 datatypes at 3 ranks, in-place Gather/Scatter at the root
  *   large    1M+3 elements, and small FIFOs / odd chunk sizes (NCCL_BUFFSIZE,
@@ -33,61 +34,11 @@
 #include "nccl.h"
 #include "refdata.h"
 
-void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
-
-#define GUARD 64
 #define MAX_MSGS 32
 #define RANK_TIMEOUT_S 240
 #define TCASE_TIMEOUT_S 300
 #define MAX_PLAN 4096
 
-static int full_tier(void) {
-  const char* t = getenv("BRAID_TEST_TIER");
-  return t != NULL && strcmp(t, "full") == 0;
-}
-
-static void apply_env(const char* env) {
-  if (env == NULL) return;
-  char buf[512];
-  snprintf(buf, sizeof(buf), "%s", env);
-  char* save = NULL;
-  for (char* tok = strtok_r(buf, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
-    char* eq = strchr(tok, '=');
-    if (eq == NULL) continue;
-    *eq = '\0';
-    setenv(tok, eq + 1, 1);
-  }
-  braid_param_reload();
-}
-
-/* ---- guarded buffers ---- */
-
-struct region {
-  char* base;
-  char* p;
-  size_t bytes;
-};
-
-static int region_alloc(struct region* g, size_t bytes, uint8_t salt) {
-  g->bytes = bytes;
-  g->base = malloc(GUARD + bytes + GUARD);
-  if (g->base == NULL) return -1;
-  g->p = g->base + GUARD;
-  ref_guard_fill(g->base, GUARD, salt);
-  ref_guard_fill(g->p + bytes, GUARD, (uint8_t)(salt + 1));
-  ref_guard_fill(g->p, bytes, (uint8_t)(salt + 2));
-  return 0;
-}
-
-static size_t region_guards_bad(const struct region* g, uint8_t salt) {
-  if (g->base == NULL) return 0;
-  return ref_guard_check(g->base, GUARD, salt) + ref_guard_check(g->p + g->bytes, GUARD, (uint8_t)(salt + 1));
-}
-
-static void region_free(struct region* g) {
-  free(g->base);
-  g->base = NULL;
-}
 
 /* ---- send/recv plans ---- */
 
@@ -97,8 +48,8 @@ struct msg {
   int dtype;
 };
 
-enum plan_kind { P_RING = 0, P_PAIRS, P_SIZES, P_SELF, P_FAN, P_ORDER, P_NUM };
-static const char* const plan_names[P_NUM] = {"ring", "pairs", "sizes", "self", "fan", "order"};
+enum plan_kind { P_RING = 0, P_PAIRS, P_SIZES, P_SELF, P_FAN, P_ORDER, P_ZERO, P_NUM };
+static const char* const plan_names[P_NUM] = {"ring", "pairs", "sizes", "self", "fan", "order", "zero"};
 
 static const int msg_dtypes[4] = {ncclFloat32, ncclInt8, ncclFloat64, ncclFloat16};
 static const size_t ring_counts[] = {1, 7, 1023, 65537, 0};
@@ -153,7 +104,7 @@ static int build_plan(const struct plan_case* pc, int n, int step, struct msg* m
       static const size_t sizes[] = {0, 1, 4099, 65537, 300007, 0, 13};
       const int ns = (int)(sizeof(sizes) / sizeof(sizes[0]));
       if (step > ns) return -1;
-      if (step == ns) { /* only zero-size messages, every shift */
+      if (step == 0) { /* only zero-size messages, every shift (data follows in later steps) */
         for (int r = 0; r < n; r++)
           for (int k = 1; k < n; k++) add(m, &nm, r, (r + k) % n, 0, ncclFloat32);
         return nm;
@@ -162,6 +113,12 @@ static int build_plan(const struct plan_case* pc, int n, int step, struct msg* m
         add(m, &nm, r, (r + 1) % n, sizes[(r + step) % ns], ncclFloat32);
         if (n > 2) add(m, &nm, r, (r + 2) % n, sizes[(r + step + 3) % ns], ncclInt8);
       }
+      return nm;
+    }
+    case P_ZERO: { /* only zero-size messages, every shift, as the last thing before destroy */
+      if (step > 0) return -1;
+      for (int r = 0; r < n; r++)
+        for (int k = 1; k < n; k++) add(m, &nm, r, (r + k) % n, 0, k % 2 ? ncclFloat32 : ncclInt8);
       return nm;
     }
     case P_SELF: {
@@ -222,13 +179,13 @@ static uint32_t msg_seed(int step, int i) { return 0x9000u + (uint32_t)step * 40
 static int run_plan(struct harness_rank* r, ncclComm_t comm, const struct plan_case* pc, int step, const struct msg* m,
                     int nm, int* nreports) {
   int me = r->rank, ret = 0;
-  struct region* reg = calloc(nm, sizeof(*reg));
+  struct ref_region* reg = calloc(nm, sizeof(*reg));
   if (reg == NULL) return harness_fail(r, "out of memory"), -1;
   for (int i = 0; i < nm; i++) {
     if (m[i].src != me && m[i].dst != me) continue;
     size_t bytes = m[i].count * ref_dtype_size(m[i].dtype);
     if (m[i].src == me && m[i].dst == me) bytes *= 2; /* self: send half, then receive half */
-    if (region_alloc(&reg[i], bytes, (uint8_t)(i * 4)) != 0) {
+    if (ref_region_alloc(&reg[i], bytes, 0, (uint8_t)(i * 4)) != 0) {
       ret = -1;
       goto out;
     }
@@ -256,7 +213,7 @@ static int run_plan(struct harness_rank* r, ncclComm_t comm, const struct plan_c
     char msg[512];
     size_t es = ref_dtype_size(m[i].dtype), bad;
     int wrong = 0;
-    if (region_guards_bad(&reg[i], (uint8_t)(i * 4))) {
+    if (ref_region_guards_bad(&reg[i])) {
       snprintf(msg, sizeof(msg), "guard bytes overwritten");
       wrong = 1;
     }
@@ -283,7 +240,7 @@ static int run_plan(struct harness_rank* r, ncclComm_t comm, const struct plan_c
     }
   }
 out:
-  for (int i = 0; i < nm; i++) region_free(&reg[i]);
+  for (int i = 0; i < nm; i++) ref_region_free(&reg[i]);
   free(reg);
   return ret;
 }
@@ -309,7 +266,7 @@ static int plan_body(struct harness_rank* r) {
 }
 
 static void run_plan_case(const struct plan_case* pc) {
-  apply_env(pc->env);
+  ref_env_apply(pc->env);
   int failed = harness_run(pc->nranks, pc->mode, plan_body, (void*)pc, RANK_TIMEOUT_S);
   ck_assert_msg(failed == 0, "%s: %d of %d ranks (%s) failed", plan_names[pc->kind], failed, pc->nranks,
                 harness_mode_name(pc->mode));
@@ -317,7 +274,7 @@ static void run_plan_case(const struct plan_case* pc) {
 
 /* ring: 2..8 ranks x {threads, processes}, then 3 and 6 as pairs. */
 START_TEST(test_ring) {
-  struct plan_case pc = {P_RING, 0, HARNESS_THREADS, NULL, full_tier()};
+  struct plan_case pc = {P_RING, 0, HARNESS_THREADS, NULL, ref_tier_full()};
   if (_i < 14) {
     pc.nranks = _i / 2 + 2;
     pc.mode = _i % 2 ? HARNESS_PROCS : HARNESS_THREADS;
@@ -340,11 +297,12 @@ static const struct {
     {P_SELF, 1, HARNESS_THREADS},  {P_SELF, 3, HARNESS_THREADS}, {P_SELF, 3, HARNESS_PROCS},
     {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},    {P_FAN, 6, HARNESS_PAIRS},
     {P_ORDER, 2, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_PROCS},
+    {P_ZERO, 4, HARNESS_THREADS},  {P_ZERO, 5, HARNESS_PROCS},
 };
 #define NOTHER (int)(sizeof(other_plans) / sizeof(other_plans[0]))
 
 START_TEST(test_plans) {
-  struct plan_case pc = {other_plans[_i].kind, other_plans[_i].nranks, other_plans[_i].mode, NULL, full_tier()};
+  struct plan_case pc = {other_plans[_i].kind, other_plans[_i].nranks, other_plans[_i].mode, NULL, ref_tier_full()};
   run_plan_case(&pc);
 }
 END_TEST
@@ -359,7 +317,6 @@ struct xcase {
   enum harness_mode mode;
   uint32_t dtypes;
   const size_t* counts; /* ends with (size_t)-1 */
-  const char* env;
 };
 
 /* One AlltoAll / Gather / Scatter. inplace: at the root, Gather's sendbuff is its slot of
@@ -368,7 +325,7 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
                  uint32_t seed, int* nreports) {
   int n = r->nranks, me = r->rank, is_root = me == root, ret = 0;
   size_t es = ref_dtype_size(dt);
-  struct region s = {0}, d = {0};
+  struct ref_region s = {0}, d = {0};
   size_t in_elems = x == X_ALLTOALL || (x == X_SCATTER && is_root) ? n * cnt : x == X_GATHER ? cnt : 0;
   size_t out_elems = x == X_ALLTOALL || (x == X_GATHER && is_root) ? n * cnt : x == X_SCATTER ? cnt : 0;
   const char* send = NULL;
@@ -376,7 +333,7 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
   char msg[512] = "";
   inplace = inplace && is_root && x != X_ALLTOALL;
   if (inplace) {
-    if (region_alloc(&d, n * cnt * es, 0x40) != 0) return -1;
+    if (ref_region_alloc(&d, n * cnt * es, 0, 0x40) != 0) return -1;
     if (x == X_GATHER) {
       ref_fill(dt, REF_KIND_SUM, seed, me, 0, cnt, d.p + me * cnt * es);
       send = d.p + me * cnt * es;
@@ -387,8 +344,8 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
       recv = d.p + me * cnt * es;
     }
   } else {
-    if (region_alloc(&s, in_elems * es, 0x30) != 0 || region_alloc(&d, out_elems * es, 0x40) != 0) {
-      region_free(&s);
+    if (ref_region_alloc(&s, in_elems * es, 0, 0x30) != 0 || ref_region_alloc(&d, out_elems * es, 0, 0x40) != 0) {
+      ref_region_free(&s);
       return -1;
     }
     ref_fill(dt, REF_KIND_SUM, seed, me, 0, in_elems, s.p);
@@ -409,7 +366,7 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
     goto out;
   }
   size_t bad = 0;
-  if (region_guards_bad(&s, 0x30) + region_guards_bad(&d, 0x40)) {
+  if (ref_region_guards_bad(&s) + ref_region_guards_bad(&d)) {
     snprintf(msg, sizeof(msg), "guard bytes overwritten");
     bad = 1;
   }
@@ -438,8 +395,8 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
                    inplace ? "in-place" : "out-of-place", n, msg);
   }
 out:
-  region_free(&s);
-  region_free(&d);
+  ref_region_free(&s);
+  ref_region_free(&d);
   return ret;
 }
 
@@ -475,7 +432,7 @@ static const size_t x_counts_large[] = {(1u << 20) + 3, (size_t)-1};
 
 /* 1..8 ranks x {threads, processes}; then all datatypes at 3 ranks; then pairs. */
 START_TEST(test_a2a) {
-  struct xcase xc = {0, HARNESS_THREADS, 1u << ncclFloat32, x_counts, NULL};
+  struct xcase xc = {0, HARNESS_THREADS, 1u << ncclFloat32, x_counts};
   if (_i < 16) {
     xc.nranks = _i / 2 + 1;
     xc.mode = _i % 2 ? HARNESS_PROCS : HARNESS_THREADS;
@@ -497,9 +454,9 @@ static const char* const large_env[] = {NULL, "NCCL_BUFFSIZE=65536 NCCL_P2P_PCI_
 
 START_TEST(test_large) {
   const char* env = large_env[_i % 2];
-  apply_env(env);
+  ref_env_apply(env);
   if (_i < 2) { /* AlltoAll / Gather / Scatter */
-    struct xcase xc = {4, HARNESS_THREADS, 1u << ncclFloat32, x_counts_large, env};
+    struct xcase xc = {4, HARNESS_THREADS, 1u << ncclFloat32, x_counts_large};
     if (_i == 1) xc.counts = x_counts_dtypes, xc.dtypes = (1u << ncclInt8) | (1u << ncclFloat64);
     int failed = harness_run(xc.nranks, xc.mode, x_body, &xc, RANK_TIMEOUT_S);
     ck_assert_msg(failed == 0, "%d of %d ranks failed (env %s)", failed, xc.nranks, env ? env : "-");
