@@ -74,12 +74,14 @@ static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const 
   t->op = op;
   t->root = root;
   t->redop = redop;
-  if (kind == BRAID_TASK_COLL)
+  if (kind == BRAID_TASK_COLL) {
     BRAID_INFO(BRAID_LOG_COLL,
                "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
                "stream %p",
-               func_names[func], (unsigned long)comm->op_count++, sendbuff, (void*)recvbuff, count, (int)dtype, op,
+               func_names[func], (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype, op,
                root, (void*)comm, comm->nranks, (void*)NULL);
+    comm->op_count++;
+  }
   return braid_group_add(t);
 }
 

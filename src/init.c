@@ -48,8 +48,15 @@ out:
 /* Channel count: host mode gives each local rank about one core per channel (the graph may
  * offer more; NCCL_MIN_NCHANNELS / config.minCTAs can ask for more, reusing graph channels). */
 static int default_nchannels(const struct braid_comm* comm) {
+  /* The busiest node decides, so that every rank computes the same count. */
+  int busiest = 1;
+  for (int node = 0; node < comm->nnodes; node++) {
+    int k = 0;
+    for (int r = 0; r < comm->nranks; r++) k += comm->rank_to_node[r] == node;
+    if (k > busiest) busiest = k;
+  }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = (int)(cpus / (comm->local_nranks > 0 ? comm->local_nranks : 1));
+  int n = (int)(cpus / busiest);
   if (n < 1) n = 1;
   if (n > comm->graph->nchannels) n = comm->graph->nchannels;
   int64_t lo = braid_param_int(BRAID_PARAM_MIN_NCHANNELS), hi = braid_param_int(BRAID_PARAM_MAX_NCHANNELS);

@@ -105,7 +105,7 @@
   X(IGNORE_DISABLED_P2P, "NCCL_IGNORE_DISABLED_P2P", INT, 0, "ignore NVLink pairs NVML reports disabled") \
   /* braid host executor */                                                                     \
   X(SPIN_COUNT, "BRAID_SPIN_COUNT", INT, 32, "polls before a waiting host thread starts to yield") \
-  X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", INT, 50, "microseconds the net proxy keeps polling after its last work before it sleeps") \
+  X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", INT, 0, "microseconds the net proxy thread keeps polling after its last work before it sleeps") \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", STR, NULL, "test hook: name of an allocation or call to fail on purpose")
 
 enum braid_param {

@@ -44,6 +44,8 @@ if [ $# -eq 0 ]; then
   part exports tests/abi/exports.sh "$BUILD"
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
+  [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
+  [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

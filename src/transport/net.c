@@ -113,7 +113,6 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
   BRAID_CALLOC_GOTO(r, 1, res, err);
   pthread_mutex_init(&r->lock, NULL);
   r->comm = comm;
-  r->owner = c;
   r->net = net;
   r->is_send = is_send;
   r->peer = peer;

@@ -138,11 +138,11 @@ extern const struct braid_transport braid_transport_net;
 /* "Socket/0" for a connector of the net transport (log lines: `[send] via NET/Socket/0`). */
 const char* braid_net_conn_desc(const struct braid_connector* c);
 
-/* The watchdog (net_proxy.c): while a collective of a watched communicator waits without
- * progress, it checks that the peers on this machine are alive, fails connections whose peer
- * has gone, and enforces BRAID_TIMEOUT; failures raise the abort flag with a message
- * (comm->abort_reason). watch after the ring connections exist; unwatch before any connection
- * is freed (idempotent). */
+/* The watchdog (net_watch.c, run by the proxy thread): while a collective of a watched
+ * communicator makes no progress, it checks that the peers on this machine are alive and
+ * enforces BRAID_TIMEOUT; failures raise the abort flag with a message (comm->abort_reason).
+ * watch after the ring connections exist; unwatch before any connection is freed
+ * (idempotent). */
 ncclResult_t braid_proxy_watch(struct braid_comm* comm);
 void braid_proxy_unwatch(struct braid_comm* comm);
 

@@ -1,7 +1,7 @@
 /*
  * net_internal.h - shared by the network transport's files: net.c (the transport vtable:
- * setup, connect, free), net_proxy.c (the proxy thread and the watchdog), net_plugin.c (which
- * net plugin: NCCL_NET, NCCL_NET_PLUGIN).
+ * setup, connect, free), net_proxy.c (the proxy thread, moving steps), net_watch.c (the
+ * watchdog), net_plugin.c (which net plugin: NCCL_NET, NCCL_NET_PLUGIN).
  *
  * Each end of a network connection owns a local FIFO (DESIGN.md section 4) laid out as
  * usual (control block, then buffers), except that one buffer of NSTEPS equal slots serves
@@ -26,8 +26,8 @@
 enum net_state {
   NET_STATE_SETUP = 0,   /* not connected yet: the proxy does not know it */
   NET_STATE_ACTIVE,      /* moved by the proxy */
-  NET_STATE_PEER_CLOSED, /* the peer closed it cleanly: fatal only if someone still waits on it */
-  NET_STATE_FAILED,      /* broken; the communicator's abort flag was raised */
+  NET_STATE_PEER_CLOSED, /* the peer finished and closed it (not an error by itself) */
+  NET_STATE_FAILED,      /* broken; the communicator's abort flag is (being) raised */
 };
 
 struct net_ctx; /* a communicator's plugin context (net.c) */
@@ -36,7 +36,6 @@ struct net_ctx; /* a communicator's plugin context (net.c) */
 struct net_res {
   struct net_res* next;           /* the proxy's list (proxy lock) */
   struct braid_comm* comm;
-  struct braid_connector* owner;  /* its connector: the executor's step counter */
   struct net_ctx* ctx;
   const struct braid_net_v1* net;
   int is_send, peer, channel, conn_index, dev;

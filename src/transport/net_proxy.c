@@ -4,14 +4,23 @@
  * the last goes). It mirrors each network FIFO over the net plugin (net_internal.h) and runs
  * the watchdog (net_watch.c) every WATCH_TICK_MS.
  *
- * Waiting. After each pass that moved something the thread goes round again; with nothing to
- * do it keeps polling for BRAID_PROXY_SPIN_US (yielding the core between passes), then sleeps
- * in poll() on: an eventfd the executor writes through braid_conn.host_kick when it publishes
- * or releases a step while the proxy sleeps, the descriptors the plugin names for requests in
- * flight (waitFds: data arriving, room to send, helper threads done), and a timeout only while
- * the watchdog has communicators to watch. An idle process therefore costs nothing but that
- * tick. The kick is a Dekker handshake: the proxy stores `sleeping` then makes a last pass,
- * the executor stores tail/head then reads `sleeping`, both with full fences.
+ * Who moves a connection: whoever holds its lock. In host mode that is mostly the executor
+ * itself: braid_conn.host_kick runs when it publishes, releases or waits on a network
+ * connection and moves that connection right there (a step leaves with the executor's own
+ * sendmsg, a waiting executor reads its own socket), so the critical path has no thread
+ * hand-off (on a small machine the two threads would also fight for one core). The thread
+ * moves the rest: sends that could not leave at once, data arriving while no executor waits,
+ * and everything once device kernels, which cannot kick, fill the FIFOs.
+ *
+ * Waiting. After a pass that moved something the thread goes round again; with nothing to do
+ * it keeps polling for BRAID_PROXY_SPIN_US (yielding the core between passes), then sleeps in
+ * poll() on: an eventfd (a kick that leaves a send in flight writes it while the thread
+ * sleeps), the descriptors the plugin names for requests in flight (waitFds: data arriving,
+ * room to send, helper threads done) except receive connections an executor moved in the
+ * last DRIVEN_NS, and a timeout for the watchdog tick or the end of such a window. An idle
+ * process costs nothing but the tick. The kick is a Dekker handshake: the thread stores
+ * `sleeping` then makes a last pass, the executor stores tail/head then reads `sleeping`,
+ * both with full fences.
  *
  * Failures. A request that fails breaks its connection: the plugin says why (getStatus). A
  * peer that finished cleanly (it destroyed its communicator) only marks the connection: a

@@ -16,6 +16,8 @@
  * fails the comm.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -207,6 +209,22 @@ static ncclResult_t sock_progress_send(struct sock_comm* c) {
   return ncclSuccess;
 }
 
+/* A failed recv() on the control socket, classified as socket.c does: EOF and a broken
+ * connection are the peer's doing (ncclRemoteError, no WARN here), the rest is ours. */
+static ncclResult_t sock_recv_error(struct sock_comm* c, int err) {
+  c->ctrl.err = err;
+  switch (err) {
+    case 0: case EPIPE: c->ctrl.fail = BRAID_SOCKET_FAIL_CLOSED; return ncclRemoteError;
+    case ECONNRESET: case ETIMEDOUT: case ENOTCONN: case EHOSTUNREACH: case ENETUNREACH: case ECONNABORTED:
+      c->ctrl.fail = BRAID_SOCKET_FAIL_RESET;
+      return ncclRemoteError;
+    default:
+      c->ctrl.fail = BRAID_SOCKET_FAIL_SYSTEM;
+      BRAID_WARN("NET/Socket : recv on a connection failed: %s", strerror(err));
+      return ncclSystemError;
+  }
+}
+
 /* Receive side: up to n bytes of the control stream into dst (*off counts them): what the
  * stage holds first, then the socket. A short read is no error. Small remainders go through
  * the stage, so the next header usually comes with them; large ones straight to dst. */
@@ -221,11 +239,25 @@ static ncclResult_t sock_ctrl_read(struct sock_comm* c, void* dst, size_t n, siz
       continue;
     }
     if (want >= SOCK_STAGE) return braid_socket_recv_try(&c->ctrl, dst, n, off);
-    size_t got = 0;
+    /* One recv() for the stage: looping until EAGAIN would cost a second call per message. */
     c->stage_off = c->stage_len = 0;
-    ncclResult_t res = braid_socket_recv_try(&c->ctrl, c->stage, SOCK_STAGE, &got);
-    c->stage_len = got;
-    if (got == 0) return res; /* nothing now (or the failure) */
+    ssize_t r;
+    do {
+      r = recv(c->ctrl.fd, c->stage, SOCK_STAGE, MSG_DONTWAIT);
+    } while (r < 0 && errno == EINTR);
+    if (r > 0) {
+      /* After a small read that drained the socket, delay the ACK: a one-way connection has
+       * no reply to carry it, and an immediate pure ACK costs both ends about a microsecond
+       * on the latency path. Streams of large messages keep their prompt ACKs. */
+      if (r < SOCK_STAGE) {
+        int zero = 0;
+        (void)setsockopt(c->ctrl.fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));
+      }
+      c->stage_len = (size_t)r;
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+    return sock_recv_error(c, r == 0 ? 0 : errno);
   }
   return ncclSuccess;
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# plugin.sh - NCCL_NET_PLUGIN and NCCL_NET: external net plugin libraries are looked for, loaded
+# or refused with an INFO line saying why, and the built-in Socket network takes over; a
+# NCCL_NET naming a network that cannot start fails with a clear error instead of hanging.
+# Builds the fake plugins of tests/net/fake_plugin.c, then runs 2 ranks on 2 fake nodes
+# (all_reduce_perf through NCCL_COMM_ID) once per case.
+#
+# Usage: tests/net/plugin.sh [BUILD]    Prints "N passed, N failed"; exits non-zero on failure.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${1:-${BUILD:-build}}
+BIN=$BUILD/bin/all_reduce_perf
+CC=${CC:-cc}
+[ -x "$BIN" ] || { echo "plugin: SKIPPED: $BIN is missing: build first"; echo "0 passed, 0 failed"; exit 0; }
+OUT=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$OUT"' EXIT
+for v in NCCL_ABI:ncclabi BROKEN:broken NODEV:nodev; do
+  $CC -shared -fPIC -fvisibility=hidden -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -DFAKE_${v%%:*} \
+    -o "$OUT/libnccl-net-${v##*:}.so" tests/net/fake_plugin.c || { echo "plugin: cannot build the fake plugins"; echo "0 passed, 1 failed"; exit 1; }
+done
+
+passed=0
+failed=0
+# case NAME EXPECT_RC(0|fail) "ENV..." GREP...: run, check the exit status and every pattern in
+# rank 0's log.
+case_run() {
+  local name=$1 want=$2 env=$3
+  shift 3
+  local port=$((30000 + RANDOM % 20000)) pids=() r rc bad=""
+  for r in 0 1; do
+    env $env LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=$r WORLD_SIZE=2 \
+      NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-plugin-node$r NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO \
+      NCCL_DEBUG_SUBSYS=INIT,NET timeout 60 "$BIN" -b 8 -e 64K -f 8 -c 1 -w 1 -n 2 >"$OUT/$name.$r" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for r in 0 1; do wait "${pids[$r]}" || rc=$?; done
+  if [ "$want" = 0 ] && [ "$rc" != 0 ]; then bad="$bad exit status $rc;"; fi
+  if [ "$want" = fail ] && { [ "$rc" = 0 ] || [ "$rc" = 124 ]; }; then bad="$bad exit status $rc (expected a failure, not success or a hang);"; fi
+  for pat in "$@"; do grep -q -- "$pat" "$OUT/$name.0" || bad="$bad no '$pat';"; done
+  if [ -z "$bad" ]; then
+    passed=$((passed + 1))
+    echo "plugin: $name: ok"
+  else
+    failed=$((failed + 1))
+    echo "plugin: $name: FAILED:$bad"
+    grep -E "NET|WARN" "$OUT/$name.0" | head -n 20
+  fi
+}
+
+case_run default 0 "" "NET/Plugin: Could not find: libnccl-net.so." "Using network Socket" "via NET/Socket/0"
+case_run missing 0 "NCCL_NET_PLUGIN=braid_nothere" "Could not find: libnccl-net-braid_nothere.so." "Using network Socket"
+case_run none 0 "NCCL_NET_PLUGIN=none" "NCCL_NET_PLUGIN=none" "Using network Socket"
+case_run nccl-abi 0 "NCCL_NET_PLUGIN=ncclabi" "exports ncclNetPlugin_v8 (NCCL's net plugin ABI)" "Using network Socket"
+case_run broken 0 "NCCL_NET_PLUGIN=broken" "Loaded net plugin Broken" "Using network Socket"
+case_run nodev 0 "NCCL_NET_PLUGIN=nodev" "NET/Nodev : No device found." "Using network Socket"
+case_run nodev-forced fail "NCCL_NET_PLUGIN=nodev NCCL_NET=Nodev" "NCCL_NET=Nodev could not start"
+case_run unknown fail "NCCL_NET=Bogus" "NCCL_NET=Bogus: no network of that name"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

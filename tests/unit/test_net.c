@@ -1,0 +1,566 @@
+/*
+ * test_net.c - the network transport (src/transport/net*.c): every collective and
+ * point-to-point pattern over sockets between fake nodes (NCCL_HOSTID per process), mixed
+ * shared memory + sockets, helper threads, failures, and the Socket plugin on its own.
+ *
+ * TCases (default tier; BRAID_TEST_TIER=full adds larger counts and the 256 MiB kill):
+ *   colls    AllReduce, Reduce, ReduceScatter, AllGather, Broadcast, a SendRecv ring and an
+ *            all-to-all, int32, counts 1..262147, protocols LL, LL128 and Simple, checked
+ *            exactly: 2, 3 and 4 ranks each on its own node (all sockets); 4 ranks two per node
+ *            and 3 ranks as 2+1 (shared memory inside, sockets between); 2 and 3 ranks as
+ *            threads with NCCL_SHM_DISABLE=1 (one proxy serves both ends); 2 ranks with
+ *            NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 (pieces over data sockets).
+ *   kill     kill -9 of each rank position in turn during an all-reduce over sockets (4 ranks,
+ *            two fake nodes): every survivor's call fails within 30 s with ncclRemoteError or
+ *            ncclSystemError and a message naming the dead rank, ncclCommGetAsyncError agrees,
+ *            and after ncclCommAbort no descriptor or thread is left; also with shared memory
+ *            inside the nodes, and on one node with shared memory only (the watchdog finds the
+ *            dead shared-memory peer).
+ *   abort    ncclCommAbort from another thread ends a collective stuck on a silent peer within
+ *            a second; nothing is left behind.
+ *   garbage  garbage written onto a data socket mid-run: the receiving rank fails naming the
+ *            sender and the garbage, the sender fails too, nobody hangs.
+ *   timeout  BRAID_TIMEOUT=2 fails a collective whose peer never comes, naming channel, step
+ *            and peer, over sockets and over shared memory.
+ *   env      NCCL_SOCKET_IFNAME matching nothing, NCCL_NET naming no network, a missing
+ *            NCCL_NET_PLUGIN library: clear errors (or the internal plugin), never a hang.
+ *   idle     two connected communicators cost (almost) no CPU while idle.
+ * The Socket plugin on its own: test_net_socket.c.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "harness.h"
+#include "nccl.h"
+#include "transport/net_internal.h"
+#include "transport/net_socket.h"
+
+void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
+
+#define HARNESS_TIMEOUT_S 120
+#define TCASE_TIMEOUT_S 240
+#define NELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+#define RCHECK(r, call)                                                                                      \
+  do {                                                                                                       \
+    ncclResult_t res_ = (call);                                                                              \
+    if (res_ != ncclSuccess)                                                                                 \
+      return harness_fail((r), "%s:%d: %s returned %d (%s); last error: %s", __FILE__, __LINE__, #call,      \
+                          (int)res_, ncclGetErrorString(res_), ncclGetLastError(NULL));                      \
+  } while (0)
+
+#define REXPECT(r, cond, ...)                                                                                \
+  do {                                                                                                       \
+    if (!(cond)) return harness_fail((r), __VA_ARGS__);                                                      \
+  } while (0)
+
+static int full_tier(void) {
+  const char* t = getenv("BRAID_TEST_TIER");
+  return t != NULL && strcmp(t, "full") == 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* This process's rank lives on fake node rank / per_node (per_node 0: all on one node); the
+ * network goes over loopback. Call before ncclCommInitRank, in the rank's own process. */
+static void fake_node(const struct harness_rank* r, int per_node) {
+  char id[48];
+  snprintf(id, sizeof(id), "braid-test-node-%d", per_node > 0 ? r->rank / per_node : 0);
+  setenv("NCCL_HOSTID", id, 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  braid_param_reload();
+}
+
+/* Set "A=1 B=2" (NULL: nothing). */
+static void apply_env(const char* env) {
+  char buf[256], *save = NULL;
+  if (env == NULL) return;
+  snprintf(buf, sizeof(buf), "%s", env);
+  for (char* tok = strtok_r(buf, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save)) {
+    char* eq = strchr(tok, '=');
+    if (eq == NULL) continue;
+    *eq = '\0';
+    setenv(tok, eq + 1, 1);
+  }
+}
+
+/* ---- collectives ------------------------------------------------------------------------------ */
+
+static int32_t val(int rank, size_t i) { return (rank + 1) * 131 + (int32_t)(i % 977); }
+
+static int32_t* ibuf(size_t n) {
+  int32_t* p = malloc((n ? n : 1) * sizeof(int32_t));
+  return p;
+}
+
+/* Compare n values with expected(q, i); q is given by the caller's lambda-like switch. */
+static int check_vals(struct harness_rank* r, const char* what, size_t count, const int32_t* got, size_t n,
+                      int (*expect)(int nranks, int rank, size_t count, size_t i, int32_t* v), int rank) {
+  for (size_t i = 0; i < n; i++) {
+    int32_t v;
+    expect(r->nranks, rank, count, i, &v);
+    if (got[i] != v)
+      return harness_fail(r, "%s count %zu: element %zu is %d, expected %d (NCCL_PROTO=%s)", what, count, i,
+                          (int)got[i], (int)v, getenv("NCCL_PROTO") ? getenv("NCCL_PROTO") : "auto");
+  }
+  return 0;
+}
+
+static int ex_sum(int n, int rank, size_t count, size_t i, int32_t* v) {
+  int32_t s = 0;
+  for (int q = 0; q < n; q++) s += val(q, i);
+  *v = s;
+  return 0;
+}
+static int ex_rs(int n, int rank, size_t count, size_t i, int32_t* v) {
+  int32_t s = 0;
+  for (int q = 0; q < n; q++) s += val(q, (size_t)rank * count + i);
+  *v = s;
+  return 0;
+}
+static int ex_ag(int n, int rank, size_t count, size_t i, int32_t* v) {
+  *v = val((int)(i / count), i % count);
+  return 0;
+}
+static int ex_bcast(int n, int rank, size_t count, size_t i, int32_t* v) {
+  *v = val(1 % n, i);
+  return 0;
+}
+static int ex_ring(int n, int rank, size_t count, size_t i, int32_t* v) {
+  *v = val((rank + n - 1) % n, i);
+  return 0;
+}
+static int ex_a2a(int n, int rank, size_t count, size_t i, int32_t* v) {
+  *v = val((int)(i / count), (size_t)rank * count + i % count);
+  return 0;
+}
+
+/* Every pattern once at `count` elements per rank. */
+static int run_patterns(struct harness_rank* r, ncclComm_t comm, size_t count) {
+  int n = r->nranks, me = r->rank, root = n - 1, bad = 0;
+  size_t big = (size_t)n * count;
+  int32_t* in = ibuf(big);
+  int32_t* out = ibuf(big);
+  if (in == NULL || out == NULL) return harness_fail(r, "out of memory for %zu elements", big);
+  for (size_t i = 0; i < big; i++) in[i] = val(me, i);
+
+#define RUN(call)                                                                                            \
+  do {                                                                                                       \
+    ncclResult_t res_ = (call);                                                                              \
+    if (res_ != ncclSuccess) {                                                                               \
+      bad = harness_fail(r, "%s (count %zu) returned %s; last error: %s", #call, count,                     \
+                         ncclGetErrorString(res_), ncclGetLastError(NULL));                                  \
+      goto out;                                                                                              \
+    }                                                                                                        \
+  } while (0)
+
+  RUN(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, NULL));
+  if ((bad = check_vals(r, "AllReduce", count, out, count, ex_sum, me))) goto out;
+  memset(out, 0, count * sizeof(int32_t));
+  RUN(ncclReduce(in, out, count, ncclInt32, ncclSum, root, comm, NULL));
+  if (me == root && (bad = check_vals(r, "Reduce", count, out, count, ex_sum, me))) goto out;
+  RUN(ncclReduceScatter(in, out, count, ncclInt32, ncclSum, comm, NULL));
+  if ((bad = check_vals(r, "ReduceScatter", count, out, count, ex_rs, me))) goto out;
+  RUN(ncclAllGather(in, out, count, ncclInt32, comm, NULL));
+  if ((bad = check_vals(r, "AllGather", count, out, big, ex_ag, me))) goto out;
+  RUN(ncclBroadcast(in, out, count, ncclInt32, 1 % n, comm, NULL));
+  if ((bad = check_vals(r, "Broadcast", count, out, count, ex_bcast, me))) goto out;
+  RUN(ncclGroupStart());
+  RUN(ncclSend(in, count, ncclInt32, (me + 1) % n, comm, NULL));
+  RUN(ncclRecv(out, count, ncclInt32, (me + n - 1) % n, comm, NULL));
+  RUN(ncclGroupEnd());
+  if ((bad = check_vals(r, "SendRecv ring", count, out, count, ex_ring, me))) goto out;
+  RUN(ncclGroupStart());
+  for (int q = 0; q < n; q++) {
+    RUN(ncclSend(in + (size_t)q * count, count, ncclInt32, q, comm, NULL));
+    RUN(ncclRecv(out + (size_t)q * count, count, ncclInt32, q, comm, NULL));
+  }
+  RUN(ncclGroupEnd());
+  if ((bad = check_vals(r, "AllToAll", count, out, big, ex_a2a, me))) goto out;
+#undef RUN
+out:
+  free(in);
+  free(out);
+  return bad;
+}
+
+struct coll_case {
+  int nranks;
+  enum harness_mode mode;
+  int per_node;        /* ranks per fake node (processes only); 0: one node */
+  const char* env;     /* for every rank: "A=1 B=2" */
+  int loop_protos;     /* processes: run every protocol (NCCL_PROTO) in turn */
+  const char* name;
+};
+
+static const struct coll_case coll_cases[] = {
+    {2, HARNESS_PROCS, 1, NULL, 1, "2 ranks, 2 nodes"},
+    {3, HARNESS_PROCS, 1, NULL, 1, "3 ranks, 3 nodes"},
+    {4, HARNESS_PROCS, 1, NULL, 1, "4 ranks, 4 nodes"},
+    /* Nodes of 2 and 1 ranks: init.c sizes channels by local ranks, which then differ between
+     * the nodes; one channel everywhere until it agrees on a count (see the report). */
+    {3, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1 NCCL_MAX_NCHANNELS=1", 1, "3 ranks, 2 nodes, sockets only"},
+    {4, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "4 ranks, 2 nodes, sockets only"},
+    {4, HARNESS_PROCS, 2, NULL, 1, "4 ranks, 2 nodes, shm inside"},
+    {3, HARNESS_PROCS, 2, "NCCL_MAX_NCHANNELS=1", 0, "3 ranks, nodes of 2 and 1, shm inside"},
+    {2, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo", 0, "2 threads, sockets"},
+    {3, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_PROTO=LL", 0, "3 threads, sockets, LL"},
+    {2, HARNESS_PROCS, 1, "NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 NCCL_PROTO=Simple", 0,
+     "2 nodes, 4 data sockets"},
+    {3, HARNESS_PROCS, 3, NULL, 0, "control: 3 ranks on one node (shared memory only)"},
+};
+
+static const char* const protos[] = {"LL", "LL128", "Simple"};
+
+static int body_colls(struct harness_rank* r) {
+  const struct coll_case* k = r->arg;
+  static const size_t counts[] = {1, 7, 1023, 65537, 262147};
+  ncclComm_t comm;
+  if (k->mode != HARNESS_THREADS) {
+    apply_env(k->env);
+    fake_node(r, k->per_node);
+  }
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  int np = k->loop_protos ? NELEMS(protos) : 1;
+  for (int p = 0; p < np; p++) {
+    if (k->loop_protos) {
+      setenv("NCCL_PROTO", protos[p], 1);
+      braid_param_reload();
+    }
+    for (int c = 0; c < NELEMS(counts); c++)
+      if (run_patterns(r, comm, counts[c])) return 1;
+  }
+  if (full_tier() && run_patterns(r, comm, (1 << 22) + 3)) return 1;
+  RCHECK(r, ncclCommDestroy(comm));
+  return 0;
+}
+
+/* NET_CASE=i runs only loop case i of each TCase (debugging). */
+static int skip_case(int i) {
+  const char* only = getenv("NET_CASE");
+  return only != NULL && *only && atoi(only) != i;
+}
+
+START_TEST(test_colls) {
+  const struct coll_case* k = &coll_cases[_i];
+  if (skip_case(_i)) return;
+  if (k->mode == HARNESS_THREADS) apply_env(k->env), braid_param_reload();
+  int failed = harness_run(k->nranks, k->mode, body_colls, (void*)k, HARNESS_TIMEOUT_S);
+  ck_assert_msg(failed == 0, "%s: %d ranks failed", k->name, failed);
+}
+END_TEST
+
+/* ---- kill -9 during an all-reduce ------------------------------------------------------------ */
+
+struct kill_case {
+  int victim;
+  const char* env;
+  int per_node; /* ranks per fake node */
+};
+
+static void* suicide(void* arg) {
+  usleep(*(int*)arg * 1000);
+  raise(SIGKILL);
+  return NULL;
+}
+
+static int body_kill(struct harness_rank* r) {
+  const struct kill_case* k = r->arg;
+  size_t count = (full_tier() ? 256u << 20 : 64u << 20) / sizeof(float);
+  ncclComm_t comm;
+  char name[32];
+  apply_env(k->env);
+  fake_node(r, k->per_node);
+  int fds0 = harness_count_fds(), threads0 = harness_count_threads();
+  float* buf = malloc(count * sizeof(float)); /* untouched pages read as zeros: no fill needed */
+  REXPECT(r, buf != NULL, "out of memory");
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, NULL)); /* everyone is up */
+  if (r->rank == k->victim) {
+    static int delay_ms = 30;
+    pthread_t t;
+    pthread_create(&t, NULL, suicide, &delay_ms);
+  }
+  double t0 = now_s();
+  ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  double took = now_s() - t0;
+  const char* msg = ncclGetLastError(comm);
+  if (r->rank == k->victim) pause(); /* finished before the kill: wait for it */
+  REXPECT(r, res == ncclRemoteError || res == ncclSystemError,
+          "all-reduce with rank %d killed returned %d (%s), expected a remote or system error", k->victim, (int)res,
+          ncclGetErrorString(res));
+  REXPECT(r, took < 30.0, "the all-reduce took %.1f s to fail", took);
+  snprintf(name, sizeof(name), "rank %d (host", k->victim);
+  REXPECT(r, strstr(msg, name) != NULL, "the error does not name the dead %s ...): %s", name, msg);
+  ncclResult_t async = ncclSuccess;
+  RCHECK(r, ncclCommGetAsyncError(comm, &async));
+  REXPECT(r, async == ncclRemoteError || async == ncclSystemError, "ncclCommGetAsyncError gave %d", (int)async);
+  RCHECK(r, ncclCommAbort(comm));
+  free(buf);
+  int fds = 0, threads = 0;
+  for (int i = 0; i < 500; i++) {
+    fds = harness_count_fds();
+    threads = harness_count_threads();
+    if (fds <= fds0 && threads <= threads0) break;
+    usleep(10000);
+  }
+  REXPECT(r, fds <= fds0 && threads <= threads0, "after abort: %d descriptors (were %d), %d threads (were %d)", fds,
+          fds0, threads, threads0);
+  return 0;
+}
+
+static const struct kill_case kill_cases[] = {
+    {0, "NCCL_SHM_DISABLE=1", 2}, {1, "NCCL_SHM_DISABLE=1", 2}, {2, "NCCL_SHM_DISABLE=1", 2},
+    {3, "NCCL_SHM_DISABLE=1", 2},
+    {1, NULL, 2}, /* shared memory inside the nodes: rank 0 learns of rank 1 from the watchdog */
+    {2, NULL, 4}, /* one node, shared memory only: the watchdog alone */
+};
+
+START_TEST(test_kill) {
+  const struct kill_case* k = &kill_cases[_i];
+  if (skip_case(_i)) return;
+  int shm0 = harness_count_shm();
+  int failed = harness_run(4, HARNESS_PROCS, body_kill, (void*)k, HARNESS_TIMEOUT_S);
+  ck_assert_msg(failed == 1, "kill of rank %d (%s, %d ranks per node): %d processes failed (only the victim should)",
+                k->victim, k->env ? k->env : "shared memory inside nodes", k->per_node, failed);
+  ck_assert_int_le(harness_count_shm(), shm0);
+}
+END_TEST
+
+/* ---- abort from another thread -------------------------------------------------------------- */
+
+struct aborter {
+  ncclComm_t comm;
+  double at;
+};
+
+static void* abort_later(void* arg) {
+  struct aborter* a = arg;
+  usleep(300000);
+  a->at = now_s();
+  ncclCommAbort(a->comm);
+  return NULL;
+}
+
+static int body_abort(struct harness_rank* r) {
+  size_t count = 4 << 20;
+  ncclComm_t comm;
+  fake_node(r, 1);
+  int fds0 = harness_count_fds(), threads0 = harness_count_threads();
+  float* buf = calloc(count, sizeof(float));
+  REXPECT(r, buf != NULL, "out of memory");
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  if (r->rank == 1) {
+    usleep(1500000); /* never joins the collective */
+    RCHECK(r, ncclCommAbort(comm));
+  } else {
+    struct aborter a = {comm, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, abort_later, &a);
+    ncclResult_t res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+    double end = now_s();
+    pthread_join(t, NULL);
+    REXPECT(r, res != ncclSuccess, "the all-reduce succeeded without its peer");
+    REXPECT(r, end - a.at < 1.0, "the all-reduce returned %.2f s after ncclCommAbort", end - a.at);
+  }
+  free(buf);
+  int fds = 0, threads = 0;
+  for (int i = 0; i < 500; i++) {
+    fds = harness_count_fds();
+    threads = harness_count_threads();
+    if (fds <= fds0 && threads <= threads0) break;
+    usleep(10000);
+  }
+  REXPECT(r, fds <= fds0 && threads <= threads0, "after abort: %d descriptors (were %d), %d threads (were %d)", fds,
+          fds0, threads, threads0);
+  return 0;
+}
+
+START_TEST(test_abort) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_abort, NULL, HARNESS_TIMEOUT_S), 0); }
+END_TEST
+
+/* ---- BRAID_TIMEOUT ------------------------------------------------------------------------------ */
+
+static int body_timeout(struct harness_rank* r) {
+  ncclComm_t comm;
+  int32_t x = 1;
+  setenv("BRAID_TIMEOUT", "2", 1);
+  fake_node(r, *(const int*)r->arg); /* 1: two nodes (sockets); 2: one node (shared memory) */
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  if (r->rank == 1) {
+    usleep(5000000);
+    RCHECK(r, ncclCommAbort(comm));
+    return 0;
+  }
+  double t0 = now_s();
+  ncclResult_t res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL);
+  double took = now_s() - t0;
+  const char* msg = ncclGetLastError(comm);
+  REXPECT(r, res == ncclSystemError, "the all-reduce returned %d (%s), expected ncclSystemError", (int)res,
+          ncclGetErrorString(res));
+  REXPECT(r, took >= 1.5 && took < 10.0, "it failed after %.1f s with BRAID_TIMEOUT=2", took);
+  REXPECT(r, strstr(msg, "BRAID_TIMEOUT=2") && strstr(msg, "channel 0 waits for step 0 from rank 1 (host"),
+          "the message does not say what it waited for: %s", msg);
+  RCHECK(r, ncclCommAbort(comm));
+  return 0;
+}
+
+static const int timeout_per_node[] = {1, 2};
+
+START_TEST(test_timeout) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout, (void*)&timeout_per_node[_i], HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+/* ---- garbage on a data socket -------------------------------------------------------------- */
+
+/* Rank 0 writes garbage straight onto the socket of its channel-0 ring send connection (white
+ * box: through the communicator's internals); rank 1 must fail its next call naming rank 0 and
+ * the garbage, and rank 0 must fail too (rank 1 aborts), neither hangs nor crashes. */
+static int body_garbage(struct harness_rank* r) {
+  ncclComm_t comm;
+  int32_t x = 1;
+  fake_node(r, 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL));
+  if (r->rank == 0) {
+    struct braid_connector* c = &braid_comm_of(comm)->channels[0].ring_send;
+    REXPECT(r, c->transport == &braid_transport_net, "the ring connection is not a network one");
+    struct net_res* res = c->res;
+    struct sock_comm* sc = res->net_comm;
+    static const char junk[64] = "GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE";
+    REXPECT(r, write(sc->ctrl.fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk), "cannot write the garbage");
+  }
+  double t0 = now_s();
+  ncclResult_t res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL);
+  REXPECT(r, res != ncclSuccess, "the all-reduce after garbage succeeded");
+  REXPECT(r, now_s() - t0 < 30, "it took %.1f s to fail", now_s() - t0);
+  /* Rank 1's proxy may see the garbage before the call starts (the call then fails at once):
+   * the reason stays with the communicator, as its asynchronous error. */
+  ncclResult_t async = ncclSuccess;
+  RCHECK(r, ncclCommGetAsyncError(comm, &async));
+  REXPECT(r, async == ncclRemoteError, "ncclCommGetAsyncError gave %d", (int)async);
+  const char* why = braid_comm_of(comm)->abort_reason;
+  if (r->rank == 1)
+    REXPECT(r, strstr(why, "rank 0 (host") && strstr(why, "garbage"), "the reason does not name rank 0 and the garbage: %s",
+            why);
+  RCHECK(r, ncclCommAbort(comm));
+  return 0;
+}
+
+START_TEST(test_garbage) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_garbage, NULL, HARNESS_TIMEOUT_S), 0); }
+END_TEST
+
+/* ---- configuration errors -------------------------------------------------------------------- */
+
+struct env_case {
+  const char* env;
+  int must_fail;
+  const char* message; /* in the last error when it fails */
+};
+
+static const struct env_case env_cases[] = {
+    {"NCCL_SOCKET_IFNAME=braid_no_such_if", 1, "NCCL_SOCKET_IFNAME=braid_no_such_if matches no usable interface"},
+    {"NCCL_NET=Bogus", 1, "NCCL_NET=Bogus: no network of that name"},
+    {"NCCL_NET_PLUGIN=braid_missing", 0, NULL},
+    {"NCCL_NET=socket NCCL_NET_PLUGIN=none", 0, NULL},
+};
+
+static int body_env(struct harness_rank* r) {
+  const struct env_case* k = r->arg;
+  ncclComm_t comm = NULL;
+  fake_node(r, 1);
+  apply_env(k->env); /* after fake_node: it may override NCCL_SOCKET_IFNAME */
+  braid_param_reload();
+  ncclResult_t res = ncclCommInitRank(&comm, r->nranks, r->id, r->rank);
+  if (!k->must_fail) {
+    RCHECK(r, res);
+    int32_t x = r->rank;
+    RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL));
+    REXPECT(r, x == 1, "all-reduce gave %d", (int)x);
+    RCHECK(r, ncclCommDestroy(comm));
+    return 0;
+  }
+  REXPECT(r, res != ncclSuccess, "init succeeded with %s", k->env);
+  const char* msg = ncclGetLastError(NULL);
+  REXPECT(r, strstr(msg, k->message) != NULL, "init failed (%s) but the last error does not say why: %s",
+          ncclGetErrorString(res), msg);
+  return 0;
+}
+
+START_TEST(test_env) {
+  const struct env_case* k = &env_cases[_i];
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_env, (void*)k, 60), 0);
+}
+END_TEST
+
+/* ---- idle cost -------------------------------------------------------------------------------- */
+
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int body_idle(struct harness_rank* r) {
+  ncclComm_t comm;
+  int32_t x = 1;
+  fake_node(r, 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL));
+  usleep(200000);
+  double c0 = cpu_s(), t0 = now_s();
+  usleep(1000000);
+  double used = cpu_s() - c0, wall = now_s() - t0;
+  RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL));
+  RCHECK(r, ncclCommDestroy(comm));
+  REXPECT(r, used < 0.2 * wall, "an idle rank used %.3f s of CPU in %.3f s", used, wall);
+  return 0;
+}
+
+START_TEST(test_idle) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_idle, NULL, HARNESS_TIMEOUT_S), 0); }
+END_TEST
+
+static TCase* tcase(const char* name, int timeout_s) {
+  TCase* tc = tcase_create(name);
+  tcase_set_timeout(tc, timeout_s);
+  return tc;
+}
+
+Suite* net_suite(void) {
+  Suite* s = suite_create("net");
+  TCase* tc = tcase("colls", TCASE_TIMEOUT_S);
+  tcase_add_loop_test(tc, test_colls, 0, NELEMS(coll_cases));
+  suite_add_tcase(s, tc);
+  tc = tcase("kill", TCASE_TIMEOUT_S);
+  tcase_add_loop_test(tc, test_kill, 0, NELEMS(kill_cases));
+  suite_add_tcase(s, tc);
+  tc = tcase("abort", 60);
+  tcase_add_test(tc, test_abort);
+  suite_add_tcase(s, tc);
+  tc = tcase("timeout", 60);
+  tcase_add_loop_test(tc, test_timeout, 0, NELEMS(timeout_per_node));
+  suite_add_tcase(s, tc);
+  tc = tcase("garbage", 60);
+  tcase_add_test(tc, test_garbage);
+  suite_add_tcase(s, tc);
+  tc = tcase("env", 90);
+  tcase_add_loop_test(tc, test_env, 0, NELEMS(env_cases));
+  suite_add_tcase(s, tc);
+  tc = tcase("idle", 60);
+  tcase_add_test(tc, test_idle);
+  suite_add_tcase(s, tc);
+  return s;
+}
