@@ -49,6 +49,23 @@ HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* 
   return 0;
 }
 
+/* AllReduce of two ranks by exchange: each sends its whole input to the other and reduces
+ * locally, so a chunk costs one one-way hop (the ring needs two). Both ranks compute
+ * op(mine, theirs); every operator braid has is commutative, so they agree bit for bit. */
+HD int braid_run_pair_allreduce(struct braid_prims* p, const struct braid_work* w) {
+  int es = p->esize;
+  size_t size = w->chan_count;
+  const char* in = (const char*)w->sendbuff + w->chan_off * es;
+  char* out = (char*)w->recvbuff + w->chan_off * es;
+  for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
+    size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
+    int rc = braid_prim_step(p, BRAID_PRIM_SEND, in + grid * es, 0, nelem, 1);
+    if (rc == 0) rc = braid_prim_step(p, BRAID_PRIM_RECV_REDUCE_COPY, in + grid * es, out + grid * es, nelem, 1);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 /* AllGather / ReduceScatter: chunk c of a loop is the data of the rank at ring position c. */
 HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
                                      const struct braid_dev_channel* ch, int is_gather) {
@@ -227,7 +244,8 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w,
   }
   switch (w->func) {
     case BRAID_FUNC_AllReduce:
-      return w->algo == BRAID_ALGO_TREE ? braid_run_tree_allreduce(p, w, ch) : braid_run_ring_allreduce(p, w, ch);
+      if (w->algo == BRAID_ALGO_TREE) return braid_run_tree_allreduce(p, w, ch);
+      return w->exchange ? braid_run_pair_allreduce(p, w) : braid_run_ring_allreduce(p, w, ch);
     case BRAID_FUNC_AllGather: return braid_run_ring_gather_scatter(p, w, ch, 1);
     case BRAID_FUNC_ReduceScatter: return braid_run_ring_gather_scatter(p, w, ch, 0);
     case BRAID_FUNC_Broadcast: return braid_run_ring_chain(p, w, ch, 1);

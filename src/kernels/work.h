@@ -110,6 +110,8 @@ struct braid_work {
   /* This channel's share: elements [chan_off, chan_off + chan_count) of the per-chunk range. */
   size_t chan_off, chan_count;
   uint32_t chunk_elems; /* elements per step (at most one FIFO slot of payload) */
+  uint8_t exchange;     /* AllReduce of 2 ranks, small: swap whole inputs and reduce locally
+                           (one hop instead of the ring's two; the same bytes on the wire) */
   uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */
   /* SendRecv: the channel's p2p ops, run in order (sends and receives interleaved per round). */
   int nops;
