@@ -50,6 +50,9 @@ else
 BENCH_CC := $(CC)
 endif
 
+# Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+
 .PHONY: all lib tools bench test demo clean bench-compare format
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
@@ -115,7 +118,8 @@ test: all
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
 	BUILD=$(BUILD) tests/run.sh
 
-demo: all
+# The host parts only: the demo runs on host-mode ranks (`make` / `make test` build the kernels).
+demo: lib tools bench
 	$(BUILD)/bin/all_reduce_perf -b 8 -e 64M -f 2 -P 2
 
 # braid against Open MPI on this machine, same sizes, alternating runs, medians; table + plot.
