@@ -6,6 +6,7 @@
  * Then every (communicator, channel) with work becomes one job of the host executor.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,7 +61,7 @@ static ncclResult_t collect_comms(struct braid_task* tasks, struct braid_plan** 
     struct braid_plan* plan = &cache->plans[n++];
     struct braid_work* works = plan->works;
     size_t works_cap = plan->works_cap;
-    memset(plan, 0, sizeof(*plan));
+    memset(plan, 0, offsetof(struct braid_plan, jobs)); /* jobs[0..njobs) are written before use */
     plan->works = works;
     plan->works_cap = works_cap;
     plan->comm = t->comm;

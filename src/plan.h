@@ -20,7 +20,6 @@ struct braid_plan {
   struct braid_work* works;        /* channel-major: channel c's items start at c * stride */
   size_t works_cap;                /* items allocated (plans are reused per thread) */
   int stride;
-  struct braid_host_job jobs[BRAID_MAX_CHANNELS];
   int njobs;
   struct braid_p2p_op* ops;        /* sends and receives with other ranks, sorted by round */
   int nops;
@@ -31,6 +30,7 @@ struct braid_plan {
   int connect_trees;               /* a collective uses trees not connected yet */
   struct braid_self_copy* copies;  /* sends to self, matched with receives from self */
   int ncopies;
+  struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */
 };
 
 ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks);

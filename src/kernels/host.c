@@ -113,6 +113,10 @@ ncclResult_t braid_host_run(struct braid_host_job* jobs, int njobs) {
     BRAID_WARN("Failed to allocate %d worker slots", njobs);
     return ncclSystemError;
   }
+  if (njobs == 1) { /* the common small case: no pool, no lock */
+    run_job(&jobs[0]);
+    return ncclSuccess;
+  }
   for (int i = 0; i < njobs; i++) jobs[i].done = 0;
   int started = 1;
   pthread_mutex_lock(&pool_mutex);
