@@ -6,7 +6,7 @@
  * NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf) and the listing `braid-info` prints.
  * Accessors: braid_param_int(BRAID_PARAM_X), braid_param_str(BRAID_PARAM_X). A value of
  * BRAID_PARAM_UNSET (INT) or NULL (STR) means "not set, use automatic behaviour".
- * getenv() appears in param.c only.
+ * Only param.c reads the environment.
  */
 #ifndef BRAID_PARAM_H
 #define BRAID_PARAM_H
