@@ -110,7 +110,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         if (p == BRAID_PROTO_LL) tbus = minf(tbus / 3.8f, braid_tuner_ll_max_bw[arch][ncls]);
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
         t->lat[f][BRAID_ALGO_TREE][p] = tb[p] + 2.0f * ((float)(t->ppn - 1) * tintra + (float)log2nodes * tinter);
-        t->bw[f][BRAID_ALGO_TREE][p] = tbus * 0.5f;
+        t->bw[f][BRAID_ALGO_TREE][p] = tbus * (g->host_mode ? BRAID_TUNER_TREE_BW_HOST : 0.5f);
       }
     }
     /* model only: NVLS (one node) and NVLSTree (several), Simple */

@@ -161,6 +161,12 @@ static const int braid_tuner_max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
 };
 static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
     [BRAID_PROTO_LL] = 8, [BRAID_PROTO_LL128] = 8, [BRAID_PROTO_SIMPLE] = 64};
+/* Host mode: the share of the bus bandwidth a tree all-reduce gets (GPUs: 0.5, NCCL's). Over
+ * sockets both tree phases run at once on full-duplex links: measured with 4 ranks on 4 fake
+ * nodes (all_reduce_perf, NCCL_ALGO=allreduce:Tree vs Ring), the tree stays ahead of the ring
+ * up to 0.5-1 MiB and the crossover falls between 512 KiB and 2 MiB. braid */
+#define BRAID_TUNER_TREE_BW_HOST 1.0f
+
 /* Host mode: a channel worker is one thread; it is worth it above this many bytes. braid */
 #define BRAID_TUNER_HOST_BYTES_PER_CHANNEL 32768
 
