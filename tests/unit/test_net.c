@@ -318,6 +318,9 @@ static int body_kill(struct harness_rank* r) {
   }
   REXPECT(r, fds <= fds0 && threads <= threads0, "after abort: %d descriptors (were %d), %d threads (were %d)", fds,
           fds0, threads, threads0);
+  /* Stay alive a while: a survivor that exits at once is itself a dead peer to a slower
+   * survivor on another node, which may then blame it instead of the victim. */
+  sleep(3);
   return 0;
 }
 
