@@ -13,21 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "debug.h"
 #include "graph.h"
 #include "param.h"
 
-static const char* fixture(const char* name) {
-  static char path[4][256];
-  static int k;
-  const char* dirs[] = {"tests/topo", "../tests/topo", "../../tests/topo", "../../../tests/topo"};
-  char* p = path[k++ % 4];
-  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-    snprintf(p, 256, "%s/%s", dirs[i], name);
-    if (access(p, R_OK) == 0) return p;
-  }
-  return p;
-}
 
 static void env_reset(void) {
   const char* vars[] = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_CROSS_NIC", "NCCL_P2P_LEVEL",
@@ -148,7 +138,7 @@ START_TEST(test_channels) {
   const struct gcase* k = &cases[_i];
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture(k->xml), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture(k->xml), &sys), ncclSuccess);
   struct braid_topo_rank* ranks = make_ranks(sys, k->nodes, k->ppn, k->host);
   ck_assert_int_eq(braid_graph_compute(sys, k->nodes * k->ppn, ranks, &g), ncclSuccess);
   check_graph(sys, ranks, g, k);
@@ -164,7 +154,7 @@ END_TEST
 START_TEST(test_trees_all_sizes) {
   env_reset();
   struct braid_topo_system* sys = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("cpu-only.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("cpu-only.xml"), &sys), ncclSuccess);
   for (int nodes = 1; nodes <= 40; nodes++) {
     struct gcase k = {"cpu-only.xml", nodes, 1, 1, 0};
     struct braid_channel_graph* g = NULL;
@@ -182,7 +172,7 @@ START_TEST(test_expected_shapes) {
   env_reset();
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
   struct braid_topo_rank* ranks = make_ranks(sys, 2, 8, 0);
   ck_assert_int_eq(braid_graph_compute(sys, 16, ranks, &g), ncclSuccess);
   ck_assert_int_eq(g->type_intra, BRAID_PATH_NVL);
@@ -198,7 +188,7 @@ START_TEST(test_expected_shapes) {
   free(ranks);
   braid_topo_free(sys);
   /* the PCIe box: no NVLink; GPU pairs across sockets go through the CPUs */
-  ck_assert_int_eq(braid_topo_load_xml(fixture("pcie-4gpu.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("pcie-4gpu.xml"), &sys), ncclSuccess);
   ranks = make_ranks(sys, 1, 4, 0);
   ck_assert_int_eq(braid_graph_compute(sys, 4, ranks, &g), ncclSuccess);
   ck_assert_int_eq(g->type_intra, BRAID_PATH_SYS);
@@ -213,7 +203,7 @@ START_TEST(test_channel_counts) {
   env_reset();
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
   struct braid_topo_rank* ranks = make_ranks(sys, 2, 8, 0);
   struct gcase k = {"dgx-h100.xml", 2, 8, 0, 1};
   setenv("NCCL_MAX_NCHANNELS", "4", 1);
@@ -244,7 +234,7 @@ START_TEST(test_cross_nic) {
   env_reset();
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
   struct braid_topo_rank* ranks = make_ranks(sys, 2, 8, 0);
   struct gcase k = {"dgx-h100.xml", 2, 8, 0, 1};
   setenv("NCCL_CROSS_NIC", "1", 1);
@@ -276,7 +266,7 @@ START_TEST(test_bad_input) {
   env_reset();
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
   struct braid_topo_rank* r = make_ranks(sys, 2, 4, 0);
   ck_assert_int_eq(braid_graph_compute(NULL, 8, r, &g), ncclInvalidArgument);
   ck_assert_int_eq(braid_graph_compute(sys, 0, r, &g), ncclInvalidArgument);
@@ -306,7 +296,7 @@ START_TEST(test_unknown_gpus) {
   env_reset();
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
   struct braid_topo_rank* r = make_ranks(sys, 2, 2, 0);
   r[2].bus_id = 0x77000;
   r[3].bus_id = 0x78000;
@@ -324,7 +314,7 @@ START_TEST(test_node_search_and_build) {
   env_reset();
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph *a = NULL, *b = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
   struct braid_topo_rank* r = make_ranks(sys, 3, 8, 0);
   struct braid_graph_node_info* infos = calloc(3, sizeof(*infos));
   ck_assert_int_eq(braid_graph_compute(sys, 24, r, &a), ncclSuccess);
@@ -354,8 +344,8 @@ START_TEST(test_heterogeneous_hosts) {
   env_reset();
   struct braid_topo_system *one = NULL, *two = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture("cpu-only.xml"), &one), ncclSuccess);
-  ck_assert_int_eq(braid_topo_load_xml(fixture("pcie-4gpu.xml"), &two), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("cpu-only.xml"), &one), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("pcie-4gpu.xml"), &two), ncclSuccess);
   struct braid_topo_rank* r = make_ranks(one, 2, 4, 1);
   struct braid_graph_node_info infos[2];
   ck_assert_int_eq(braid_graph_node_search(one, 8, r, 0, &infos[0]), ncclSuccess);

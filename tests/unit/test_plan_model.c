@@ -12,17 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "plan_model.h"
 
-static const char* fixture(const char* name) {
-  static char path[256];
-  const char* dirs[] = {"tests/topo", "../tests/topo", "../../tests/topo", "../../../tests/topo"};
-  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-    snprintf(path, sizeof(path), "%s/%s", dirs[i], name);
-    if (access(path, R_OK) == 0) return path;
-  }
-  return path;
-}
 
 /* A 70B-class dense model (Llama 2/3 70B shape). */
 static struct braid_plan_model dense70b(void) {
@@ -197,7 +189,7 @@ END_TEST
 START_TEST(xml_tuner) {
   struct braid_plan_cluster c;
   struct braid_plan_item a, b;
-  ck_assert_int_eq(braid_plan_model_cluster_xml(fixture("dgx-h100.xml"), 2, &c), ncclSuccess);
+  ck_assert_int_eq(braid_plan_model_cluster_xml(test_fixture("dgx-h100.xml"), 2, &c), ncclSuccess);
   ck_assert_int_eq(c.gpus_per_node, 8);
   ck_assert_int_eq(c.nvl_domain, 8);
   ck_assert(c.nvl_bw > c.nic_bw);

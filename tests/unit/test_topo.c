@@ -11,22 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "debug.h"
 #include "param.h"
 #include "topo.h"
 
 /* tests/topo/<name>, found from the repository root or from a build directory below it. */
-static const char* fixture(const char* name) {
-  static char path[4][256];
-  static int k;
-  const char* dirs[] = {"tests/topo", "../tests/topo", "../../tests/topo", "../../../tests/topo"};
-  char* p = path[k++ % 4];
-  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-    snprintf(p, 256, "%s/%s", dirs[i], name);
-    if (access(p, R_OK) == 0) return p;
-  }
-  return p;
-}
 
 static void env_reset(void) {
   const char* vars[] = {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_PXN_DISABLE",
@@ -37,7 +27,7 @@ static void env_reset(void) {
 
 static struct braid_topo_system* load(const char* name) {
   struct braid_topo_system* sys = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture(name), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture(name), &sys), ncclSuccess);
   ck_assert_ptr_nonnull(sys);
   return sys;
 }
@@ -322,7 +312,7 @@ START_TEST(test_detect_here) {
   /* NCCL_TOPO_FILE wins over detection; NCCL_TOPO_DUMP_FILE receives the result */
   char dump[64];
   snprintf(dump, sizeof(dump), "/tmp/braid-topo-dump-%d.xml", (int)getpid());
-  setenv("NCCL_TOPO_FILE", fixture("dgx-h100.xml"), 1);
+  setenv("NCCL_TOPO_FILE", test_fixture("dgx-h100.xml"), 1);
   setenv("NCCL_TOPO_DUMP_FILE", dump, 1);
   braid_param_reload();
   ck_assert_int_eq(braid_topo_detect(&s), ncclSuccess);

@@ -11,21 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixture.h"
 #include "debug.h"
 #include "param.h"
 #include "tuner.h"
 
-static const char* fixture(const char* name) {
-  static char path[4][256];
-  static int k;
-  const char* dirs[] = {"tests/topo", "../tests/topo", "../../tests/topo", "../../../tests/topo"};
-  char* p = path[k++ % 4];
-  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-    snprintf(p, 256, "%s/%s", dirs[i], name);
-    if (access(p, R_OK) == 0) return p;
-  }
-  return p;
-}
 
 static void env_reset(void) {
   const char* vars[] = {"NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NTHREADS",
@@ -39,7 +29,7 @@ static ncclResult_t make_tuner(const char* xml, int nodes, int ppn, int host, st
                                struct braid_channel_graph** g_p) {
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
-  ck_assert_int_eq(braid_topo_load_xml(fixture(xml), &sys), ncclSuccess);
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture(xml), &sys), ncclSuccess);
   struct braid_topo_rank* r = calloc((size_t)(nodes * ppn), sizeof(*r));
   for (int i = 0; i < nodes * ppn; i++) {
     r[i].rank = i;
