@@ -27,12 +27,16 @@ struct braid_task {
   int root;              /* collectives with a root; peer for send/recv */
   struct braid_redop redop; /* resolved at enqueue time (PreMulSum scalars are read then) */
   int on_stack;          /* a lone call's task lives on its caller's stack: not freed */
+  cudaStream_t stream;   /* the user's stream (device mode: the kernel runs there) */
 };
 
 /* Depth of the calling thread's group nesting. */
 int braid_group_depth(void);
 /* Append a task to the calling thread's group (runs it now when no group is open). */
 ncclResult_t braid_group_add(struct braid_task* task);
+/* Free `mem` (malloc'd host memory the group's tasks read) once the calling thread's group
+ * has run or been dropped. Host mode only: device work outlives ncclGroupEnd. */
+ncclResult_t braid_group_keep(void* mem);
 /* Communicator inits started inside a group complete at ncclGroupEnd. */
 ncclResult_t braid_group_add_init(struct braid_comm* comm);
 /* Run one group's tasks (enqueue.c). Frees the list. */

@@ -13,7 +13,9 @@
  *          node): model only, never chosen.
  *
  * Per call: time = lat + bytes / (1000 algBw), with the tree efficiency by size and the ring
- * Simple multi-node plateau (lat x 1.4, x 1.9 before Ampere); then channels and threads are
+ * Simple multi-node plateau (lat x 1.4, x 1.9 before Ampere) on GPUs; in host mode instead the
+ * steps' latency grows with the channels the size gets (each is a thread; on a small machine
+ * they share cores), measured like the host rows of tuner_tables.h; then channels and threads are
  * trimmed for small sizes (NCCL's thread thresholds). LL128 is on by default only where its
  * 128-byte stores arrive whole: intra-node paths NVL/NVB, network paths PXB (PXN on sm90+),
  * one GPU generation >= sm70; never in host mode unless NCCL_PROTO names it.
@@ -111,6 +113,11 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
         t->lat[f][BRAID_ALGO_TREE][p] = tb[p] + 2.0f * ((float)(t->ppn - 1) * tintra + (float)log2nodes * tinter);
         t->bw[f][BRAID_ALGO_TREE][p] = tbus * (g->host_mode ? BRAID_TUNER_TREE_BW_HOST : 0.5f);
+        /* Host mode, two ranks: the tree is the ring's own two hops (reduce up, broadcast down)
+         * and small messages take the one-hop exchange (plan.c), which the per-step figures
+         * above do not describe: measured over sockets, 8 B tree 10.5 us, ring 5.6-6.2 us.
+         * Only a tree the user asks for by name runs there. */
+        if (g->host_mode && n == 2 && !t->algo_named[f][BRAID_ALGO_TREE]) t->bw[f][BRAID_ALGO_TREE][p] = 0;
       }
     }
     /* model only: NVLS (one node) and NVLSTree (several), Simple */
@@ -192,10 +199,23 @@ err:
   return res;
 }
 
+/* Host mode: channels for `bytes`, one more per BRAID_TUNER_HOST_BYTES_PER_CHANNEL. */
+static int host_channels(const struct braid_tuner* t, size_t bytes) {
+  int nc = t->nchannels;
+  while (nc > 1 && bytes < (size_t)nc * BRAID_TUNER_HOST_BYTES_PER_CHANNEL) nc--;
+  return nc;
+}
+
 static float model_time(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
   float bw = t->bw[f][a][p], lat = t->lat[f][a][p];
   if (bw <= 0) return -1.0f;
-  if (a == BRAID_ALGO_TREE) {
+  if (t->host_mode) {
+    /* the steps (all but the call's own cost) slow down with the channel threads sharing cores */
+    float base = braid_tuner_base_lat_host[a][p];
+    int nc = host_channels(t, bytes);
+    lat = base + (lat - base) * (1.0f + BRAID_TUNER_HOST_CHANNEL_STEP_SHARE * (float)(nc - 1));
+  }
+  if (a == BRAID_ALGO_TREE && !t->host_mode) {
     int b = 0;
     for (size_t s = bytes >> 6; s > 1 && b < BRAID_TUNER_TREE_BUCKETS - 1; s >>= 1) b++;
     bw *= braid_tuner_tree_corr[p][b];
@@ -217,7 +237,7 @@ float braid_tuner_predict(const struct braid_tuner* t, int func, int algo, int p
 static void size_op(const struct braid_tuner* t, int a, int p, size_t bytes, struct braid_tuner_choice* c) {
   int nc = t->nchannels, nt = t->max_threads[a][p];
   if (t->host_mode) {
-    while (nc > 1 && bytes < (size_t)nc * BRAID_TUNER_HOST_BYTES_PER_CHANNEL) nc--;
+    nc = host_channels(t, bytes);
   } else {
     size_t thr = (size_t)braid_tuner_thread_threshold[p] * (a == BRAID_ALGO_RING && p == BRAID_PROTO_LL ? (size_t)t->nranks : 1);
     while (bytes < (size_t)nc * (size_t)nt * thr) {

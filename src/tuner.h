@@ -12,6 +12,9 @@
  * ("Ring,Tree"), an exclusion ("^Tree"), and per-function entries after the first
  * ("ring;allreduce:tree"), case-insensitive; a bad token is a WARN naming it and
  * ncclInvalidUsage from braid_tuner_init.
+ *
+ * ncclGroupSimulateEnd (group.c) reports the sum of braid_tuner_choose's time_us over a group's
+ * collectives: the prediction (braid_tuner_predict) of each chosen algorithm and protocol.
  */
 #ifndef BRAID_TUNER_H
 #define BRAID_TUNER_H

@@ -53,6 +53,13 @@ static const float braid_tuner_base_lat_host[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] 
     [BRAID_ALGO_RING] = {[BRAID_PROTO_LL] = 4.0f, [BRAID_PROTO_LL128] = 4.0f, [BRAID_PROTO_SIMPLE] = 4.0f},
 };
 
+/* Host mode over sockets, one step of one channel (us): a ring step is a send to the next rank
+ * and a receive from the previous one; a tree step one level of the reduce or the broadcast
+ * (a tree of 4 nodes has 2 levels each way, both phases pipelined). Measured, see the SOCKET
+ * row below. braid */
+#define BRAID_TUNER_SOCKET_RING_STEP_US 15.8f
+#define BRAID_TUNER_SOCKET_TREE_STEP_US 10.25f
+
 /* Latency of one step over a link class, per algorithm and protocol. Algorithms that only run
  * Simple have only that column. */
 static const float braid_tuner_hw_lat[BRAID_NUM_HW][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
@@ -94,11 +101,17 @@ static const float braid_tuner_hw_lat[BRAID_NUM_HW][BRAID_NUM_ALGOS][BRAID_NUM_P
         [BRAID_ALGO_TREE] = {1.0f, 1.0f, 0.5f},
         [BRAID_ALGO_RING] = {1.0f, 1.0f, 0.5f},
     },
-    /* host mode, TCP sockets through the proxy: a send/recv round on loopback or a LAN; line
-     * protocols also wait for the proxy's tail, so they save nothing. braid */
+    /* host mode, TCP sockets through the proxy: one step of one channel, a send/recv round. Line
+     * protocols also wait for the proxy's tail, so they save nothing (same value in all three).
+     * Measured (bench/tree-vs-ring.sh: 4 fake nodes, one rank each, on this 2-core machine,
+     * 11 rounds, least disturbed round): one channel at 8 B - 32 KiB, ring ~98 us = 4 + 6 steps
+     * x 15.8, tree ~45-55 us = 4 + 4 steps x 10.25; two channels (64 KiB on) cost twice per
+     * step (BRAID_TUNER_HOST_CHANNEL_STEP_SHARE). braid */
     [BRAID_HW_SOCKET] = {
-        [BRAID_ALGO_TREE] = {12.0f, 12.0f, 12.0f},
-        [BRAID_ALGO_RING] = {10.0f, 10.0f, 10.0f},
+        [BRAID_ALGO_TREE] = {BRAID_TUNER_SOCKET_TREE_STEP_US, BRAID_TUNER_SOCKET_TREE_STEP_US,
+                             BRAID_TUNER_SOCKET_TREE_STEP_US},
+        [BRAID_ALGO_RING] = {BRAID_TUNER_SOCKET_RING_STEP_US, BRAID_TUNER_SOCKET_RING_STEP_US,
+                             BRAID_TUNER_SOCKET_RING_STEP_US},
     },
 };
 
@@ -134,7 +147,9 @@ static const float braid_tuner_nvls_eff[BRAID_NUM_ARCH] = {
 
 /*
  * Tree AllReduce efficiency by message size (bucket b covers 64 << b bytes; the last bucket
- * also covers everything larger): the pipeline of a tree fills badly in the middle sizes.
+ * also covers everything larger): the pipeline of a tree fills badly in the middle sizes. GPUs
+ * only: in host mode the tree's cost per byte shows no such dip (measured, 4 fake nodes: 0.52 GB/s
+ * from 64 KiB to 1 MiB, 0.40 above; the ring 0.91 and 0.54), so host mode applies none.
  * braid's calibration, after the shape NCCL describes (dips to .4-.5 around 128 KiB-1 MiB),
  * with the largest sizes held lower than a ring, whose pipeline is longer and steadier.
  */
@@ -161,11 +176,23 @@ static const int braid_tuner_max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
 };
 static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
     [BRAID_PROTO_LL] = 8, [BRAID_PROTO_LL128] = 8, [BRAID_PROTO_SIMPLE] = 64};
-/* Host mode: the share of the bus bandwidth a tree all-reduce gets (GPUs: 0.5, NCCL's). Over
- * sockets both tree phases run at once on full-duplex links: measured with 4 ranks on 4 fake
- * nodes (all_reduce_perf, NCCL_ALGO=allreduce:Tree vs Ring), the tree stays ahead of the ring
- * up to 0.5-1 MiB and the crossover falls between 512 KiB and 2 MiB. braid */
-#define BRAID_TUNER_TREE_BW_HOST 1.0f
+/* Host mode: the share of the bus bandwidth a tree all-reduce gets (GPUs: 0.5, NCCL's). Measured
+ * with 4 ranks on 4 fake nodes (bench/tree-vs-ring.sh, least disturbed of 11 rounds, 64 KiB -
+ * 1 MiB, two channels): ring 0.91 GB/s, tree 0.52 GB/s per extra byte; the model's ring gets
+ * busBw x 4/6 = 0.8 GB/s from the graph (1.2 GB/s, the 10 Gb/s NIC), so the tree keeps the
+ * measured ratio 0.57 of it with 0.42: tree = 0.92 busBw x 0.42 = 0.46 GB/s. The inner node of
+ * a 4-node tree moves 2x the message each way against the ring's 1.5x, on cores the four
+ * processes share. With the step latencies above this puts the crossover at ~116 KiB; measured
+ * between 64 KiB (tree 211 us, ring 276) and 128 KiB (ring 331, tree 370), medians tied at
+ * 128 KiB. (1.0 with the GPU size correction had the ring from 64 KiB, where the tree measured
+ * faster, and the tree again from 8 MiB, where the ring did.) braid */
+#define BRAID_TUNER_TREE_BW_HOST 0.42f
+
+/* Host mode: each channel is a worker thread per rank; with more of them than cores (4 fake nodes
+ * x 2 channels on 2 cores) the steps of the channels take turns, so a step costs this much more
+ * per extra channel. Measured: from one channel (32 KiB) to two (64 KiB) the ring's fixed cost
+ * went from ~98 to ~194 us, the tree's from ~50 to ~86 us. braid */
+#define BRAID_TUNER_HOST_CHANNEL_STEP_SHARE 1.0f
 
 /* Host mode: a channel worker is one thread; it is worth it above this many bytes. braid */
 #define BRAID_TUNER_HOST_BYTES_PER_CHANNEL 32768

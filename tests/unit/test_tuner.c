@@ -3,7 +3,8 @@
  * on the fixtures of tests/topo: tree for small and ring for large all-reduces on 16 DGX
  * nodes (crossover between 64 KiB and 1 GiB), ring LL -> LL128 -> Simple inside one node,
  * forced algorithms and protocols obeyed and visible in TUNING lines, model-only algorithms
- * never chosen, host mode, and the parser's syntax and errors.
+ * never chosen, host mode (and its measured ring/tree crossover over 4 fake nodes), and the
+ * parser's syntax and errors.
  */
 #include <check.h>
 #include <stdio.h>
@@ -167,6 +168,39 @@ START_TEST(test_host_mode) {
 }
 END_TEST
 
+/* Host mode over 4 fake nodes of one rank (the bench/tree-vs-ring.sh setup): tree from 8 B to
+ * 64 KiB, ring from 1 MiB on, one crossover between them (measured between 64 and 128 KiB;
+ * tuner_tables.h), times growing with size, two channels past the first 64 KiB. */
+START_TEST(test_host_fake_nodes) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(make_tuner("cpu-only.xml", 4, 1, 1, &t, &g), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  size_t crossover = 0;
+  float prev = 0;
+  for (size_t b = 8; b <= (8ull << 30); b *= 2) {
+    struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
+    if (b <= 65536) ck_assert_msg(c.algo == BRAID_ALGO_TREE, "%zu B: %s", b, braid_tuner_algo_name(c.algo));
+    if (b >= (1u << 20)) ck_assert_msg(c.algo == BRAID_ALGO_RING, "%zu B: %s", b, braid_tuner_algo_name(c.algo));
+    if (c.algo == BRAID_ALGO_RING && crossover == 0) crossover = b;
+    if (crossover) ck_assert_int_eq(c.algo, BRAID_ALGO_RING); /* one crossover, no flapping */
+    ck_assert_msg(c.time_us >= prev, "%zu B: %g us after %g", b, (double)c.time_us, (double)prev);
+    prev = c.time_us;
+    /* the prediction is the chosen pair's, and the other algorithm's is not better */
+    ck_assert(c.time_us == braid_tuner_predict(t, BRAID_FUNC_AllReduce, c.algo, c.proto, b));
+    int other = c.algo == BRAID_ALGO_RING ? BRAID_ALGO_TREE : BRAID_ALGO_RING;
+    float o = braid_tuner_predict(t, BRAID_FUNC_AllReduce, other, c.proto, b);
+    ck_assert(o < 0 || o >= c.time_us);
+  }
+  ck_assert(crossover > 65536 && crossover <= (1u << 20));
+  ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 32768).nchannels, 1);
+  ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 65536).nchannels, g->nchannels < 2 ? g->nchannels : 2);
+  braid_tuner_free(t);
+  braid_graph_free(g);
+}
+END_TEST
+
 /* Forced choices are obeyed and visible in the TUNING lines. */
 static char* read_file(const char* path) {
   FILE* f = fopen(path, "r");
@@ -310,6 +344,7 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_one_node_protocols);
   tcase_add_test(tc, test_pcie_no_ll128);
   tcase_add_test(tc, test_host_mode);
+  tcase_add_test(tc, test_host_fake_nodes);
   suite_add_tcase(s, tc);
   tc = tcase_create("env");
   tcase_set_timeout(tc, 60);
