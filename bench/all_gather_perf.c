@@ -27,7 +27,7 @@ static void get_bw(size_t count, size_t elt, double sec, int nranks, double* alg
 
 static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
                         int root, ncclComm_t comm) {
-  return ncclAllGather(sendbuff, recvbuff, count, type, comm, NULL);
+  return ncclAllGather(sendbuff, recvbuff, count, type, comm, bench_stream());
 }
 
 const struct bench_coll bench_coll = {"AllGather", 0, 0, 1, get_counts, init_data, get_bw, run};

@@ -28,7 +28,7 @@ static void get_bw(size_t count, size_t elt, double sec, int nranks, double* alg
 
 static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op,
                         int root, ncclComm_t comm) {
-  return ncclAllReduce(sendbuff, recvbuff, count, type, op, comm, NULL);
+  return ncclAllReduce(sendbuff, recvbuff, count, type, op, comm, bench_stream());
 }
 
 const struct bench_coll bench_coll = {"AllReduce", 1, 0, 1, get_counts, init_data, get_bw, run};

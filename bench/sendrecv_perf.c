@@ -30,8 +30,8 @@ static ncclResult_t run(const void* sendbuff, void* recvbuff, size_t count, nccl
   if (res == ncclSuccess) res = ncclCommCount(comm, &nranks);
   if (res != ncclSuccess) return res;
   ncclGroupStart();
-  ncclResult_t s = ncclSend(sendbuff, count, type, (rank + 1) % nranks, comm, NULL);
-  ncclResult_t r = ncclRecv(recvbuff, count, type, (rank - 1 + nranks) % nranks, comm, NULL);
+  ncclResult_t s = ncclSend(sendbuff, count, type, (rank + 1) % nranks, comm, bench_stream());
+  ncclResult_t r = ncclRecv(recvbuff, count, type, (rank - 1 + nranks) % nranks, comm, bench_stream());
   res = ncclGroupEnd();
   return s != ncclSuccess ? s : r != ncclSuccess ? r : res;
 }

@@ -42,6 +42,7 @@ part unit "$BUILD/bin/braid-tests" "$@"
 if [ $# -eq 0 ]; then
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"
+  [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"

@@ -49,12 +49,20 @@ struct bench_coll {
   void (*init_data)(const struct bench_rank_data* d);
   /* nccl-tests' bandwidths for `count` = counts.param elements taking `sec` seconds. */
   void (*get_bw)(size_t count, size_t elt, double sec, int nranks, double* algbw, double* busbw);
-  /* One call on one rank (host buffers: the stream argument is NULL). */
+  /* One call on one rank. Pass bench_stream() as the stream: the rank's stream in GPU mode,
+   * NULL in host mode. */
   ncclResult_t (*run)(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                       ncclComm_t comm);
 };
 
 extern const struct bench_coll bench_coll;
+
+/* The engine's stream for the call being made (engine.c). Weak, so the programs that link the
+ * *_perf.c files without the engine (the MPI peer) see NULL. */
+cudaStream_t bench_engine_stream(void) __attribute__((weak));
+/* The stream argument of every NCCL call in bench_coll.run: the calling rank's stream in GPU
+ * mode, NULL in host mode. */
+static inline cudaStream_t bench_stream(void) { return bench_engine_stream ? bench_engine_stream() : NULL; }
 
 /* Helpers for init_data. Input of `rank` at indices offset.. into dst. */
 static inline void bench_input(const struct bench_rank_data* d, void* dst, size_t count, size_t offset, int rank) {

@@ -1,15 +1,18 @@
 /*
- * engine.c - nccl-tests' measuring loop (see engine.h), on host buffers.
+ * engine.c - nccl-tests' measuring loop (see engine.h), on host or device buffers.
  *
  * Host mode has no streams: every call (or group) returns when the work is done, so the
  * "wait for completion" steps of nccl-tests are no-ops and the time is the wall clock over
- * the calls. As in nccl-tests, timed iteration k works at offset (k mod steps) x message
+ * the calls. GPU mode (gpu.h) is nccl-tests': calls are queued on each rank's stream, the
+ * time runs until cudaStreamSynchronize of every stream returns, and data is generated and
+ * checked in host staging buffers copied to and from the device buffers. As in nccl-tests, timed iteration k works at offset (k mod steps) x message
  * size inside the max-size buffers, and the check runs one more call at offset 0 on data
  * generated from a fresh seed.
  */
 #include "engine.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -24,6 +27,16 @@ static double now_sec(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The stream bench_stream() hands to the call being made, and whether any bench_coll asked
+ * for it (one that passes NULL instead cannot run ranks sharing a device in one process). */
+static __thread cudaStream_t current_stream;
+static atomic_int stream_asked;
+
+cudaStream_t bench_engine_stream(void) {
+  atomic_store_explicit(&stream_asked, 1, memory_order_relaxed);
+  return current_stream;
+}
+
 static void busy(struct bench_thread* t, int on) {
   atomic_store(&t->busy_since, on ? now_sec() : 0.0);
 }
@@ -34,13 +47,35 @@ static void barrier(struct bench_thread* t) {
   busy(t, 0);
 }
 
+/* GPU mode: the library must have bound each communicator to its rank's device. A library
+ * running on host memory (braid built without CUDA, ncclCommCuDevice -1) would be handed
+ * device pointers: refuse with the way out. */
+static enum bench_result check_devices(struct bench_run* r, ncclComm_t* comms, int n, int base) {
+  for (int i = 0; i < n; i++) {
+    int dev = -2;
+    BENCH_NCCLCHECK(ncclCommCuDevice(comms[i], &dev));
+    if (dev == r->devs[base + i]) continue;
+    char host[256];
+    bench_hostname(host, sizeof(host));
+    printf("%s: the benchmark put its buffers on CUDA device %d but the library %s (ncclCommCuDevice = %d); "
+           "set BRAID_HOST_MODE=1 to benchmark host mode\n",
+           host, r->devs[base + i], dev < 0 ? "runs on host memory" : "chose another device", dev);
+    return BENCH_INVALID_USAGE;
+  }
+  return BENCH_SUCCESS;
+}
+
 enum bench_result bench_comms_init(struct bench_run* r, ncclComm_t* comms, int n, int first_rank) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  int base = (int)(comms - r->comms); /* local index of comms[0] */
   if (r->o->cta_policy >= 0) config.CTAPolicy = r->o->cta_policy;
   BENCH_NCCLCHECK(ncclGroupStart());
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    if (r->gpu.rt) BENCH_CHECK(bench_gpu_set_device(&r->gpu, r->devs[base + i])); /* as nccl-tests */
     BENCH_NCCLCHECK(ncclCommInitRankConfig(comms + i, r->nranks, r->id, first_rank + i, &config));
+  }
   BENCH_NCCLCHECK(ncclGroupEnd());
+  if (r->gpu.rt) BENCH_CHECK(check_devices(r, comms, n, base));
   return BENCH_SUCCESS;
 }
 
@@ -49,13 +84,13 @@ enum bench_result bench_buffers_register(struct bench_run* r, int first, int n) 
   BENCH_NCCLCHECK(ncclGroupStart());
   for (int i = first; i < first + n; i++) {
     if (r->o->local_register == 2) {
-      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->send[i], r->max_bytes, (ncclWindow_t*)&r->send_reg[i],
-                                             NCCL_WIN_COLL_SYMMETRIC));
-      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->recv[i], r->max_bytes, (ncclWindow_t*)&r->recv_reg[i],
-                                             NCCL_WIN_COLL_SYMMETRIC));
+      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->dsend[i], r->max_bytes,
+                                             (ncclWindow_t*)&r->send_reg[i], NCCL_WIN_COLL_SYMMETRIC));
+      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->drecv[i], r->max_bytes,
+                                             (ncclWindow_t*)&r->recv_reg[i], NCCL_WIN_COLL_SYMMETRIC));
     } else {
-      BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->send[i], r->max_bytes, &r->send_reg[i]));
-      BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->recv[i], r->max_bytes, &r->recv_reg[i]));
+      BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->dsend[i], r->max_bytes, &r->send_reg[i]));
+      BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->drecv[i], r->max_bytes, &r->recv_reg[i]));
     }
   }
   BENCH_NCCLCHECK(ncclGroupEnd());
@@ -66,6 +101,21 @@ enum bench_result bench_buffers_register(struct bench_run* r, int first, int n) 
 static void setup_args(struct bench_thread* t, size_t size, int dtype) {
   t->elt = bench_dtype_size(dtype);
   t->run->coll->get_counts(&t->counts, size / t->elt, t->elt, t->run->nranks);
+}
+
+/* nccl-tests' completeColl: wait for this thread's streams (GPU mode; host calls are done
+ * when they return). A library that ignored bench_stream() queued on the NULL stream. */
+static enum bench_result complete(struct bench_thread* t) {
+  struct bench_run* r = t->run;
+  if (!r->gpu.rt) return BENCH_SUCCESS;
+  int asked = atomic_load_explicit(&stream_asked, memory_order_relaxed);
+  busy(t, 1);
+  for (int i = 0; i < r->o->ngpus; i++) {
+    BENCH_CHECK(bench_gpu_set_device(&r->gpu, t->devs[i]));
+    BENCH_CHECK(bench_gpu_sync(&r->gpu, asked ? t->streams[i] : NULL));
+  }
+  busy(t, 0);
+  return BENCH_SUCCESS;
 }
 
 /* One call (or one group of ngpus calls) at iteration `iter`'s buffer offset. */
@@ -80,8 +130,8 @@ static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, i
   if (ngpus > 1) BENCH_NCCLCHECK(ncclGroupStart());
   for (int i = 0; i < ngpus; i++) {
     int rank = t->first_rank + i;
-    char* recvb = t->recv[i] + shift;
-    char* sendb = in_place ? recvb + c->send_inplace * elt * (size_t)rank : t->send[i] + shift;
+    char* recvb = t->drecv[i] + shift;
+    char* sendb = in_place ? recvb + c->send_inplace * elt * (size_t)rank : t->dsend[i] + shift;
     if (in_place) recvb += c->recv_inplace * elt * (size_t)rank;
     ncclRedOp_t nop = op == BENCH_OP_NONE ? ncclSum : (ncclRedOp_t)op;
     if (op == BENCH_OP_MULSUM) { /* op is NONE for collectives that do not reduce */
@@ -92,12 +142,58 @@ static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, i
       BENCH_NCCLCHECK(
           ncclRedOpCreatePreMulSum(&nop, scalar, (ncclDataType_t)dtype, ncclScalarHostImmediate, t->comms[i]));
     }
+    if (r->gpu.rt) BENCH_CHECK(bench_gpu_set_device(&r->gpu, t->devs[i]));
+    current_stream = t->streams[i];
     BENCH_NCCLCHECK(r->coll->run(sendb, recvb, c->param, (ncclDataType_t)dtype, nop, root, t->comms[i]));
+    current_stream = NULL;
     if (op == BENCH_OP_MULSUM) BENCH_NCCLCHECK(ncclRedOpDestroy(nop, t->comms[i]));
+    if (r->shared_device && !atomic_load_explicit(&stream_asked, memory_order_relaxed)) {
+      printf("%s passes the NULL stream instead of bench_stream(): ranks sharing a GPU in one process would "
+             "wait for each other forever; run one rank per process (-P) or update the program\n",
+             r->coll->name);
+      return BENCH_INVALID_USAGE;
+    }
   }
   if (ngpus > 1) BENCH_NCCLCHECK(ncclGroupEnd());
   busy(t, 0);
+  if (r->o->blocking == 1 || r->o->blocking == 2) BENCH_CHECK(complete(t));
   if (r->o->blocking == 1) barrier(t);
+  return BENCH_SUCCESS;
+}
+
+/* The bytes of rank `rank`'s send and receive buffers that a call at offset 0 touches. */
+static void spans(const struct bench_thread* t, int rank, int in_place, size_t* send, size_t* recv) {
+  const struct bench_counts* c = &t->counts;
+  size_t r = (size_t)rank, in = c->send_inplace * r + c->send, out = c->recv_inplace * r + c->recv;
+  *send = in_place ? 0 : c->send * t->elt;
+  *recv = (in_place ? (in > out ? in : out) : c->recv) * t->elt;
+}
+
+/* GPU mode: the staged inputs (and the zeroed or pre-filled receive buffer) to the device. */
+static enum bench_result upload(struct bench_thread* t, int in_place) {
+  struct bench_run* r = t->run;
+  if (!r->gpu.rt) return BENCH_SUCCESS;
+  for (int i = 0; i < r->o->ngpus; i++) {
+    size_t send, recv;
+    spans(t, t->first_rank + i, in_place, &send, &recv);
+    BENCH_CHECK(bench_gpu_set_device(&r->gpu, t->devs[i]));
+    BENCH_CHECK(bench_gpu_copy(&r->gpu, t->dsend[i], t->send[i], send, t->streams[i]));
+    BENCH_CHECK(bench_gpu_copy(&r->gpu, t->drecv[i], t->recv[i], recv, t->streams[i]));
+  }
+  return BENCH_SUCCESS;
+}
+
+/* GPU mode: the results back into the staging buffers, after the calls completed. */
+static enum bench_result download(struct bench_thread* t, int in_place) {
+  struct bench_run* r = t->run;
+  if (!r->gpu.rt) return BENCH_SUCCESS;
+  BENCH_CHECK(complete(t));
+  for (int i = 0; i < r->o->ngpus; i++) {
+    size_t send, recv;
+    spans(t, t->first_rank + i, in_place, &send, &recv);
+    BENCH_CHECK(bench_gpu_set_device(&r->gpu, t->devs[i]));
+    BENCH_CHECK(bench_gpu_copy(&r->gpu, t->recv[i], t->drecv[i], recv, t->streams[i]));
+  }
   return BENCH_SUCCESS;
 }
 
@@ -134,8 +230,10 @@ static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, i
   if (o->datacheck) {
     bench_gen_setup(&g, dtype, op, t->run->nranks, 99);
     init_data(t, &g, root, in_place);
+    BENCH_CHECK(upload(t, in_place));
   }
   BENCH_CHECK(start_coll(t, dtype, op, root, in_place, 0)); /* sync */
+  BENCH_CHECK(complete(t));
   barrier(t);
 
   double elapsed = 0, start = now_sec();
@@ -146,13 +244,16 @@ static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, i
       BENCH_CHECK(start_coll(t, dtype, op, root, in_place, iter * o->agg_iters + a));
     if (o->agg_iters > 1) BENCH_NCCLCHECK(ncclGroupEnd());
     if (o->blocking == 3) { /* time excludes the barrier */
+      BENCH_CHECK(complete(t));
       elapsed += now_sec() - start;
       barrier(t);
     }
   }
+  double queued = now_sec() - start; /* -C: the host's time, before waiting for the device */
+  if (o->blocking != 3) BENCH_CHECK(complete(t));
   if (o->blocking != 3) elapsed = now_sec() - start;
   double per_iter = elapsed / ((double)o->iters * o->agg_iters);
-  double cputime = per_iter; /* no asynchronous completion on host buffers */
+  double cputime = o->blocking == 3 ? per_iter : queued / ((double)o->iters * o->agg_iters);
   busy(t, 1);
   double delta = bench_allreduce_f64(&t->m, per_iter, (enum bench_red)o->average);
   busy(t, 0);
@@ -166,7 +267,9 @@ static enum bench_result bench_time(struct bench_thread* t, int dtype, int op, i
   for (int c = 0; c < checks; c++) {
     bench_gen_setup(&g, dtype, op, t->run->nranks, (uint64_t)t->rep);
     init_data(t, &g, root, in_place);
+    BENCH_CHECK(upload(t, in_place));
     BENCH_CHECK(start_coll(t, dtype, op, root, in_place, 0));
+    BENCH_CHECK(download(t, in_place));
     int64_t mine = check_data(t, &g, in_place);
     busy(t, 1);
     wrong = bench_allreduce_i64(&t->m, mine);
@@ -196,6 +299,7 @@ static enum bench_result time_test(struct bench_thread* t, int dtype, int op, in
   for (size_t size = min; size <= max; size *= 2) {
     setup_args(t, size, dtype);
     for (int w = 0; w < o->warmup_iters; w++) BENCH_CHECK(start_coll(t, dtype, op, root, 0, w));
+    BENCH_CHECK(complete(t));
     if (size == 0) break;
   }
   long repeat = o->run_cycles;

@@ -13,6 +13,7 @@
 
 #include "bench.h"
 #include "fail.h"
+#include "gpu.h"
 #include "opts.h"
 #include "world.h"
 
@@ -26,9 +27,15 @@ struct bench_run {
   size_t max_bytes; /* -e, after the memory limit */
   ncclUniqueId id;
   ncclComm_t* comms; /* nthreads x ngpus, thread-major */
-  char** send;       /* per local rank, max_bytes each */
+  char** send;       /* per local rank, max_bytes each: host memory (GPU mode: staging) */
   char** recv;
   char** expected;
+  struct bench_gpu gpu; /* gpu.rt NULL: host mode */
+  char** dsend;          /* the buffers the calls get: device memory in GPU mode, else send */
+  char** drecv;          /* ... else recv */
+  int* devs;             /* per local rank: its CUDA device (GPU mode) */
+  cudaStream_t* streams; /* per local rank: its stream (GPU mode; NULL in host mode) */
+  int shared_device;     /* GPU mode: two local ranks use one device (the NULL stream would deadlock) */
   void** send_reg; /* -R handles (ncclCommRegister or window) */
   void** recv_reg;
   struct bench_thread* threads;
@@ -46,6 +53,9 @@ struct bench_thread {
   int first_rank;    /* global rank of comms[0] */
   ncclComm_t* comms; /* ngpus communicators */
   char **send, **recv, **expected;
+  char **dsend, **drecv; /* what the calls get (device buffers in GPU mode) */
+  int* devs;
+  cudaStream_t* streams;
   /* The current message (nccl-tests' setupArgs). */
   struct bench_counts counts;
   size_t elt;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "cuda_rt.h"
 #include "report.h"
 
 void bench_fail_nccl(const char* file, int line, ncclResult_t res) {
@@ -14,6 +15,13 @@ void bench_fail_nccl(const char* file, int line, ncclResult_t res) {
   bench_hostname(host, sizeof(host));
   const char* last = ncclGetLastError(NULL);
   printf("%s: Test NCCL failure %s:%d '%s / %s'\n", host, file, line, ncclGetErrorString(res), last ? last : "");
+  fflush(stdout);
+}
+
+void bench_fail_cuda(const char* file, int line, const char* what, int err) {
+  char host[256];
+  bench_hostname(host, sizeof(host));
+  printf("%s: Test CUDA failure %s:%d '%s: %s'\n", host, file, line, what, bench_cuda_error(err));
   fflush(stdout);
 }
 

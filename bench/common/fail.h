@@ -22,6 +22,8 @@ enum bench_result {
 
 void bench_fail_nccl(const char* file, int line, ncclResult_t res);
 void bench_fail_trace(const char* file, int line);
+/* "<host>: Test CUDA failure <file>:<line> '<what>: <error string> (<code>)'" (GPU mode). */
+void bench_fail_cuda(const char* file, int line, const char* what, int err);
 /* Print an NCCL failure, flush and leave the process now (used where no caller can unwind,
  * e.g. inside a combination other threads are waiting on). */
 void bench_die_nccl(const char* file, int line, ncclResult_t res) __attribute__((noreturn));

@@ -5,9 +5,11 @@
  * wrong data or the bandwidth is under NCCL_TESTS_MIN_BW, 3 on an NCCL error, 255 for bad
  * arguments.
  *
- * Buffers are always host memory (posix_memalign): the benchmarks do not link CUDA, so the
- * "#  Rank" lines name the device "host", with bus id 0000:00:00 and, as device number, the
- * index nccl-tests would have used (local process x threads x ranks per thread + i).
+ * Buffers: in GPU mode (gpu.h: a CUDA device usable through the dlopen'd runtime, and not
+ * BRAID_HOST_MODE=1) device memory per rank plus host staging buffers, a stream per rank, and
+ * "#  Rank" lines naming the GPU as nccl-tests. Otherwise host memory (posix_memalign) only:
+ * the lines name the device "host", with bus id 0000:00:00 and, as device number, the index
+ * nccl-tests would have used (local process x threads x ranks per thread + i).
  *
  * Test hooks (environment): BRAID_BENCH_CORRUPT=N flips one element of rank 0's result in
  * the first N checks; BRAID_BENCH_DIE=P makes process P kill itself (SIGKILL) before its
@@ -51,10 +53,17 @@ static void* watchdog(void* arg) {
   return NULL;
 }
 
-/* nccl-tests caps -e by device memory; here by this host's memory over its local ranks. */
+/* nccl-tests caps -e by device memory; here by this host's memory over its local ranks, and
+ * in GPU mode also by the device memory over the ranks sharing a device. */
 static void limit_max_bytes(struct bench_run* r, int local_ranks, int is_main) {
   double total = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
   double per_rank = 0.8 * total / local_ranks / (r->o->datacheck ? 3 : 2);
+  if (r->gpu.rt) {
+    double dev_total = (double)bench_gpu_mem_total(&r->gpu, r->devs[0]);
+    int sharing = (local_ranks + r->gpu.ndev - 1) / r->gpu.ndev;
+    double dev_rank = (dev_total - (1u << 30)) * 0.8 / sharing / 2; /* send + receive; NCCL's own buffers */
+    if (dev_total > 0 && dev_rank < per_rank) per_rank = dev_rank > 0 ? dev_rank : 1 << 20;
+  }
   if (total <= 0 || (double)r->max_bytes <= per_rank) return;
   r->max_bytes = (size_t)per_rank;
   if (r->min_bytes > r->max_bytes) r->min_bytes = r->max_bytes;
@@ -70,7 +79,12 @@ static enum bench_result alloc_tables(struct bench_run* r, int nlocal) {
   r->recv_reg = calloc((size_t)nlocal, sizeof(void*));
   r->comms = calloc((size_t)nlocal, sizeof(ncclComm_t));
   r->threads = calloc((size_t)r->o->nthreads, sizeof(struct bench_thread));
-  int ok = r->send && r->recv && r->expected && r->send_reg && r->recv_reg && r->comms && r->threads;
+  r->dsend = calloc((size_t)nlocal, sizeof(char*));
+  r->drecv = calloc((size_t)nlocal, sizeof(char*));
+  r->devs = calloc((size_t)nlocal, sizeof(int));
+  r->streams = calloc((size_t)nlocal, sizeof(cudaStream_t));
+  int ok = r->send && r->recv && r->expected && r->send_reg && r->recv_reg && r->comms && r->threads && r->dsend &&
+           r->drecv && r->devs && r->streams;
   return ok ? BENCH_SUCCESS : BENCH_INTERNAL_ERROR;
 }
 
@@ -88,7 +102,42 @@ static enum bench_result alloc_buffers(struct bench_run* r, int nlocal) {
       memset(p, 0, bytes);
       lists[l][i] = p;
     }
+  for (int i = 0; i < nlocal; i++) {
+    r->dsend[i] = r->send[i];
+    r->drecv[i] = r->recv[i];
+    if (!r->gpu.rt) continue;
+    void *s = NULL, *d = NULL;
+    BENCH_CHECK(bench_gpu_alloc(&r->gpu, r->devs[i], bytes, &s));
+    r->dsend[i] = s;
+    BENCH_CHECK(bench_gpu_alloc(&r->gpu, r->devs[i], bytes, &d));
+    r->drecv[i] = d;
+    BENCH_CHECK(bench_gpu_stream(&r->gpu, r->devs[i], &r->streams[i]));
+  }
   return BENCH_SUCCESS;
+}
+
+/* GPU mode: each local rank's device, and whether two of them share one. */
+static void place_ranks(struct bench_run* r, const struct bench_world* w, int nlocal) {
+  for (int i = 0; i < nlocal; i++) {
+    r->devs[i] = bench_gpu_device(&r->gpu, w->local_rank * nlocal + i);
+    for (int j = 0; j < i; j++) r->shared_device |= r->devs[j] == r->devs[i];
+  }
+}
+
+/* The "#  Rank" lines of this process's ranks. */
+static void device_lines(const struct bench_run* r, const struct bench_world* w, int nlocal, char* lines, int* len) {
+  char host[256], name[256];
+  bench_hostname(host, sizeof(host));
+  for (int i = 0; i < nlocal; i++) {
+    int rank = w->world_proc * nlocal + i;
+    if (!r->gpu.rt) {
+      bench_report_device_line(lines, len, rank, w->color, (int)getpid(), host, w->local_rank * nlocal + i, "host");
+      continue;
+    }
+    int pci[3];
+    bench_gpu_describe(&r->gpu, r->devs[i], name, sizeof(name), pci);
+    bench_report_device_line_pci(lines, len, rank, w->color, (int)getpid(), host, r->devs[i], pci, name);
+  }
 }
 
 static enum bench_result release(struct bench_run* r, int nlocal) {
@@ -101,6 +150,11 @@ static enum bench_result release(struct bench_run* r, int nlocal) {
       BENCH_NCCLCHECK(ncclCommDeregister(r->comms[i], r->recv_reg[i]));
     }
     if (r->comms[i]) BENCH_NCCLCHECK(ncclCommDestroy(r->comms[i]));
+    if (r->gpu.rt) {
+      bench_gpu_free(&r->gpu, r->dsend[i]);
+      bench_gpu_free(&r->gpu, r->drecv[i]);
+      bench_gpu_stream_destroy(&r->gpu, r->streams[i]);
+    }
     free(r->send[i]);
     free(r->recv[i]);
     free(r->expected[i]);
@@ -112,6 +166,10 @@ static enum bench_result release(struct bench_run* r, int nlocal) {
   free(r->recv_reg);
   free(r->comms);
   free(r->threads);
+  free(r->dsend);
+  free(r->drecv);
+  free(r->devs);
+  free(r->streams);
   return BENCH_SUCCESS;
 }
 
@@ -129,16 +187,18 @@ static enum bench_result run(struct bench_world* w, const struct bench_opts* o, 
   atomic_store(&r.corrupt, env_int("BRAID_BENCH_CORRUPT", 0));
   r.die_proc = env_int("BRAID_BENCH_DIE", -1);
 
+  /* After the -P fork: CUDA, like the library, is first called here. The COMM launch
+   * exchanges results through host buffers, so it stays in host mode, and tells braid so. */
+  bench_gpu_open(&r.gpu, !comm_mode, "launcher variables without MPI: results travel through host buffers");
+  if (comm_mode) setenv("BRAID_HOST_MODE", "1", 0);
   int lib_version = 0;
   ncclGetVersion(&lib_version); /* after the -P fork: no library call happens before it */
   if (is_main) bench_report_header(stdout, o, "braid", NCCL_VERSION_CODE, lib_version, prog);
-  char lines[BENCH_LINES_MAX], host[256];
-  int len = 0;
-  bench_hostname(host, sizeof(host));
-  for (int i = 0; i < nlocal; i++)
-    bench_report_device_line(lines, &len, w->world_proc * nlocal + i, w->color, (int)getpid(), host,
-                             w->local_rank * nlocal + i, "host");
   BENCH_CHECK(alloc_tables(&r, nlocal));
+  if (r.gpu.rt) place_ranks(&r, w, nlocal);
+  char lines[BENCH_LINES_MAX];
+  int len = 0;
+  device_lines(&r, w, nlocal, lines, &len);
   struct bench_member pm; /* the whole process, for the steps outside the threads */
   if (bench_member_init(&pm, w, -1, r.comms, nlocal, w->proc * nlocal) != 0) return BENCH_INTERNAL_ERROR;
   if (!comm_mode) bench_print_device_lines(&pm, lines, is_main);
@@ -165,6 +225,10 @@ static enum bench_result run(struct bench_world* w, const struct bench_opts* o, 
     th->send = r.send + t * ngpus;
     th->recv = r.recv + t * ngpus;
     th->expected = r.expected + t * ngpus;
+    th->dsend = r.dsend + t * ngpus;
+    th->drecv = r.drecv + t * ngpus;
+    th->devs = r.devs + t * ngpus;
+    th->streams = r.streams + t * ngpus;
     if (bench_member_init(&th->m, w, t, th->comms, ngpus, th->first_rank) != 0) return BENCH_INTERNAL_ERROR;
   }
   pthread_t dog;

@@ -43,10 +43,16 @@ void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, i
 
 void bench_report_device_line(char* lines, int* len, int rank, int group, int pid, const char* host, int device,
                               const char* name) {
+  static const int none[3] = {0, 0, 0};
+  bench_report_device_line_pci(lines, len, rank, group, pid, host, device, none, name);
+}
+
+void bench_report_device_line_pci(char* lines, int* len, int rank, int group, int pid, const char* host, int device,
+                                  const int pci[3], const char* name) {
   if (*len < BENCH_LINES_MAX)
     *len += snprintf(lines + *len, (size_t)(BENCH_LINES_MAX - *len),
                      "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n", rank, group, pid, host,
-                     device, 0, 0, 0, name);
+                     device, pci[0], pci[1], pci[2], name);
   if (*len >= BENCH_LINES_MAX) strcpy(lines + BENCH_LINES_MAX - 5, "...\n");
 }
 

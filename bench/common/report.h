@@ -34,6 +34,9 @@ void bench_report_header(FILE* f, const struct bench_opts* o, const char* tag, i
  * `name` is the device name: "host" for host buffers. */
 void bench_report_device_line(char* lines, int* len, int rank, int group, int pid, const char* host, int device,
                               const char* name);
+/* The same with the device's PCI domain, bus and device numbers (GPU mode). */
+void bench_report_device_line_pci(char* lines, int* len, int rank, int group, int pid, const char* host, int device,
+                                  const int pci[3], const char* name);
 /* "#", then the column titles and units; `cputime` names the time column "cputime". */
 void bench_report_table_header(FILE* f, int cputime, int timestamps);
 /* Row start: bytes, count, type, op name ("none" without one), root (-1 without one). */

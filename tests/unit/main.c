@@ -2,6 +2,11 @@
  * main.c - the one Check runner. Every tests/unit/test_<m>.c exposes `Suite *<m>_suite(void)`;
  * the Makefile lists them in build/gen/suites.h. `braid-tests [suite...]` runs the named
  * suites (all by default); BRAID_TEST_TIER=full adds the large cases.
+ *
+ * Cases tagged `gpu` (gpu_rt.h) need a usable CUDA device. Before running, a forked child
+ * asks the CUDA runtime (this process never initialises CUDA: the cases run in forked
+ * children); without a device the gpu cases are excluded - not run, not counted as passed -
+ * and one line says so: "gpu: N cases skipped: no CUDA device (<reason>)".
  */
 #include <check.h>
 #include <stdio.h>
@@ -10,6 +15,8 @@
 #define BRAID_SUITE(m) Suite* m##_suite(void);
 #include "suites.h"
 #undef BRAID_SUITE
+
+#include "gpu_rt.h"
 
 struct entry {
   const char* name;
@@ -42,8 +49,17 @@ int main(int argc, char** argv) {
     fprintf(stderr, "braid-tests: no suite matches\n");
     return 2;
   }
+  const char* exclude = NULL; /* NULL: Check's CK_EXCLUDE_TAGS, if set */
+  if (gpu_rt_tagged() > 0) {
+    char why[256];
+    if (gpu_rt_probe(why, sizeof(why)) == 0) {
+      exclude = GPU_RT_TAG;
+      printf("gpu: %d cases skipped: no CUDA device (%s)\n", gpu_rt_tagged(), why);
+      fflush(stdout);
+    }
+  }
   srunner_set_fork_status(runner, CK_FORK);
-  srunner_run_all(runner, CK_NORMAL);
+  srunner_run_tagged(runner, NULL, NULL, NULL, exclude, CK_NORMAL);
   int failed = srunner_ntests_failed(runner);
   srunner_free(runner);
   return failed == 0 ? 0 : 1;
