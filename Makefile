@@ -39,9 +39,15 @@ TEST_OBJS  := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/*.c))
 SO     := $(BUILD)/lib/libnccl.so.2
 STATIC := $(BUILD)/lib/libnccl_static.a
 
+# CUDA=1: the kernels (libbraid_kernels.a) and the static CUDA runtime go into libnccl.so.2,
+# the static library's users (tools, tests) and the benchmarks, so a program needs nothing
+# else; --exclude-libs keeps their symbols out of the .so's exports. Only device_cuda.c sees
+# the CUDA headers. Without a driver at run time braid falls back to host mode (device.c).
 ifeq ($(CUDA),1)
 ALL_CUDA := $(BUILD)/lib/libbraid_kernels.a
 CPPFLAGS += -DBRAID_CUDA_BUILT=1
+CUDA_LIBS := $(BUILD)/lib/libbraid_kernels.a $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lpthread
+CUDA_LDFLAGS := -Wl,--exclude-libs,ALL
 endif
 ifeq ($(MPI),1)
 BENCH_CC := mpicc
@@ -63,10 +69,17 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(SO): $(LIB_OBJS) src/exports.map
+$(SO): $(LIB_OBJS) src/exports.map $(ALL_CUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=src/exports.map -Wl,-z,defs \
-	  -o $@ $(LIB_OBJS) $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=src/exports.map -Wl,-z,defs $(CUDA_LDFLAGS) \
+	  -o $@ $(LIB_OBJS) $(CUDA_LIBS) $(LDLIBS)
+
+# The one file that includes the CUDA runtime's headers.
+ifeq ($(CUDA),1)
+$(BUILD)/obj/src/device_cuda.o: src/device_cuda.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(CUDA_HOME)/include $(CFLAGS) -MMD -MP -c $< -o $@
+endif
 
 $(BUILD)/lib/libnccl.so: $(SO)
 	ln -sf libnccl.so.2 $@
@@ -75,19 +88,21 @@ $(STATIC): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# CUDA kernels: one file per datatype family so `make -j` compiles them in parallel.
+# CUDA kernels: one file per datatype family so `make -j` compiles them in parallel. Their host
+# code (launch stubs, registration) must not need the C++ runtime: libnccl.so.2 links C only.
+NVCC_HOSTFLAGS := -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti
 $(BUILD)/obj/src/kernels/%.o: src/kernels/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) -Xcompiler -fPIC -MMD -MP -c $< -o $@
+	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/lib/libbraid_kernels.a: $(CU_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 tools: $(TOOL_BINS)
-$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(STATIC)
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(STATIC) $(ALL_CUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(STATIC) $(LDLIBS)
+	$(CC) -o $@ $< $(STATIC) $(CUDA_LIBS) $(LDLIBS)
 
 bench: $(BENCH_BINS)
 $(BUILD)/obj/bench/%.o: bench/%.c
@@ -109,14 +124,14 @@ $(BUILD)/obj/tests/unit/main.o: $(BUILD)/gen/suites.h
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(STATIC)
+$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(STATIC) $(ALL_CUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(TEST_OBJS) $(STATIC) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) -o $@ $(TEST_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
 test: all
 	@tests/ensure-deps.sh check
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
-	BUILD=$(BUILD) tests/run.sh
+	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
 
 # The host parts only: the demo runs on host-mode ranks (`make` / `make test` build the kernels).
 demo: lib tools bench

@@ -14,6 +14,7 @@
 #include "api.h"
 #include "check.h"
 #include "comm.h"
+#include "launch.h"
 #include "param.h"
 
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -174,7 +175,10 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyn
     BRAID_WARN("ncclCommGetAsyncError: asyncError argument is NULL");
     return ncclInvalidArgument;
   }
-  *asyncError = braid_comm_of(comm)->async_error;
+  struct braid_comm* c = braid_comm_of(comm);
+  /* Device mode: statuses of finished kernels (an error becomes async_error). */
+  if (c->state == BRAID_COMM_READY) braid_launch_poll(c);
+  *asyncError = c->async_error;
   return ncclSuccess;
 }
 BRAID_PROFILE_ALIAS(ncclCommGetAsyncError)
@@ -221,7 +225,7 @@ void braid_comm_fill_identity(struct braid_comm* comm, struct braid_peer_info* m
   struct stat st;
   me->shm_dev = stat("/dev/shm", &st) == 0 ? (uint64_t)st.st_dev : 0;
   me->cuda_dev = comm->cuda_dev;
-  me->bus_id = -1;
+  me->bus_id = comm->bus_id;
   me->host_mode = comm->host_mode;
   me->version = NCCL_VERSION_CODE;
 }

@@ -15,6 +15,8 @@ struct braid_bootstrap;
 struct braid_transport;
 struct braid_channel_graph;
 struct braid_tuner;
+struct braid_device_ops;
+struct braid_launch_state;
 
 #define BRAID_HOSTNAME_MAX 64
 
@@ -84,6 +86,11 @@ struct braid_comm {
   int* rank_to_node;            /* [nranks] */
   int cuda_dev;                 /* -1: host mode */
   int host_mode;
+  int64_t bus_id;               /* PCI bus id of cuda_dev (NCCL's encoding); -1 in host mode */
+  const struct braid_device_ops* device; /* device.h; NULL in host mode */
+  void* dev_self;               /* device mode: this struct lives in pinned, mapped memory and
+                                   this is its device address (kernels poll abort_flag there) */
+  struct braid_launch_state* launch; /* device mode: channel mirror, launch buffers (launch.c) */
   uint64_t comm_hash;           /* commId in logs */
   ncclConfig_t config;          /* resolved copy */
   struct braid_bootstrap* bootstrap;

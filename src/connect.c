@@ -15,6 +15,7 @@
 
 /* Transports in order of preference (DESIGN.md section 5: p2p > shm > net). */
 static const struct braid_transport* const transports[] = {
+    &braid_transport_p2p,
     &braid_transport_shm,
     &braid_transport_net,
 };
@@ -26,17 +27,37 @@ static uint64_t blob_tag(int channel, int conn_index, int from_sender) {
   return TAG_CONN_BASE | ((uint64_t)conn_index << 16) | ((uint64_t)channel << 1) | (uint64_t)from_sender;
 }
 
+/* A host-mode rank and a device rank cannot share a connection: the two ends agree on the
+ * FIFO protocol but not on what surrounds it (host mode sizes the LL/LL128 buffers, channel
+ * counts and the tuner's choices for CPUs), so they would disagree on slot sizes and on which
+ * algorithm runs. Refused here, where both ends see it, rather than hang later. */
+static ncclResult_t check_modes(const struct braid_comm* comm, int peer) {
+  const struct braid_peer_info* me = &comm->peers[comm->rank];
+  const struct braid_peer_info* p = &comm->peers[peer];
+  if (me->host_mode == p->host_mode) return ncclSuccess;
+  const struct braid_peer_info* host = me->host_mode ? me : p;
+  const struct braid_peer_info* dev = me->host_mode ? p : me;
+  BRAID_WARN(
+      "Rank %d (pid %d on %s) runs in host mode but rank %d (pid %d on %s) is on CUDA device %d: a "
+      "communicator cannot mix host-mode and GPU ranks (set BRAID_HOST_MODE=1 on every rank, or make a "
+      "GPU usable to every rank)",
+      host->rank, host->pid, host->hostname, dev->rank, dev->pid, dev->hostname, dev->cuda_dev);
+  return ncclInvalidUsage;
+}
+
 static ncclResult_t pick_transport(struct braid_comm* comm, int peer, const struct braid_transport** t_p) {
+  BRAID_CHECK(check_modes(comm, peer));
   for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
     if (transports[i]->can_connect(comm, peer)) {
       *t_p = transports[i];
       return ncclSuccess;
     }
   }
-  BRAID_WARN("No transport can connect rank %d (host %s) to rank %d (host %s): shared memory needs the same "
-             "host and /dev/shm%s",
-             comm->rank, comm->peers[comm->rank].hostname, peer, comm->peers[peer].hostname,
-             braid_param_int(BRAID_PARAM_SHM_DISABLE) == 1 ? " and NCCL_SHM_DISABLE=1 turned it off" : "");
+  BRAID_WARN(
+      "No transport can connect rank %d (host %s) to rank %d (host %s): shared memory needs the same "
+      "host and /dev/shm%s",
+      comm->rank, comm->peers[comm->rank].hostname, peer, comm->peers[peer].hostname,
+      braid_param_int(BRAID_PARAM_SHM_DISABLE) == 1 ? " and NCCL_SHM_DISABLE=1 turned it off" : "");
   return ncclSystemError;
 }
 
@@ -57,8 +78,8 @@ static ncclResult_t post_one(struct braid_comm* comm, int channel, int conn_inde
 static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
                                struct braid_connector* c) {
   struct braid_connect_blob blob;
-  BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, !is_send), &blob,
-                                   sizeof(blob)));
+  BRAID_CHECK(
+      braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, !is_send), &blob, sizeof(blob)));
   /* The sender acknowledges once it holds the receiver's memory, and the receiver waits for
    * that: until then the receiver must not free it (a rank whose only receive has 0 bytes
    * could otherwise finish and destroy before the sender mapped the FIFO). Senders finish
@@ -72,15 +93,17 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
     BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
   }
   c->connected = 1;
+  /* [n] after a rank: its CUDA device (NCCL: the NVML index); host mode: local rank, rank */
+  int me_n = comm->host_mode ? comm->local_rank : comm->cuda_dev;
+  int peer_n = comm->host_mode ? peer : comm->peers[peer].cuda_dev;
+  uint64_t subsys = conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT;
   if (c->transport == &braid_transport_net)
-    BRAID_INFO((conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT) | BRAID_LOG_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via NET/%s",
-               channel, conn_index, is_send ? comm->rank : peer, is_send ? comm->local_rank : peer,
-               is_send ? peer : comm->rank, is_send ? peer : comm->local_rank, is_send ? "send" : "receive",
-               braid_net_conn_desc(c));
+    BRAID_INFO(subsys | BRAID_LOG_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via NET/%s", channel, conn_index,
+               is_send ? comm->rank : peer, is_send ? me_n : peer_n, is_send ? peer : comm->rank,
+               is_send ? peer_n : me_n, is_send ? "send" : "receive", braid_net_conn_desc(c));
   else if (is_send)
-    BRAID_INFO(conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT, "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", channel,
-               conn_index, comm->rank, comm->local_rank, peer, peer, c->transport->name,
-               comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash ? "direct pointer" : "shared memory");
+    BRAID_INFO(subsys, "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", channel, conn_index, comm->rank, me_n, peer,
+               peer_n, c->transport->name, c->transport->desc ? c->transport->desc(c) : "?");
   return ncclSuccess;
 }
 
@@ -106,7 +129,11 @@ ncclResult_t braid_connect_rings(struct braid_comm* comm) {
     comm->channels[c].dev.ring_send = &comm->channels[c].ring_send.conn;
     comm->channels[c].dev.ring_recv = &comm->channels[c].ring_recv.conn;
   }
-  return braid_proxy_watch(comm); /* dead peers and BRAID_TIMEOUT (transport/net_watch.c) */
+  /* Dead peers and BRAID_TIMEOUT (transport/net_watch.c). Host mode only: the watchdog reads
+   * every connection's tail and head through its braid_conn, and on a device communicator
+   * those are device addresses (a P2P FIFO is GPU memory, not readable by the host); its
+   * kernels' progress would not show there either. */
+  return comm->host_mode ? braid_proxy_watch(comm) : ncclSuccess;
 }
 
 ncclResult_t braid_connect_p2p(struct braid_comm* comm, int channel, int phase, const int* send_peers, int nsend,

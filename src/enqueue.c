@@ -3,7 +3,8 @@
  * Per communicator: each collective gets a protocol and a channel count, and one work item
  * per channel holding that channel's share; sends and receives become point-to-point ops
  * sorted into rounds (src/algo/alltoall.h) on channel 0, connecting peers on first use.
- * Then every (communicator, channel) with work becomes one job of the host executor.
+ * Then every (communicator, channel) with work becomes one job of the host executor, or, for
+ * communicators on a device, a kernel launch on the user's stream (launch.c).
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "param.h"
 #include "executor.h"
 #include "group.h"
+#include "launch.h"
 #include "plan.h"
 
 /* Plans are kept per thread and reused: a small collective then costs no allocation for its
@@ -122,6 +124,25 @@ out:
   return res;
 }
 
+/* Device mode: mirror connections made for this group, then one launch per communicator;
+ * returns once launched (the kernels run on the users' streams). */
+static ncclResult_t launch_plans(struct braid_plan* plans, int nplans, struct braid_task* tasks) {
+  for (int i = 0; i < nplans; i++) {
+    if (plans[i].comm->device == NULL) {
+      BRAID_WARN("A group mixes host-mode and device communicators (rank %d of comm %p is in host mode)",
+                 plans[i].comm->rank, (void*)plans[i].comm);
+      return ncclInvalidUsage;
+    }
+  }
+  for (int i = 0; i < nplans; i++) {
+    struct braid_plan* plan = &plans[i];
+    if (plan->connect_trees || plan->nconnect_send + plan->nconnect_recv > 0)
+      BRAID_CHECK(braid_launch_sync(plan->comm));
+    BRAID_CHECK(braid_launch_plan(plan, tasks));
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_plan* plans = NULL;
@@ -132,6 +153,10 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   /* Connect new peers, each phase over every communicator before the next (comm.h). */
   for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++)
     for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect(&plans[i], phase), res, out_plans);
+  if (plans[0].comm->device != NULL) { /* device mode (a group never mixes modes: launch_plans) */
+    res = launch_plans(plans, nplans, tasks);
+    goto out_plans;
+  }
   for (int i = 0; i < nplans; i++) braid_plan_self_copies(&plans[i]);
   res = run_plans(plans, nplans);
 out_plans:

@@ -105,11 +105,20 @@ static ncclResult_t map_devices(const struct braid_topo_system* sys, int nranks,
       dev[i] = g < 0 ? -1 : sys->gpus[g];
     }
   }
+  /* Two ranks of one node on one GPU: refused as NCCL does, unless BRAID_GPU_SHARING=1. The
+   * bus ids decide, so GPUs the topology does not list (the fake GPU) are checked too. A
+   * shared GPU appears once in the search: its second rank is "not in the topology", which
+   * lays that node out in rank order. */
+  int sharing = braid_param_int(BRAID_PARAM_GPU_SHARING) == 1;
   for (int i = 0; i < nranks; i++)
     for (int j = i + 1; j < nranks && !host; j++)
-      if (dev[i] >= 0 && dev[i] == dev[j] && ranks[i].node == ranks[j].node) {
-        BRAID_WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %" PRIx64, i, j, ranks[i].bus_id);
-        return ncclInvalidUsage;
+      if (ranks[i].bus_id == ranks[j].bus_id && ranks[i].node == ranks[j].node) {
+        if (!sharing) {
+          BRAID_WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %" PRIx64, i, j,
+                     ranks[i].bus_id);
+          return ncclInvalidUsage;
+        }
+        dev[j] = -1;
       }
   return ncclSuccess;
 }

@@ -13,10 +13,12 @@
 #include "bootstrap.h"
 #include "check.h"
 #include "comm.h"
+#include "device.h"
 #include "executor.h"
 #include "graph.h"
 #include "group.h"
 #include "init_internal.h"
+#include "launch.h"
 #include "param.h"
 #include "topo.h"
 #include "transport/transport.h"
@@ -57,6 +59,9 @@ static int default_nchannels(const struct braid_comm* comm) {
   }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int n = (int)(cpus / busiest);
+  /* On a GPU a channel is a thread block: the graph's channels (the fake GPU runs blocks on
+   * host threads, so it keeps the host's count). */
+  if (comm->device != NULL && comm->device != braid_device_fake) n = comm->graph->nchannels;
   if (n < 1) n = 1;
   if (n > comm->graph->nchannels) n = comm->graph->nchannels;
   int64_t lo = braid_param_int(BRAID_PARAM_MIN_NCHANNELS), hi = braid_param_int(BRAID_PARAM_MAX_NCHANNELS);
@@ -164,7 +169,8 @@ static void log_init_complete(struct braid_comm* comm, const char* fn, double t_
   if (comm->nranks > 1) BRAID_INFO(BRAID_LOG_INIT, "Connected all rings");
   BRAID_INFO(BRAID_LOG_INIT,
              "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE", fn,
-             (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev, 0L,
+             (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev,
+             (long)(comm->bus_id < 0 ? 0 : comm->bus_id),
              (unsigned long long)comm->comm_hash);
   double total = braid_time_now() - comm->init_start;
   BRAID_INFO(BRAID_LOG_INIT,
@@ -200,6 +206,7 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
   BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
+  if (comm->device != NULL) BRAID_CHECK(braid_launch_setup(comm));
   double t2 = braid_time_now();
   log_init_complete(comm, fn, t_boot, t1 - t0, t2 - t1);
   return ncclSuccess;
@@ -257,18 +264,37 @@ ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, c
 
 /* ---- allocation and teardown -------------------------------------------------------------- */
 
-ncclResult_t braid_comm_alloc(int rank, int nranks, const ncclConfig_t* config, struct braid_comm** comm_p) {
-  struct braid_comm* comm = calloc(1, sizeof(*comm));
-  if (comm == NULL) {
+/* Device mode: the communicator lives in pinned, mapped memory, so the kernels poll its
+ * abort_flag where every host-side writer (abort, the net proxy, the watchdog) raises it. */
+static ncclResult_t comm_struct_alloc(const struct braid_device_ops* dev, struct braid_comm** comm_p) {
+  struct braid_comm* comm = NULL;
+  void* dev_self = NULL;
+  int cuda_dev = -1;
+  int64_t bus_id = -1;
+  if (dev != NULL) {
+    BRAID_CHECK(dev->get_current(&cuda_dev));
+    BRAID_CHECK(dev->bus_id(cuda_dev, &bus_id, NULL, 0));
+    BRAID_CHECK(dev->host_alloc((void**)&comm, &dev_self, sizeof(*comm)));
+  } else if ((comm = calloc(1, sizeof(*comm))) == NULL) {
     BRAID_WARN("Failed to allocate a communicator (%zu bytes)", sizeof(*comm));
     return ncclSystemError;
   }
+  comm->device = dev;
+  comm->dev_self = dev_self;
+  comm->cuda_dev = cuda_dev;
+  comm->bus_id = bus_id;
+  comm->host_mode = dev == NULL;
+  *comm_p = comm;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_comm_alloc(int rank, int nranks, const ncclConfig_t* config, struct braid_comm** comm_p) {
+  struct braid_comm* comm = NULL;
+  BRAID_CHECK(comm_struct_alloc(braid_device(), &comm));
   comm->magic = BRAID_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;
   comm->config = *config;
-  comm->cuda_dev = -1; /* host mode: the CUDA backend sets the device */
-  comm->host_mode = 1;
   comm->state = BRAID_COMM_INITIALIZING;
   comm->async_error = ncclInProgress;
   comm->init_start = braid_time_now();
@@ -285,6 +311,10 @@ ncclResult_t braid_comm_alloc(int rank, int nranks, const ncclConfig_t* config, 
 }
 
 void braid_comm_free(struct braid_comm* comm) {
+  /* Kernels still running read the channels and the FIFOs: let them finish (an abort raised
+   * the flag they poll, so stuck ones end too). */
+  if (comm->launch != NULL) braid_launch_wait(comm);
+  braid_launch_free(comm);
   braid_connect_free(comm);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
@@ -309,7 +339,10 @@ void braid_comm_free(struct braid_comm* comm) {
   pthread_cond_destroy(&comm->init_cond);
   braid_comm_registry_remove(comm);
   comm->magic = 0;
-  free(comm);
+  if (comm->device != NULL)
+    comm->device->host_free(comm);
+  else
+    free(comm);
   braid_host_pool_release();
 }
 
@@ -329,15 +362,17 @@ void braid_init_join_thread(struct braid_comm* comm) {
 static ncclResult_t init_run(struct init_args* a) {
   struct braid_comm* comm = a->comm;
   double t0 = braid_time_now();
-  ncclResult_t res;
-  if (a->parent_bs != NULL) {
+  ncclResult_t res = ncclSuccess;
+  /* The device is per thread: an init on its own thread binds to the communicator's. */
+  if (comm->device != NULL) res = comm->device->set_current(comm->cuda_dev);
+  if (res == ncclSuccess && a->parent_bs != NULL) {
     res = braid_bootstrap_split(a->parent_bs, comm->rank, comm->nranks, a->parent_ranks, a->split_tag,
                                 &comm->bootstrap);
     /* A split bootstrap watches no abort flag until told: the parent may die first. */
     if (res == ncclSuccess) braid_bootstrap_set_abort_flag(comm->bootstrap, &comm->abort_flag);
-  }
-  else
+  } else if (res == ncclSuccess) {
     res = braid_bootstrap_init(a->ids, a->nids, comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap);
+  }
   if (res == ncclSuccess) res = braid_init_finish(comm, a->fn, braid_time_now() - t0);
   if (res != ncclSuccess && comm->abort_flag)
     BRAID_WARN("%s: rank %d: initialization aborted", a->fn, comm->rank);
@@ -364,7 +399,8 @@ static void* init_thread_main(void* arg) {
 ncclResult_t braid_init_start(struct init_args* a) {
   struct braid_comm* comm = a->comm;
   BRAID_INFO(BRAID_LOG_INIT, "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init START",
-             a->fn, (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev, 0L,
+             a->fn, (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev,
+             (long)(comm->bus_id < 0 ? 0 : comm->bus_id),
              (unsigned long long)comm->comm_hash);
   int in_group = braid_group_depth() > 0;
   if (comm->config.blocking && !in_group) {

@@ -9,8 +9,10 @@
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
+#include "device.h"
 #include "init_internal.h"
 #include "group.h"
+#include "launch.h"
 #include "param.h"
 
 BRAID_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
@@ -115,11 +117,30 @@ BRAID_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
       }
     }
   }
+  /* On devices, rank i binds to devlist[i] (or device i), as NCCL does. */
+  const struct braid_device_ops* dev = braid_device();
+  int ndevices = 0, saved = -1;
+  if (dev != NULL) {
+    BRAID_CHECK(dev->count(&ndevices));
+    BRAID_CHECK(dev->get_current(&saved));
+    for (int i = 0; i < ndev; i++) {
+      int d = devlist != NULL ? devlist[i] : i;
+      if (d < 0 || (d >= ndevices && (devlist != NULL || braid_param_int(BRAID_PARAM_GPU_SHARING) != 1))) {
+        BRAID_WARN("ncclCommInitAll: invalid device %d for rank %d (%d devices)", d, i, ndevices);
+        return ncclInvalidArgument;
+      }
+    }
+  }
   ncclUniqueId id;
   BRAID_CHECK(ncclGetUniqueId(&id));
   ncclResult_t res = ncclGroupStart(), res2;
-  for (int i = 0; i < ndev && res == ncclSuccess; i++) res = ncclCommInitRank(&comms[i], ndev, id, i);
+  for (int i = 0; i < ndev && res == ncclSuccess; i++) {
+    /* BRAID_GPU_SHARING=1 without a devlist: more ranks than devices share them in turn. */
+    if (dev != NULL) res = dev->set_current(devlist != NULL ? devlist[i] : i % ndevices);
+    if (res == ncclSuccess) res = ncclCommInitRank(&comms[i], ndev, id, i);
+  }
   res2 = ncclGroupEnd();
+  if (dev != NULL) dev->set_current(saved);
   return res != ncclSuccess ? res : res2;
 }
 BRAID_PROFILE_ALIAS(ncclCommInitAll)
@@ -141,9 +162,10 @@ BRAID_API ncclResult_t ncclCommFinalize(ncclComm_t handle) {
     BRAID_WARN("ncclCommFinalize: rank %d: communicator %p is already finalized", comm->rank, (void*)comm);
     return ncclInvalidArgument;
   }
-  /* Host-mode collectives complete before their call returns: nothing is outstanding. */
+  /* Host-mode collectives complete before their call returns; kernels may still run. */
+  ncclResult_t res = braid_launch_wait(comm);
   if (comm->state == BRAID_COMM_READY) comm->state = BRAID_COMM_FINALIZED;
-  return ncclSuccess;
+  return res;
 }
 BRAID_PROFILE_ALIAS(ncclCommFinalize)
 
@@ -153,7 +175,7 @@ BRAID_API ncclResult_t ncclCommDestroy(ncclComm_t handle) {
   BRAID_CHECK(check_alive(handle, "ncclCommDestroy", &comm));
   braid_init_join_thread(comm);
   BRAID_INFO(BRAID_LOG_INIT, "comm %p rank %d nranks %d cudaDev %d busId %lx - Destroy COMPLETE", (void*)comm,
-             comm->rank, comm->nranks, comm->cuda_dev, 0L);
+             comm->rank, comm->nranks, comm->cuda_dev, (long)(comm->bus_id < 0 ? 0 : comm->bus_id));
   braid_comm_free(comm);
   return ncclSuccess;
 }
@@ -173,7 +195,7 @@ BRAID_API ncclResult_t ncclCommAbort(ncclComm_t handle) {
   /* Collectives running on other threads see the flag within a few polls; let them leave. */
   while (__atomic_load_n(&comm->inflight, __ATOMIC_ACQUIRE) > 0) sched_yield();
   BRAID_INFO(BRAID_LOG_INIT, "comm %p rank %d nranks %d cudaDev %d busId %lx - Abort COMPLETE", (void*)comm,
-             comm->rank, comm->nranks, comm->cuda_dev, 0L);
+             comm->rank, comm->nranks, comm->cuda_dev, (long)(comm->bus_id < 0 ? 0 : comm->bus_id));
   braid_comm_free(comm);
   return ncclSuccess;
 }

@@ -36,6 +36,8 @@
   X(COMM_BLOCKING, "NCCL_COMM_BLOCKING", INT, BRAID_PARAM_UNSET, "default of config.blocking")   \
   X(HOST_MODE, "BRAID_HOST_MODE", INT, 0, "1: run on host memory even when a GPU is usable")     \
   X(GPU_SHARING, "BRAID_GPU_SHARING", INT, 0, "1: allow several ranks on one GPU")               \
+  X(FAKE_GPU, "BRAID_FAKE_GPU", INT, 0, "tests: N > 0 poses N fake GPUs (host memory, stream threads)") \
+  X(WORK_INLINE, "BRAID_WORK_INLINE", INT, 1, "0: always pass work items through a device buffer (tests the overflow path)") \
   /* transports */                                                                              \
   X(P2P_DISABLE, "NCCL_P2P_DISABLE", INT, 0, "1: never use peer-to-peer (CUDA IPC) connections")  \
   X(P2P_LEVEL, "NCCL_P2P_LEVEL", STR, NULL, "farthest path for P2P: LOC NVL NVB PIX PXB PHB SYS") \

@@ -34,6 +34,7 @@ static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t
   int nch = choice.nchannels < comm->nchannels ? choice.nchannels : comm->nchannels;
   if (nch < 1) nch = 1;
   if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
+  if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads;
   uint32_t slot = comm->buff_bytes[proto] / BRAID_NSTEPS;
   uint32_t chunk = braid_proto_payload(proto, slot) / es;
   /* Channel shares in whole 64-byte units, so every share starts aligned like the buffer. */
@@ -159,6 +160,7 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
   int ncoll = 0, np2p = 0, nworks[BRAID_MAX_CHANNELS] = {0};
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->comm != comm) continue;
+    if (ncoll + np2p == 0) plan->stream = t->stream;
     if (t->kind == BRAID_TASK_COLL)
       ncoll++;
     else

@@ -28,6 +28,8 @@ struct braid_plan {
   int* connect_recv;
   int nconnect_recv;
   int connect_trees;               /* a collective uses trees not connected yet */
+  int nthreads;                    /* device mode: threads per block, the most any item asked for */
+  cudaStream_t stream;             /* device mode: the stream of the comm's first task (the kernel's) */
   struct braid_self_copy* copies;  /* sends to self, matched with receives from self */
   int ncopies;
   struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */

@@ -8,15 +8,23 @@
 
 #include "api.h"
 #include "check.h"
+#include "device.h"
 #include "redop.h"
 
 static int is_floating(int dtype) { return dtype >= ncclFloat16 && dtype != ncclNumTypes; }
 
-/* The scalar's bits, zero-extended, read from memory holding one element of `dtype`. */
-static uint64_t scalar_bits(const void* p, int dtype) {
-  uint64_t v = 0;
-  memcpy(&v, p, braid_dtype_size(dtype));
-  return v;
+/* The scalar's bits, zero-extended, read from memory holding one element of `dtype`. On a
+ * device communicator a ncclScalarDevice scalar is device memory: it is copied out, at call
+ * time (NCCL reads it in the kernel; braid reads it when the call is made, so a scalar written
+ * by still-queued work on a non-default stream is read too early - see src/README.md). */
+static ncclResult_t scalar_bits(const struct braid_comm* comm, const void* p, int dtype, uint64_t* v) {
+  *v = 0;
+  const struct braid_device_ops* dev = comm->host_mode ? NULL : braid_device();
+  if (dev == NULL) {
+    memcpy(v, p, braid_dtype_size(dtype));
+    return ncclSuccess;
+  }
+  return dev->memcpy_sync(v, p, braid_dtype_size(dtype));
 }
 
 ncclResult_t braid_redop_resolve(struct braid_comm* comm, const char* fn, ncclRedOp_t op, ncclDataType_t dtype,
@@ -53,7 +61,10 @@ ncclResult_t braid_redop_resolve(struct braid_comm* comm, const char* fn, ncclRe
   } else {
     const struct braid_user_redop* u = &comm->redops[slot];
     out->kind = BRAID_RED_PREMULSUM;
-    out->scalar = u->residence == ncclScalarHostImmediate ? u->scalar : scalar_bits(u->scalar_ptr, u->dtype);
+    if (u->residence == ncclScalarHostImmediate)
+      out->scalar = u->scalar;
+    else if ((res = scalar_bits(comm, u->scalar_ptr, u->dtype, &out->scalar)) != ncclSuccess)
+      BRAID_WARN("%s: could not read the PreMulSum scalar of op %d at %p", fn, (int)op, u->scalar_ptr);
   }
   pthread_mutex_unlock(&comm->mutex);
   return res;
@@ -94,7 +105,8 @@ BRAID_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, n
   u->in_use = 1;
   u->dtype = datatype;
   u->residence = residence;
-  u->scalar = residence == ncclScalarHostImmediate ? scalar_bits(scalar, datatype) : 0;
+  u->scalar = 0;
+  if (residence == ncclScalarHostImmediate) memcpy(&u->scalar, scalar, braid_dtype_size(datatype));
   u->scalar_ptr = scalar;
   *op = (ncclRedOp_t)(ncclNumOps + slot);
 out:

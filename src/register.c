@@ -1,8 +1,8 @@
 /*
  * register.c - buffer registration and braid-allocated memory. In host mode a registration is
  * bookkeeping and validation (a registered buffer may later be read directly by peers);
- * ncclMemAlloc returns page-aligned host memory. Windows (symmetric memory) come with the
- * CUDA backend.
+ * ncclMemAlloc returns device memory on a GPU and page-aligned host memory in host mode.
+ * Windows (symmetric memory) are not implemented yet.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "api.h"
 #include "check.h"
 #include "comm.h"
+#include "device.h"
 
 BRAID_API ncclResult_t ncclCommRegister(const ncclComm_t handle, void* buff, size_t size, void** handle_p) {
   const char* fn = "ncclCommRegister";
@@ -84,18 +85,15 @@ BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     BRAID_WARN("ncclMemAlloc: size is 0");
     return ncclInvalidArgument;
   }
-  void* p = NULL;
-  if (posix_memalign(&p, 4096, size) != 0) {
-    BRAID_WARN("ncclMemAlloc: failed to allocate %zu bytes", size);
-    return ncclSystemError;
-  }
-  *ptr = p;
-  return ncclSuccess;
+  /* Device memory on a GPU, page-aligned host memory in host mode (device.c). */
+  ncclResult_t res = braid_device_mem_alloc(ptr, size);
+  if (res != ncclSuccess) BRAID_WARN("ncclMemAlloc: failed to allocate %zu bytes", size);
+  return res;
 }
 BRAID_PROFILE_ALIAS(ncclMemAlloc)
 
 BRAID_API ncclResult_t ncclMemFree(void* ptr) {
-  free(ptr); /* free(NULL) is a no-op, as ncclMemFree(NULL) is */
+  braid_device_mem_free(ptr); /* NULL is a no-op, as ncclMemFree(NULL) is */
   return ncclSuccess;
 }
 BRAID_PROFILE_ALIAS(ncclMemFree)

@@ -9,6 +9,7 @@
 #include "api.h"
 #include "bootstrap.h"
 #include "check.h"
+#include "device.h"
 #include "init_internal.h"
 
 /* The parent may be revoked (abort flag raised by ncclCommRevoke) but must be otherwise live. */
@@ -33,6 +34,8 @@ static ncclResult_t make_child(struct braid_comm* parent, const char* fn, int* m
   else
     config = parent->config;
   BRAID_CALLOC_GOTO(a, 1, res, err_members);
+  /* The child lives on its parent's device, whatever device is current now (as NCCL). */
+  if (parent->device != NULL) BRAID_CHECK_GOTO(parent->device->set_current(parent->cuda_dev), res, err_args);
   BRAID_CHECK_GOTO(braid_comm_alloc(myrank, nmembers, &config, &child), res, err_args);
   child->parent = parent;
   child->comm_hash = parent->comm_hash * 0x9e3779b97f4a7c15ULL + tag;

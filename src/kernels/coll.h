@@ -220,7 +220,15 @@ HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w,
       }
       if (pending && !progressed) {
         simt_spin_pause(&spins);
-        if ((spins & 255) == 0 && *p->abort_flag) return (int)*p->abort_flag;
+        if ((spins & 255) == 0) {
+          /* One thread reads the flag for the block: threads that disagreed would leave some
+           * waiting at a barrier the others never reach. */
+          if (simt_tid() == 0) p->status = (int)*p->abort_flag;
+          simt_bar_sync();
+          int aborted = p->status;
+          simt_bar_sync();
+          if (aborted) return aborted;
+        }
       }
     }
   }

@@ -1,33 +1,66 @@
 /*
- * kernel.cuh - the CUDA kernel every src/kernels/coll_<dtype>.cu instantiates: one block per
- * channel, each block runs its channel's work items in order through braid_run_work (coll.h),
- * the same code the host executor runs. Launching it (streams, graphs, work upload) belongs to
- * the CUDA backend; this file only defines it.
+ * kernel.cuh - the collective kernel every src/kernels/coll_<dtype>.cu instantiates, and the
+ * argument block a launch passes to it (src/launch.c builds it; the fake GPU of
+ * src/device_fake.c runs the very same block on host threads).
+ *
+ * One block per channel with work: block b runs its channel's work items in order through
+ * braid_run_work (coll.h), the code the host executor runs. The work items travel inside the
+ * kernel arguments (by value: a CUDA graph that captured the launch replays exactly them) up
+ * to BRAID_KERNEL_INLINE_WORKS; a bigger launch points `works` at a device-visible buffer
+ * that launch.c keeps alive until the kernel is done (or, captured, as long as the
+ * communicator). Channel state (struct braid_dev_channel and its connections, with their
+ * step counters) lives in device memory and persists across launches.
+ *
+ * The struct and braid_kernel_works() are plain C (shared subset); only the __global__
+ * function below needs nvcc.
  */
 #ifndef BRAID_KERNEL_CUH
 #define BRAID_KERNEL_CUH
 
 #include "kernels/coll.h"
 
-/* What a launch passes: everything lives in device-visible memory. */
+/* Work items carried inline; the whole argument block stays under CUDA's classic 4 KiB
+ * kernel-parameter limit (launch.c checks it at compile time). */
+#define BRAID_KERNEL_INLINE_WORKS 32
+/* Threads per block: the kernel is compiled for at most this many (__launch_bounds__). */
+#define BRAID_KERNEL_MAX_THREADS 512
+
 struct braid_kernel_args {
-  struct braid_dev_channel* channels; /* [gridDim.x] */
-  struct braid_work* works;           /* channel-major, `stride` items per channel */
-  const int* nworks;                  /* [gridDim.x] */
-  int stride;
-  const volatile uint32_t* abort_flag;
-  int* status;                        /* [gridDim.x] out: enum braid_exec_status */
+  struct braid_dev_channel* channels; /* device: the communicator's channels, by channel id */
+  const struct braid_work* works;     /* device-visible overflow buffer, or NULL: inline_works */
+  const volatile uint32_t* abort_flag; /* host-mapped: ncclCommAbort raises it */
+  int* status;                        /* device-visible [nblocks] out: enum braid_exec_status */
+  int nblocks;
+  int nworks;                         /* total over blocks */
+  uint8_t block_channel[BRAID_MAX_CHANNELS]; /* channel id block b runs */
+  uint32_t block_first[BRAID_MAX_CHANNELS];  /* block b's items: [first, first + n) */
+  uint32_t block_nworks[BRAID_MAX_CHANNELS];
+  struct braid_work inline_works[BRAID_KERNEL_INLINE_WORKS]; /* used when works == NULL */
 };
 
+/* Block b's first work item. */
+HD const struct braid_work* braid_kernel_works(const struct braid_kernel_args* a, int b) {
+  return (a->works != 0 ? a->works : a->inline_works) + a->block_first[b];
+}
+
+#if defined(__CUDACC__)
 #define BRAID_CAT_(a, b) a##b
 #define BRAID_CAT(a, b) BRAID_CAT_(a, b)
 
-extern "C" __global__ void BRAID_CAT(braid_kernel_, BRAID_KERNEL_DTYPE)(struct braid_kernel_args args) {
+/* __grid_constant__: the items are read in place from the parameter space (no per-thread
+ * copy of the 4 KiB block to local memory). */
+extern "C" __global__ void __launch_bounds__(BRAID_KERNEL_MAX_THREADS)
+    BRAID_CAT(braid_kernel_, BRAID_KERNEL_DTYPE)(const __grid_constant__ struct braid_kernel_args args) {
   __shared__ struct braid_prims prims;
-  int c = blockIdx.x, status = 0;
-  for (int i = 0; i < args.nworks[c] && status == 0; i++)
-    status = braid_run_work(&prims, &args.works[c * args.stride + i], &args.channels[c], args.abort_flag);
-  if (threadIdx.x == 0) args.status[c] = status;
+  int b = blockIdx.x, status = 0;
+  const struct braid_work* works = braid_kernel_works(&args, b);
+  struct braid_dev_channel* ch = &args.channels[args.block_channel[b]];
+  for (uint32_t i = 0; i < args.block_nworks[b] && status == 0; i++) {
+    status = braid_run_work(&prims, &works[i], ch, args.abort_flag);
+    __syncthreads(); /* the next item rewrites prims, which slower threads may still read */
+  }
+  if (threadIdx.x == 0) args.status[b] = status;
 }
+#endif
 
 #endif /* BRAID_KERNEL_CUH */

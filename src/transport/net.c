@@ -7,7 +7,9 @@
  * net plugin and sends the plugin's handle in its blob; the sender connects to it; both
  * register their buffer and hand the connection to the proxy thread (net_proxy.c), which
  * moves steps between the two FIFOs from then on. The executor sees an ordinary connection
- * with `wait_tail` set and a `host_kick` that wakes the proxy.
+ * with `wait_tail` set and a `host_kick` that wakes the proxy. On a device communicator the
+ * FIFO is pinned host memory mapped for the device, `conn` holds the device's pointers, and
+ * the proxy thread alone moves it (net_fifo_alloc; net_proxy.c: device connections).
  *
  * Teardown: a sender that is not aborting first waits (bounded) until the proxy has handed
  * every published step to the plugin, so a rank can destroy its communicator right after its
@@ -26,6 +28,7 @@
 
 #include "bootstrap.h"
 #include "check.h"
+#include "device.h"
 #include "param.h"
 #include "transport/net_internal.h"
 
@@ -96,6 +99,53 @@ _Static_assert(offsetof(struct braid_connector, conn) == 0, "braid_conn must ope
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
+/* The FIFO (r->mem_bytes, zeroed): plain memory in host mode. A device communicator's kernels
+ * fill and drain it in place, so there it is pinned host memory mapped for the device
+ * (host_alloc): the proxy uses the host address (r->mem), the kernels the device's (*dbase_p).
+ * The Socket plugin reaches host memory only (ptrSupport), and staging in host memory serves
+ * every plugin; a plugin that could send from GPU memory would need a device FIFO instead. */
+static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
+  const struct braid_comm* comm = r->comm;
+  if (comm->host_mode || comm->device == NULL) {
+    if (posix_memalign((void**)&r->mem, 4096, r->mem_bytes) != 0) {
+      BRAID_WARN("Failed to allocate %zu bytes for a network connection's FIFO", r->mem_bytes);
+      return ncclSystemError;
+    }
+    memset(r->mem, 0, 4096);
+    *dbase_p = r->mem;
+    return ncclSuccess;
+  }
+  void* host = NULL;
+  void* dev = NULL;
+  int saved;
+  BRAID_CHECK(braid_transport_device_enter(comm->cuda_dev, &saved));
+  ncclResult_t res = comm->device->host_alloc(&host, &dev, r->mem_bytes);
+  braid_transport_device_leave(saved);
+  if (res != ncclSuccess) {
+    BRAID_WARN("NET/%s : rank %d could not allocate %zu bytes of pinned host memory for CUDA device %d (channel %d, "
+               "peer %d): %s", r->desc, comm->rank, r->mem_bytes, comm->cuda_dev, r->channel, r->peer,
+               ncclGetErrorString(res));
+    return res;
+  }
+  r->mem = host;
+  r->device = 1;
+  *dbase_p = dev;
+  return ncclSuccess;
+}
+
+static void net_fifo_free(struct net_res* r) {
+  if (r->mem == NULL) return;
+  if (!r->device) {
+    free(r->mem);
+  } else {
+    int saved;
+    if (braid_transport_device_enter(r->comm->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
+    r->comm->device->host_free(r->mem);
+    braid_transport_device_leave(saved);
+  }
+  r->mem = NULL;
+}
+
 /* One end: plugin, context, device and the local FIFO laid out for the executor. */
 static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, int is_send,
                                 struct braid_connector* c, struct net_res** r_p) {
@@ -125,25 +175,22 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
     if (comm->buff_bytes[p] / BRAID_NSTEPS > r->stride) r->stride = comm->buff_bytes[p] / BRAID_NSTEPS;
   r->stride = align_up(r->stride, 4096);
   r->mem_bytes = 4096 + BRAID_NSTEPS * r->stride;
-  if (posix_memalign((void**)&r->mem, 4096, r->mem_bytes) != 0) {
-    BRAID_WARN("Failed to allocate %zu bytes for a network connection's FIFO", r->mem_bytes);
-    res = ncclSystemError;
-    goto err_ctx;
-  }
-  memset(r->mem, 0, 4096);
+  char* dbase = NULL; /* the FIFO as the executor (host) or the kernels (device) address it */
+  BRAID_CHECK_GOTO(net_fifo_alloc(r, &dbase), res, err_ctx);
   r->ctrl = (struct braid_conn_ctrl*)r->mem;
   r->buff = r->mem + 4096;
   struct braid_conn* conn = &c->conn;
-  conn->tail = &r->ctrl->tail;
-  conn->head = &r->ctrl->head;
-  conn->sizes = r->ctrl->sizes;
+  struct braid_conn_ctrl* dctrl = (struct braid_conn_ctrl*)dbase;
+  conn->tail = &dctrl->tail;
+  conn->head = &dctrl->head;
+  conn->sizes = dctrl->sizes;
   for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
-    conn->buff[p] = r->buff; /* one buffer for every protocol (net_internal.h) */
+    conn->buff[p] = dbase + 4096; /* one buffer for every protocol (net_internal.h) */
     conn->slot_bytes[p] = (uint32_t)r->stride;
   }
   conn->step = 0;
   conn->wait_tail = 1;
-  conn->host_kick = braid_proxy_kick_conn;
+  conn->host_kick = braid_proxy_kick_conn; /* host mode only: kernels never call it */
   *r_p = r;
   return ncclSuccess;
 err_ctx:
@@ -163,7 +210,7 @@ static void net_res_free(struct braid_connector* c) {
   if (r->net_comm != NULL) (r->is_send ? r->net->closeSend : r->net->closeRecv)(r->net_comm);
   if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
   ctx_put(r->ctx);
-  free(r->mem);
+  net_fifo_free(r);
   pthread_mutex_destroy(&r->lock);
   free(r);
   c->res = NULL;

@@ -146,4 +146,11 @@ const char* braid_net_conn_desc(const struct braid_connector* c);
 ncclResult_t braid_proxy_watch(struct braid_comm* comm);
 void braid_proxy_unwatch(struct braid_comm* comm);
 
+/* Device communicators: call right after launching a kernel of `comm` (launch.c). Kernels
+ * cannot kick the proxy as the host executor does, so the proxy thread polls the FIFOs of
+ * device network connections while they have steps in flight and for a while after any
+ * movement; this wakes it for the kernel's first step instead of after its idle nap
+ * (net_proxy.c: DEVICE_NAP_MS). Cheap and safe from any thread, with or without connections. */
+void braid_proxy_launched(struct braid_comm* comm);
+
 #endif /* BRAID_NET_H */

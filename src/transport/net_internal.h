@@ -40,7 +40,9 @@ struct net_res {
   const struct braid_net_v1* net;
   int is_send, peer, channel, conn_index, dev;
   char desc[40];                  /* "Socket/0" */
-  char* mem;                      /* control block + buffer, page aligned */
+  char* mem;                      /* control block + buffer, page aligned; the host's address */
+  int device;                     /* a device communicator's: pinned and mapped (host_alloc), moved
+                                     by the proxy thread alone (kernels cannot kick) */
   size_t mem_bytes;
   struct braid_conn_ctrl* ctrl;
   char* buff;                     /* NSTEPS slots of `stride` bytes */

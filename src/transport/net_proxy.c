@@ -55,11 +55,12 @@ static struct {
   int refs;               /* connections + watched communicators (life) */
   int efd;                /* kicks */
   int sleeping;           /* (atomic) the thread is in, or about to enter, poll() */
+  int64_t device_until;   /* (atomic) device connections are polled until then (progress_all) */
   struct net_res* conns;  /* (lock) */
   struct braid_watch* watches; /* (lock) */
   struct pollfd* fds;     /* the thread's poll set */
   int nfds_cap;
-} px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, -1, 0, NULL, NULL, NULL, 0};
+} px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, -1, 0, 0, NULL, NULL, NULL, 0};
 
 static pthread_mutex_t raise_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -229,17 +230,41 @@ static int progress_one(struct net_res* r) {
   return did;
 }
 
-/* The proxy thread's pass over every connection (px.lock held). */
-static int progress_all(void) {
+/* Device connections (net_internal.h: r->device): a kernel fills and drains the FIFO and never
+ * kicks, so the thread polls their counters itself, without sleeping, while they are busy:
+ * steps published and not yet sent, received steps the kernel still holds (it will release
+ * them, and the receives behind them must be posted), or anything moved or launched within
+ * DEVICE_LINGER_NS (a kernel publishes its next step within microseconds of its last, or of
+ * the data it waited for, which this thread delivered). With nothing in flight it sleeps like
+ * for host connections, on the sockets of its posted receives, but at most DEVICE_NAP_MS, in
+ * case a kernel started without braid_proxy_launched. */
+#define DEVICE_LINGER_NS 10000000LL
+#define DEVICE_NAP_MS 10
+
+static int device_busy(const struct net_res* r) {
+  if (r->is_send) return __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE) > r->done;
+  return __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE) < r->done;
+}
+
+/* The proxy thread's pass over every connection (px.lock held). *device_p: some device
+ * connection is busy. */
+static int progress_all(int64_t now, int* device_p) {
   int did = 0;
+  *device_p = 0;
   for (struct net_res* r = px.conns; r != NULL; r = r->next) {
-    did |= progress_one(r);
+    int moved = progress_one(r);
+    did |= moved;
+    if (r->device && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE) {
+      if (moved) __atomic_store_n(&px.device_until, now + DEVICE_LINGER_NS, __ATOMIC_RELAXED);
+      *device_p |= 1 + (moved || device_busy(r)); /* 1: device connections exist; 2: busy */
+    }
     if (r->err != ncclSuccess && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_FAILED &&
         r->reason[0] == '\0') {
       conn_report(r);
       did = 1;
     }
   }
+  if (*device_p && now < __atomic_load_n(&px.device_until, __ATOMIC_RELAXED)) *device_p = 2;
   return did;
 }
 
@@ -300,15 +325,16 @@ static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
 static void* proxy_main(void* arg) {
   int64_t spin_ns = braid_param_int(BRAID_PARAM_PROXY_SPIN_US) * 1000;
   int64_t last_busy = now_ns(), last_tick = 0;
+  int device = 0;
   pthread_mutex_lock(&px.lock);
   while (!px.stop) {
-    int did = progress_all();
     int64_t now = now_ns();
+    int did = progress_all(now, &device);
     if (now - last_tick >= WATCH_TICK_MS * 1000000LL) {
       braid_watch_tick(px.watches, now);
       last_tick = now;
     }
-    if (did || now - last_busy < spin_ns) {
+    if (did || device == 2 || now - last_busy < spin_ns) {
       if (did) last_busy = now;
       pthread_mutex_unlock(&px.lock); /* let add / remove in */
       if (!did) sched_yield();
@@ -317,13 +343,14 @@ static void* proxy_main(void* arg) {
     }
     int blind = 0, timeout = -1, n = build_pollset(now, &timeout, &blind);
     __atomic_store_n(&px.sleeping, 1, __ATOMIC_SEQ_CST);
-    if (progress_all()) { /* a kick may have been missed: go round again */
+    if (progress_all(now_ns(), &device) || device == 2) { /* a kick may have been missed: go round again */
       __atomic_store_n(&px.sleeping, 0, __ATOMIC_RELAXED);
       last_busy = now_ns();
       continue;
     }
     if (blind) timeout = 1;
     if (px.watches != NULL && (timeout < 0 || timeout > WATCH_TICK_MS)) timeout = WATCH_TICK_MS;
+    if (device && (timeout < 0 || timeout > DEVICE_NAP_MS)) timeout = DEVICE_NAP_MS;
     pthread_mutex_unlock(&px.lock);
     if (poll(px.fds, (nfds_t)n, timeout) > 0 && (px.fds[0].revents & POLLIN)) { /* n >= 1 then */
       uint64_t v;
@@ -334,6 +361,15 @@ static void* proxy_main(void* arg) {
   }
   pthread_mutex_unlock(&px.lock);
   return NULL;
+}
+
+void braid_proxy_launched(struct braid_comm* comm) {
+  __atomic_store_n(&px.device_until, now_ns() + DEVICE_LINGER_NS, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); /* Dekker with the thread's `sleeping` */
+  if (__atomic_exchange_n(&px.sleeping, 0, __ATOMIC_ACQ_REL) && px.efd >= 0) {
+    uint64_t one = 1;
+    (void)!write(px.efd, &one, sizeof(one));
+  }
 }
 
 void braid_proxy_kick_conn(struct braid_conn* c) {

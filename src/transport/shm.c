@@ -5,8 +5,15 @@
  * Between processes the FIFO is a POSIX shared-memory segment with a name unique per
  * process, communicator, channel and peer; the sender unlinks it as soon as it has mapped it,
  * so nothing is left in /dev/shm even after kill -9 once connections are up (the receiver
- * unlinks too when it is freed, in case the sender never got as far as mapping it). Between ranks of one process it is plain memory with a
- * reference count, freed by whichever side lets go last.
+ * unlinks too when it is freed, in case the sender never got as far as mapping it). Between
+ * ranks of one process it is plain memory with a reference count, freed by whichever side
+ * lets go last.
+ *
+ * Device communicators: kernels read and write the FIFO in place, so each side registers the
+ * memory it holds with the device layer (host_register: pinned and mapped) and its braid_conn
+ * points at the device's view of it: the receiver registers the segment it created, a sender
+ * in another process its own mapping of it. Within one process the receiver's registration
+ * serves both sides and is undone by whichever side frees the memory. Host mode is unchanged.
  */
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -19,12 +26,15 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "device.h"
 #include "param.h"
 #include "transport/transport.h"
 
 /* The first page of every FIFO: lifetime bookkeeping, never touched by the data path. */
 struct shm_header {
   atomic_int refs;   /* same-process FIFOs: sides still holding it */
+  int registered;    /* same-process FIFOs: registered with the device layer (device comms) */
+  int cuda_dev;      /* the device current when it was registered */
 };
 #define SHM_HEADER_BYTES 4096
 
@@ -32,6 +42,7 @@ struct shm_header {
 struct shm_blob {
   uint64_t pid_hash;  /* the receiver's process */
   void* ptr;          /* same process: the FIFO itself */
+  void* dptr;         /* same process, device comm: the device's view of ptr */
   size_t bytes;
   char name[96];      /* other process: the segment to map */
 };
@@ -41,8 +52,42 @@ struct shm_res {
   char* base;         /* mapping (or allocation) including the header */
   size_t bytes;
   int same_process;
+  int registered;     /* other process: this side's mapping is registered with the device layer */
+  int cuda_dev;
   char name[96];
 };
+
+/* The device pointer of `host` for a device communicator's kernels, or host itself in host
+ * mode. */
+static ncclResult_t shm_map_for_device(const struct braid_comm* comm, void* host, size_t bytes, void** dev_p,
+                                       int* registered_p) {
+  const struct braid_device_ops* d = braid_device();
+  int saved;
+  *registered_p = 0;
+  if (comm->host_mode || d == NULL) {
+    *dev_p = host;
+    return ncclSuccess;
+  }
+  BRAID_CHECK(braid_transport_device_enter(comm->cuda_dev, &saved));
+  ncclResult_t res = d->host_register(host, bytes, dev_p);
+  braid_transport_device_leave(saved);
+  if (res != ncclSuccess) {
+    BRAID_WARN("Rank %d could not register %zu bytes of shared memory with CUDA device %d: %s", comm->rank, bytes,
+               comm->cuda_dev, ncclGetErrorString(res));
+    return res;
+  }
+  *registered_p = 1;
+  return ncclSuccess;
+}
+
+static void shm_unmap_for_device(void* host, int cuda_dev) {
+  const struct braid_device_ops* d = braid_device();
+  int saved;
+  if (d == NULL) return;
+  if (braid_transport_device_enter(cuda_dev, &saved) != ncclSuccess) saved = -1; /* unregister anyway */
+  d->host_unregister(host);
+  braid_transport_device_leave(saved);
+}
 
 static int shm_can_connect(const struct braid_comm* comm, int peer) {
   if (braid_param_int(BRAID_PARAM_SHM_DISABLE) == 1) return 0;
@@ -100,15 +145,35 @@ static ncclResult_t shm_recv_setup(struct braid_comm* comm, int peer, int channe
       goto err_close;
     }
     close(fd);
+    fd = -1;
+  }
+  void* dbase;
+  int registered;
+  r->cuda_dev = comm->cuda_dev;
+  BRAID_CHECK_GOTO(shm_map_for_device(comm, r->base, r->bytes, &dbase, &registered), res, err_release);
+  if (r->same_process) {
+    ((struct shm_header*)r->base)->registered = registered;
+    ((struct shm_header*)r->base)->cuda_dev = comm->cuda_dev;
+  } else {
+    r->registered = registered;
   }
   memset(blob, 0, sizeof(*blob));
   blob->pid_hash = comm->peers[comm->rank].pid_hash;
   blob->ptr = r->base;
+  blob->dptr = registered ? dbase : NULL;
   blob->bytes = r->bytes;
   memcpy(blob->name, r->name, sizeof(blob->name));
-  braid_transport_fifo_layout(comm, r->base + SHM_HEADER_BYTES, &c->conn);
+  braid_transport_fifo_layout(comm, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
   c->res = r;
   return ncclSuccess;
+err_release:
+  if (r->same_process) {
+    free(r->base);
+  } else {
+    munmap(r->base, r->bytes);
+    shm_unlink(r->name);
+  }
+  goto err_free_res;
 err_close:
   close(fd);
   shm_unlink(r->name);
@@ -126,8 +191,19 @@ static ncclResult_t shm_send_connect(struct braid_comm* comm, struct braid_conne
   BRAID_CALLOC_GOTO(r, 1, res, err);
   r->bytes = blob->bytes;
   r->same_process = blob->pid_hash == comm->peers[comm->rank].pid_hash;
+  r->cuda_dev = comm->cuda_dev;
+  void* dbase = NULL;
   if (r->same_process) {
     r->base = blob->ptr;
+    /* the receiver registered it for both of us (connect.c refuses host/device pairs) */
+    dbase = comm->host_mode ? r->base : blob->dptr;
+    if (dbase == NULL) {
+      BRAID_WARN("Rank %d is on CUDA device %d but its shared-memory peer in this process did not register the "
+                 "FIFO for the device",
+                 comm->rank, comm->cuda_dev);
+      res = ncclInternalError;
+      goto err_free_res;
+    }
   } else {
     int fd;
     BRAID_SYSCHECK_GOTO(fd = shm_open(blob->name, O_RDWR, 0600), "shm_open", res, err_free_res);
@@ -139,8 +215,13 @@ static ncclResult_t shm_send_connect(struct braid_comm* comm, struct braid_conne
       res = ncclSystemError;
       goto err_free_res;
     }
+    res = shm_map_for_device(comm, r->base, r->bytes, &dbase, &r->registered);
+    if (res != ncclSuccess) {
+      munmap(r->base, r->bytes);
+      goto err_free_res;
+    }
   }
-  braid_transport_fifo_layout(comm, r->base + SHM_HEADER_BYTES, &c->conn);
+  braid_transport_fifo_layout(comm, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
   c->res = r;
   return ncclSuccess;
 err_free_res:
@@ -159,10 +240,15 @@ static void shm_free(struct braid_connector* c) {
   struct shm_res* r = c->res;
   if (r == NULL) return;
   if (r->same_process) {
-    if (atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1) == 1) free(r->base);
+    struct shm_header* h = (struct shm_header*)r->base;
+    if (atomic_fetch_sub(&h->refs, 1) == 1) {
+      if (h->registered) shm_unmap_for_device(r->base, h->cuda_dev);
+      free(r->base);
+    }
   } else {
     /* The sender unlinked it after mapping; if it never got that far, the name goes now. */
     if (r->name[0]) shm_unlink(r->name);
+    if (r->registered) shm_unmap_for_device(r->base, r->cuda_dev);
     munmap(r->base, r->bytes);
   }
   free(r);
@@ -177,6 +263,15 @@ static void shm_recv_free(struct braid_connector* c) {
   shm_free(c);
 }
 
+/* NCCL's words on a GPU ("SHM/direct/direct": kernels on both ends touch the memory, no copy
+ * engine); braid's own in host mode. */
+static const char* shm_desc(const struct braid_connector* c) {
+  const struct shm_res* r = c->res;
+  if (r == NULL) return "shared memory";
+  if (r->registered || (r->same_process && ((const struct shm_header*)r->base)->registered)) return "direct/direct";
+  return r->same_process ? "direct pointer" : "shared memory";
+}
+
 const struct braid_transport braid_transport_shm = {
     .name = "SHM",
     .can_connect = shm_can_connect,
@@ -186,4 +281,5 @@ const struct braid_transport braid_transport_shm = {
     .recv_connect = shm_recv_connect,
     .send_free = shm_free,
     .recv_free = shm_recv_free,
+    .desc = shm_desc,
 };

@@ -37,13 +37,24 @@ struct braid_transport {
   /* Release everything of one side; safe on a half-built connector. */
   void (*send_free)(struct braid_connector* c);
   void (*recv_free)(struct braid_connector* c);
+  /* May be NULL: how a connected sender reaches the receiver, the text after "via NAME/" in
+   * the connection's INFO line ("IPC", "direct pointer", "shared memory", ...). */
+  const char* (*desc)(const struct braid_connector* c);
 };
 
+extern const struct braid_transport braid_transport_p2p;
 extern const struct braid_transport braid_transport_shm;
 
 /* Size of the FIFO memory a receiver allocates for one connection. */
 size_t braid_transport_fifo_bytes(const struct braid_comm* comm);
 /* Lay out ctrl + buffers in `base` (the receiver's memory) into a braid_conn. */
 void braid_transport_fifo_layout(const struct braid_comm* comm, char* base, struct braid_conn* conn);
+
+/* Device communicators: run a device-layer call with `dev` current on this thread and put
+ * the previous device back afterwards (connections are made on init threads, group threads
+ * and the caller's thread, whose current device need not be the communicator's). enter
+ * returns the device to restore in *saved_p (-1: nothing to restore). */
+ncclResult_t braid_transport_device_enter(int dev, int* saved_p);
+void braid_transport_device_leave(int saved);
 
 #endif /* BRAID_TRANSPORT_H */

@@ -34,6 +34,22 @@ int harness_run(int nranks, enum harness_mode mode, harness_fn fn, void* arg, in
 /* Print a failure line naming the rank (stderr), return 1: `return harness_fail(r, "...", ...)`. */
 int harness_fail(const struct harness_rank* r, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* In a rank body: a failed NCCL call fails the rank, naming the call, the result and the
+ * library's last message. */
+#define RCHECK(r, call)                                                                                            \
+  do {                                                                                                             \
+    ncclResult_t res_ = (call);                                                                                    \
+    if (res_ != ncclSuccess)                                                                                       \
+      return harness_fail((r), "%s:%d: %s returned %d (%s); last error: %s", __FILE__, __LINE__, #call, (int)res_, \
+                          ncclGetErrorString(res_), ncclGetLastError(NULL));                                       \
+  } while (0)
+
+/* In a rank body: fail the rank with a message unless `cond` holds. */
+#define REXPECT(r, cond, ...)                           \
+  do {                                                  \
+    if (!(cond)) return harness_fail((r), __VA_ARGS__); \
+  } while (0)
+
 /* Number of open file descriptors and threads of this process (leak checks). */
 int harness_count_fds(void);
 int harness_count_threads(void);

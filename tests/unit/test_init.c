@@ -33,20 +33,6 @@
 
 /* ---- helpers for rank bodies ---------------------------------------------------------------- */
 
-/* A failed NCCL call: report where, the result and the library's last message. */
-#define RCHECK(r, call)                                                                                            \
-  do {                                                                                                             \
-    ncclResult_t res_ = (call);                                                                                    \
-    if (res_ != ncclSuccess)                                                                                       \
-      return harness_fail((r), "%s:%d: %s returned %d (%s); last error: %s", __FILE__, __LINE__, #call, (int)res_, \
-                          ncclGetErrorString(res_), ncclGetLastError(NULL));                                       \
-  } while (0)
-
-#define REXPECT(r, cond, ...)                           \
-  do {                                                  \
-    if (!(cond)) return harness_fail((r), __VA_ARGS__); \
-  } while (0)
-
 /* Poll a non-blocking communicator until it leaves ncclInProgress; returns where it ended. */
 static ncclResult_t wait_async(ncclComm_t comm) {
   for (;;) {

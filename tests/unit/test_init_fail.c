@@ -33,19 +33,6 @@
 #define HARNESS_TIMEOUT_S 60
 #define TCASE_TIMEOUT_S 120
 
-#define RCHECK(r, call)                                                                                            \
-  do {                                                                                                             \
-    ncclResult_t res_ = (call);                                                                                    \
-    if (res_ != ncclSuccess)                                                                                       \
-      return harness_fail((r), "%s:%d: %s returned %d (%s); last error: %s", __FILE__, __LINE__, #call, (int)res_, \
-                          ncclGetErrorString(res_), ncclGetLastError(NULL));                                       \
-  } while (0)
-
-#define REXPECT(r, cond, ...)                           \
-  do {                                                  \
-    if (!(cond)) return harness_fail((r), __VA_ARGS__); \
-  } while (0)
-
 /* The last error mentions `word` (the library must name the problem). */
 #define ASSERT_LAST_ERROR_HAS(word)                                                                      \
   do {                                                                                                   \

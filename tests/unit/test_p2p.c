@@ -319,8 +319,9 @@ struct xcase {
   const size_t* counts; /* ends with (size_t)-1 */
 };
 
-/* One AlltoAll / Gather / Scatter. inplace: at the root, Gather's sendbuff is its slot of
- * recvbuff and Scatter's recvbuff its slot of sendbuff. Returns 0, 1 or -1. */
+/* One AlltoAll / Gather / Scatter. inplace: AlltoAll's sendbuff is its recvbuff (every rank);
+ * at the root, Gather's sendbuff is its slot of recvbuff and Scatter's recvbuff its slot of
+ * sendbuff. Returns 0, 1 or -1. */
 static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t cnt, int root, int inplace,
                  uint32_t seed, int* nreports) {
   int n = r->nranks, me = r->rank, is_root = me == root, ret = 0;
@@ -331,10 +332,13 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
   const char* send = NULL;
   char* recv = NULL;
   char msg[512] = "";
-  inplace = inplace && is_root && x != X_ALLTOALL;
+  inplace = inplace && (is_root || x == X_ALLTOALL);
   if (inplace) {
     if (ref_region_alloc(&d, n * cnt * es, 0, 0x40) != 0) return -1;
-    if (x == X_GATHER) {
+    if (x == X_ALLTOALL) { /* one buffer: my input, replaced by everyone's block for me */
+      ref_fill(dt, REF_KIND_SUM, seed, me, 0, n * cnt, d.p);
+      send = recv = d.p;
+    } else if (x == X_GATHER) {
       ref_fill(dt, REF_KIND_SUM, seed, me, 0, cnt, d.p + me * cnt * es);
       send = d.p + me * cnt * es;
       recv = d.p;
@@ -413,7 +417,7 @@ static int x_body(struct harness_rank* r) {
       for (int x = 0; x < X_NUM; x++) {
         int nroots = x == X_ALLTOALL ? 1 : r->nranks;
         for (int root = 0; root < nroots; root++) {
-          for (int inplace = 0; inplace < (x == X_ALLTOALL ? 1 : 2); inplace++) {
+          for (int inplace = 0; inplace < 2; inplace++) {
             int rc = run_x(r, comm, x, dt, *c, root, inplace, seed++, &nreports);
             if (rc < 0) return 1;
             wrong += rc;

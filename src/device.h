@@ -1,0 +1,113 @@
+/*
+ * device.h - the GPU as the rest of braid sees it: one table of operations, so that no other
+ * file calls the CUDA runtime. Two implementations:
+ *   - `cuda` (device_cuda.c): the CUDA runtime, linked in when braid is built with nvcc;
+ *   - `fake` (device_fake.c): for tests on machines without a GPU (BRAID_FAKE_GPU=1). Host
+ *     memory poses as device memory, IPC handles are shared-memory segments, a stream is a
+ *     thread that runs launched work through the host executor in order. It exercises every
+ *     device-mode code path above this table (binding, memory placement, handle exchange,
+ *     argument packing, stream ordering, asynchronous completion) with nothing but a CPU.
+ *
+ * braid_device() picks one once per process: NULL means host mode (no device usable,
+ * BRAID_HOST_MODE=1, or a build without CUDA and no fake).
+ */
+#ifndef BRAID_DEVICE_H
+#define BRAID_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+/* Where a pointer lives, as the CUDA runtime reports it. */
+enum braid_mem_kind {
+  BRAID_MEM_HOST = 0,    /* pageable host memory (or unknown to the runtime) */
+  BRAID_MEM_PINNED = 1,  /* host memory the device can reach */
+  BRAID_MEM_DEVICE = 2,
+  BRAID_MEM_MANAGED = 3,
+};
+
+/* An exported device allocation another process can map (cudaIpcMemHandle_t is 64 bytes). */
+#define BRAID_IPC_HANDLE_BYTES 64
+struct braid_ipc_handle {
+  unsigned char bytes[BRAID_IPC_HANDLE_BYTES];
+};
+
+/* Opaque to everyone but the implementation. */
+typedef void* braid_event_t;
+
+struct braid_kernel_args; /* src/kernels/kernel.cuh / launch code */
+
+struct braid_device_ops {
+  const char* name; /* "cuda" or "fake" */
+
+  /* Devices. */
+  ncclResult_t (*count)(int* n);
+  ncclResult_t (*get_current)(int* dev);
+  ncclResult_t (*set_current)(int dev);
+  /* PCI bus id as NCCL prints it (domain<<20 | bus<<8 | device<<3 | function style int64, the
+   * same encoding busId uses in logs) and as a string "0000:1b:00.0". */
+  ncclResult_t (*bus_id)(int dev, int64_t* bus_id, char* str, size_t str_len);
+  ncclResult_t (*compute_capability)(int dev, int* sm); /* major*10 + minor */
+  ncclResult_t (*can_access_peer)(int dev, int peer_dev, int* yes);
+
+  /* Memory. All allocations are zeroed. */
+  ncclResult_t (*alloc)(void** ptr, size_t bytes);                 /* device memory */
+  void (*free)(void* ptr);
+  ncclResult_t (*host_alloc)(void** host, void** dev, size_t bytes); /* pinned, mapped */
+  void (*host_free)(void* host);
+  /* Map existing host memory (a shared-memory segment) for the device: *dev is the device's
+   * pointer to it. */
+  ncclResult_t (*host_register)(void* host, size_t bytes, void** dev);
+  void (*host_unregister)(void* host);
+  ncclResult_t (*memcpy_sync)(void* dst, const void* src, size_t bytes); /* any direction */
+  ncclResult_t (*pointer_kind)(const void* p, int* kind, int* dev);    /* enum braid_mem_kind */
+
+  /* Inter-process device memory. */
+  ncclResult_t (*ipc_export)(void* dptr, struct braid_ipc_handle* h);
+  ncclResult_t (*ipc_import)(const struct braid_ipc_handle* h, void** dptr);
+  void (*ipc_close)(void* dptr);
+
+  /* Streams, events, launch. `stream` is the user's cudaStream_t (NULL: legacy default). */
+  ncclResult_t (*launch)(const struct braid_kernel_args* args, int dtype, int nblocks, int nthreads,
+                         cudaStream_t stream);
+  ncclResult_t (*event_create)(braid_event_t* ev);
+  void (*event_destroy)(braid_event_t ev);
+  ncclResult_t (*event_record)(braid_event_t ev, cudaStream_t stream);
+  ncclResult_t (*event_query)(braid_event_t ev, int* done);
+  ncclResult_t (*stream_wait_event)(cudaStream_t stream, braid_event_t ev);
+  ncclResult_t (*stream_sync)(cudaStream_t stream);
+  ncclResult_t (*stream_capturing)(cudaStream_t stream, int* yes);
+
+  /* Added by the launch code (members above are frozen: the transports use them). */
+  /* Copy on `stream`, ordered with its kernels (sends to self). */
+  ncclResult_t (*memcpy_async)(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+  /* Let the current device read and write `peer_dev`'s memory (two ranks of one process on
+   * two GPUs, P2P/direct pointer). Already enabled is success. */
+  ncclResult_t (*enable_peer_access)(int peer_dev);
+};
+
+/* The device layer of this process, or NULL in host mode. Decided once (thread-safe). */
+const struct braid_device_ops* braid_device(void);
+
+/* The implementations (each NULL when not built in). */
+extern const struct braid_device_ops* const braid_device_cuda;
+extern const struct braid_device_ops* const braid_device_fake;
+
+/* Test hook: forget the choice so that the next braid_device() decides again (tests that
+ * change BRAID_FAKE_GPU / BRAID_HOST_MODE in a forked child). Not thread-safe. */
+void braid_device_reset(void);
+/* Test hook (fake GPU): hold a stream (on=1: its worker starts nothing new) or let it go. With
+ * a held stream a test sees that calls return before their kernels run. */
+ncclResult_t braid_device_fake_hold(cudaStream_t stream, int on);
+/* Test hook (fake GPU): make stream_capturing report the stream as capturing (a CUDA graph
+ * capture; the fake still runs the work at once), so tests reach the launch path's rules for
+ * captured launches. */
+ncclResult_t braid_device_fake_capture(cudaStream_t stream, int on);
+
+/* Device memory for ncclMemAlloc/ncclMemFree: device->alloc on a device, page-aligned host
+ * memory in host mode. */
+ncclResult_t braid_device_mem_alloc(void** ptr, size_t bytes);
+void braid_device_mem_free(void* ptr);
+
+#endif /* BRAID_DEVICE_H */
