@@ -21,6 +21,7 @@
 #define BRAID_PRIMS_H
 
 #include "algo/sched.h"
+#include "kernels/direct.h"
 #include "kernels/reduce.h"
 #include "kernels/simt.h"
 #include "kernels/work.h"
@@ -51,6 +52,9 @@ struct braid_prims {
   int esize;                           /* bytes per element */
   const volatile uint32_t* abort_flag; /* non-zero: stop waiting (value = braid_exec_status) */
   volatile int status;                 /* first failure seen by thread 0, read by all */
+#if !BRAID_DEVICE_COMPILE
+  struct braid_direct* direct;         /* host executor: direct sends in flight (direct.h) */
+#endif
 };
 
 /* Point the primitives at one peer each way (ring, chain, p2p); NULL for none. */
@@ -296,10 +300,65 @@ HD void braid_prims_finish(struct braid_prims* p, int nr, int ns, uint64_t bytes
   simt_bar_sync();
 }
 
+#if !BRAID_DEVICE_COMPILE
+/* Host executor, Simple: where a step on direct connections (kernels/direct.h) sends from,
+ * or NULL to copy into the slots as usual. *scratch_p: a RECV_REDUCE_SEND writing its partial
+ * result into my output chunk. First waits for direct sends still reading what it writes. */
+static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const char* in, char* out, int ns,
+                                         size_t bytes, const char** src_p, int* scratch_p) {
+  struct braid_direct* d = p->direct;
+  int direct = d != NULL && ns > 0 && bytes >= BRAID_DIRECT_MIN_BYTES, writes_out = braid_prim_writes_output(prim);
+  *src_p = 0;
+  *scratch_p = 0;
+  for (int i = 0; i < ns && direct; i++) direct = p->send[i]->direct;
+  if (direct && writes_out && out) {
+    *src_p = out;
+  } else if (direct && prim == BRAID_PRIM_SEND && p->op->kind != BRAID_RED_PREMULSUM) {
+    *src_p = in;
+  } else if (direct && prim == BRAID_PRIM_RECV_REDUCE_SEND && d->scratch_out && out) {
+    *src_p = out;
+    *scratch_p = 1;
+  }
+  if (writes_out || *scratch_p) return braid_direct_before_write(d, out, bytes, p->abort_flag);
+  return 0;
+}
+
+/* The step itself: compute into my output only (nothing for a plain SEND), publish the
+ * address on every send connection, remember the sends until they complete. */
+static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, const char* in, char* out,
+                                           size_t nelem, int post, const char* src, int scratch) {
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = p->nsend;
+  size_t bytes = nelem * p->esize;
+  if (braid_prims_wait(p, nr, ns, 1)) return p->status;
+  simt_fence_acquire();
+  if (braid_prim_writes_output(prim) || scratch) { /* else a SEND from my input */
+    const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
+    char* sbuf[BRAID_MAX_FAN] = {out, 0, 0};
+    struct braid_prims q = *p;
+    for (int i = 0; i < nr; i++) rbuf[i] = braid_slot(p->recv[i], BRAID_PROTO_SIMPLE);
+    q.nsend = scratch; /* a partial result goes to `out` as if it were the send slot: no post-op */
+    braid_prim_compute(&q, prim, in, out, rbuf, sbuf, nelem, post);
+  }
+  for (int i = 0; i < ns; i++) p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = (uint64_t)(uintptr_t)src;
+  braid_prims_finish(p, nr, ns, bytes, BRAID_PROTO_SIMPLE);
+  for (int i = 0; i < ns; i++)
+    if (braid_direct_track(p->direct, p->send[i], src, bytes, p->abort_flag)) return (int)*p->abort_flag;
+  return 0;
+}
+#endif
+
 /* Simple protocol: one slot per step. */
 HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
                          int post) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
+#if !BRAID_DEVICE_COMPILE
+  {
+    const char* src;
+    int scratch, st = braid_prim_direct_plan(p, prim, in, out, ns, nelem * p->esize, &src, &scratch);
+    if (st) return st;
+    if (src != 0) return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, scratch);
+  }
+#endif
   if (braid_prims_wait(p, nr, ns, 1)) return p->status;
   simt_fence_acquire();
   const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};

@@ -39,6 +39,10 @@ struct braid_conn_ctrl {
   char pad1[120];
   volatile uint64_t sizes[BRAID_NSTEPS]; /* bytes in each slot as they travel (LL/LL128: whole lines):
                                           * the net proxy sends this many; its receiver sets them */
+  volatile uint64_t ptrs[BRAID_NSTEPS];  /* direct connections (braid_conn.direct), send end:
+                                          * non-zero: the step's payload lies at this address
+                                          * (user memory), not in its slot; the proxy sends it
+                                          * from there. Written before tail like sizes[] */
   char pad2[64];
 };
 
@@ -47,6 +51,7 @@ struct braid_conn {
   volatile uint64_t* tail;              /* ctrl->tail of the shared block */
   volatile uint64_t* head;              /* ctrl->head */
   volatile uint64_t* sizes;             /* ctrl->sizes */
+  volatile uint64_t* ptrs;              /* ctrl->ptrs; NULL unless `direct` */
   char* buff[BRAID_NUM_PROTOS];         /* slot 0 of each protocol's FIFO */
   uint32_t slot_bytes[BRAID_NUM_PROTOS]; /* bytes of one slot (lines included for LL/LL128) */
   uint64_t step;                        /* this end's step counter */
@@ -55,6 +60,12 @@ struct braid_conn {
                                            stores). Set on both ends of a proxied (net)
                                            connection: its sender publishes tail with release
                                            semantics for every protocol. */
+  /* Host executor only (device code never reads it): the sender may publish a Simple step by
+   * pointer (ctrl->ptrs) instead of copying it into the slot; set by the net transport on the
+   * send end of host-mode connections whose plugin sends from any host memory. On such a
+   * connection `head` is this end's own proxy counting completed sends (the plugin no longer
+   * reads the source), never a receipt from the peer: kernels/direct.h relies on it. */
+  int direct;
   /* Host executor only, may be NULL: called after this end published or released a step, so
    * the proxy thread moving this FIFO wakes up if it sleeps. Device code never calls it. */
   void (*host_kick)(struct braid_conn* c);

@@ -189,8 +189,13 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
     conn->slot_bytes[p] = (uint32_t)r->stride;
   }
   conn->step = 0;
+  conn->ptrs = dctrl->ptrs;
   conn->wait_tail = 1;
   conn->host_kick = braid_proxy_kick_conn; /* host mode only: kernels never call it */
+  /* Host mode, send end: the executor may send from user memory (kernels/direct.h). Only the
+   * built-in Socket network, which sends from any host address without registration. */
+  conn->direct = is_send && !r->device && (comm->host_mode || comm->device == NULL) && net == &braid_net_socket &&
+                 braid_param_int(BRAID_PARAM_NET_DIRECT) != 0;
   *r_p = r;
   return ncclSuccess;
 err_ctx:

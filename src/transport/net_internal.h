@@ -8,8 +8,10 @@
  * every protocol: the receiving end cannot know which protocol the next step uses, so a step
  * must land where the executor will look whatever it is. The executor fills and drains that
  * FIFO as for any connection; the proxy mirrors it over the net plugin:
- *   send end: steps [posted, tail) are isend (sizes[slot] bytes); when a send completes,
- *             head = done, which hands the slot back to the executor;
+ *   send end: steps [posted, tail) are isend (sizes[slot] bytes, from ctrl->ptrs[slot] when
+ *             the executor published a direct step, kernels/direct.h, else from the slot);
+ *             when a send completes, ptrs[slot] = 0 and head = done, which hands the slot
+ *             back to the executor and tells it the source is no longer read;
  *   recv end: irecvs are posted into the free slots [posted, head + NSTEPS); when one
  *             completes, sizes[slot] = the bytes received and tail = done.
  * "The proxy" is whoever holds the connection's lock: the proxy thread, or in host mode the

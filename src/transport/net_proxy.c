@@ -166,7 +166,10 @@ static int progress_send(struct net_res* r) {
                  (unsigned long long)r->posted, r->channel, size, r->stride);
       return conn_broke(r, ncclInternalError, "sending");
     }
-    ncclResult_t res = r->net->isend(r->net_comm, r->buff + (size_t)slot * r->stride, size, 0, r->mhandle, &req);
+    /* A direct step (kernels/direct.h) names its payload in user memory. */
+    uint64_t ptr = r->ctrl->ptrs[slot];
+    void* data = ptr != 0 ? (void*)(uintptr_t)ptr : (void*)(r->buff + (size_t)slot * r->stride);
+    ncclResult_t res = r->net->isend(r->net_comm, data, size, 0, r->mhandle, &req);
     if (res != ncclSuccess) return conn_broke(r, res, "sending");
     if (req == NULL) break;
     r->reqs[slot] = req;
@@ -181,8 +184,10 @@ static int progress_send(struct net_res* r) {
     BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d -> %d channel %d/%d: sent step %llu (%llu bytes)",
                 r->desc, r->comm->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done,
                 (unsigned long long)r->ctrl->sizes[r->done % BRAID_NSTEPS]);
+    r->ctrl->ptrs[r->done % BRAID_NSTEPS] = 0; /* the slot's next step says again, if direct */
     r->done++;
-    __atomic_store_n(&r->ctrl->head, r->done, __ATOMIC_RELEASE); /* the slot is free again */
+    /* The slot is free again, and a direct step's source no longer read (direct.h). */
+    __atomic_store_n(&r->ctrl->head, r->done, __ATOMIC_RELEASE);
     did = 1;
   }
   return did;

@@ -9,7 +9,9 @@
  *            exactly: 2, 3 and 4 ranks each on its own node (all sockets); 4 ranks two per node
  *            and 3 ranks as 2+1 (shared memory inside, sockets between); 2 and 3 ranks as
  *            threads with NCCL_SHM_DISABLE=1 (one proxy serves both ends); 2 ranks with
- *            NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 (pieces over data sockets).
+ *            NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 (pieces over data sockets). From
+ *            65537 elements also in place (AllReduce, ReduceScatter, AllGather) and AllReduce
+ *            with Avg and PreMulSum (sends from user memory: kernels/direct.h).
  *   kill     kill -9 of each rank position in turn during an all-reduce over sockets (4 ranks,
  *            two fake nodes): every survivor's call fails within 30 s with ncclRemoteError or
  *            ncclSystemError and a message naming the dead rank, ncclCommGetAsyncError agrees,
@@ -186,6 +188,65 @@ out:
   return bad;
 }
 
+static int ex_avg(int n, int rank, size_t count, size_t i, int32_t* v) {
+  ex_sum(n, rank, count, i, v);
+  *v /= n;
+  return 0;
+}
+static int ex_pms3(int n, int rank, size_t count, size_t i, int32_t* v) {
+  ex_sum(n, rank, count, i, v);
+  *v *= 3;
+  return 0;
+}
+
+/* In place, and the operators with a pre- or post-operation: a sender that sends from user
+ * memory (kernels/direct.h) must neither overwrite what is still being sent nor send a value
+ * that misses its pre-op or carries a post-op too early. */
+static int run_inplace(struct harness_rank* r, ncclComm_t comm, size_t count) {
+  int n = r->nranks, me = r->rank, bad = 0;
+  size_t big = (size_t)n * count;
+  int32_t* buf = ibuf(big);
+  int32_t* out = ibuf(count);
+  int32_t three = 3;
+  ncclRedOp_t pms;
+  int have_pms = 0;
+  if (buf == NULL || out == NULL) {
+    bad = harness_fail(r, "out of memory for %zu elements", big);
+    goto out;
+  }
+#define RUN(call)                                                                                            \
+  do {                                                                                                       \
+    ncclResult_t res_ = (call);                                                                              \
+    if (res_ != ncclSuccess) {                                                                               \
+      bad = harness_fail(r, "%s (count %zu) returned %s; last error: %s", #call, count,                     \
+                         ncclGetErrorString(res_), ncclGetLastError(NULL));                                  \
+      goto out;                                                                                              \
+    }                                                                                                        \
+  } while (0)
+  for (size_t i = 0; i < count; i++) buf[i] = val(me, i);
+  RUN(ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, NULL));
+  if ((bad = check_vals(r, "AllReduce in place", count, buf, count, ex_sum, me))) goto out;
+  for (size_t i = 0; i < big; i++) buf[i] = val(me, i);
+  RUN(ncclReduceScatter(buf, buf + (size_t)me * count, count, ncclInt32, ncclSum, comm, NULL));
+  if ((bad = check_vals(r, "ReduceScatter in place", count, buf + (size_t)me * count, count, ex_rs, me))) goto out;
+  for (size_t i = 0; i < count; i++) buf[(size_t)me * count + i] = val(me, i);
+  RUN(ncclAllGather(buf + (size_t)me * count, buf, count, ncclInt32, comm, NULL));
+  if ((bad = check_vals(r, "AllGather in place", count, buf, big, ex_ag, me))) goto out;
+  for (size_t i = 0; i < count; i++) buf[i] = val(me, i);
+  RUN(ncclAllReduce(buf, out, count, ncclInt32, ncclAvg, comm, NULL));
+  if ((bad = check_vals(r, "AllReduce avg", count, out, count, ex_avg, me))) goto out;
+  RUN(ncclRedOpCreatePreMulSum(&pms, &three, ncclInt32, ncclScalarHostImmediate, comm));
+  have_pms = 1;
+  RUN(ncclAllReduce(buf, out, count, ncclInt32, pms, comm, NULL));
+  if ((bad = check_vals(r, "AllReduce PreMulSum 3", count, out, count, ex_pms3, me))) goto out;
+#undef RUN
+out:
+  if (have_pms) ncclRedOpDestroy(pms, comm);
+  free(buf);
+  free(out);
+  return bad;
+}
+
 struct coll_case {
   int nranks;
   enum harness_mode mode;
@@ -230,7 +291,7 @@ static int body_colls(struct harness_rank* r) {
       braid_param_reload();
     }
     for (int c = 0; c < NELEMS(counts); c++)
-      if (run_patterns(r, comm, counts[c])) return 1;
+      if (run_patterns(r, comm, counts[c]) || (counts[c] > 65536 && run_inplace(r, comm, counts[c]))) return 1;
   }
   if (full_tier() && run_patterns(r, comm, (1 << 22) + 3)) return 1;
   RCHECK(r, ncclCommDestroy(comm));
