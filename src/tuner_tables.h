@@ -182,11 +182,13 @@ static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
  * busBw x 4/6 = 0.8 GB/s from the graph (1.2 GB/s, the 10 Gb/s NIC), so the tree keeps the
  * measured ratio 0.57 of it with 0.42: tree = 0.92 busBw x 0.42 = 0.46 GB/s. The inner node of
  * a 4-node tree moves 2x the message each way against the ring's 1.5x, on cores the four
- * processes share. With the step latencies above this puts the crossover at ~116 KiB; measured
- * between 64 KiB (tree 211 us, ring 276) and 128 KiB (ring 331, tree 370), medians tied at
- * 128 KiB. (1.0 with the GPU size correction had the ring from 64 KiB, where the tree measured
- * faster, and the tree again from 8 MiB, where the ring did.) braid */
-#define BRAID_TUNER_TREE_BW_HOST 0.42f
+ * processes share. That first fit (0.42) put the crossover at ~116 KiB. Once idle tree
+ * connections stopped costing the proxy a recv() per pass (net_proxy.c, quiet receives), 12
+ * rounds measured the tree ahead at 128 KiB (322 vs 401 us, medians), level at 256 KiB (531 vs
+ * 555; minima equal) and behind from 512 KiB (986 vs 845): 0.5 puts the model's crossover
+ * between 128 and 256 KiB. (1.0 with the GPU size correction had the ring from 64 KiB, where
+ * the tree measured faster, and the tree again from 8 MiB, where the ring did.) braid */
+#define BRAID_TUNER_TREE_BW_HOST 0.5f
 
 /* Host mode: each channel is a worker thread per rank; with more of them than cores (4 fake nodes
  * x 2 channels on 2 cores) the steps of the channels take turns, so a step costs this much more

@@ -62,6 +62,10 @@ struct net_res {
   int state;                      /* enum net_state (atomic) */
   int64_t kicked;                 /* (atomic) when the executor last moved it */
   int polled;                     /* (atomic) the sleeping proxy polls its descriptors */
+  int quiet;                      /* (atomic) host receive connection whose last test by the proxy
+                                     found nothing: the proxy leaves it alone until poll() sees its
+                                     descriptors ready or an executor moves it (net_proxy.c) */
+  int pfd_first, pfd_count;       /* its entries in the proxy's poll set (proxy lock) */
   char reason[160];               /* why it failed or closed */
 };
 

@@ -18,7 +18,17 @@
  * sleeps), the descriptors the plugin names for requests in flight (waitFds: data arriving,
  * room to send, helper threads done) except receive connections an executor moved in the
  * last DRIVEN_NS, and a timeout for the watchdog tick or the end of such a window. An idle
- * process costs nothing but the tick. The kick is a Dekker handshake: the thread stores
+ * process costs nothing but the tick.
+ *
+ * Idle connections cost nothing either. Testing a host receive connection means a recv() that
+ * finds nothing (the Socket plugin), so one whose last test here found nothing is "quiet":
+ * passes skip it until poll() reports its descriptors ready or an executor moves it (kicked in
+ * the last DRIVEN_NS). Its descriptors stay in the poll set, and poll() is level-triggered, so
+ * data or a failure that comes while it is quiet wakes the thread and ends the quiet. Without
+ * this, every pass paid a system call per idle connection: after a first tree all-reduce its
+ * connections sat idle through every later ring call (4 fake nodes: six per rank). An
+ * executor's own kicks always test (it waits on that connection), so a quiet connection never
+ * stalls a host collective. The kick is a Dekker handshake: the thread stores
  * `sleeping` then makes a last pass, the executor stores tail/head then reads `sleeping`,
  * both with full fences.
  *
@@ -46,6 +56,7 @@
 #include "transport/net_internal.h"
 
 #define WATCH_TICK_MS 200
+#define DRIVEN_NS 2000000LL /* a receive connection an executor moved this recently is its own */
 
 static struct {
   pthread_mutex_t lock;   /* the lists; held by the thread during each pass */
@@ -235,6 +246,24 @@ static int progress_one(struct net_res* r) {
   return did;
 }
 
+/* The proxy thread's attempt at r (progress_one), skipping a quiet host receive connection that
+ * no executor drives; a test of one that finds nothing makes it quiet. */
+static int proxy_move(struct net_res* r, int64_t now) {
+  int host_recv = !r->is_send && !r->device;
+  if (host_recv && __atomic_load_n(&r->quiet, __ATOMIC_RELAXED) &&
+      now - __atomic_load_n(&r->kicked, __ATOMIC_RELAXED) >= DRIVEN_NS)
+    return 0;
+  if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) return 0;
+  if (pthread_mutex_trylock(&r->lock) != 0) return 0;
+  int did = 0;
+  if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE) {
+    did = r->is_send ? progress_send(r) : progress_recv(r);
+    if (host_recv) __atomic_store_n(&r->quiet, !did && r->posted != r->done, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&r->lock);
+  return did;
+}
+
 /* Device connections (net_internal.h: r->device): a kernel fills and drains the FIFO and never
  * kicks, so the thread polls their counters itself, without sleeping, while they are busy:
  * steps published and not yet sent, received steps the kernel still holds (it will release
@@ -257,7 +286,7 @@ static int progress_all(int64_t now, int* device_p) {
   int did = 0;
   *device_p = 0;
   for (struct net_res* r = px.conns; r != NULL; r = r->next) {
-    int moved = progress_one(r);
+    int moved = proxy_move(r, now);
     did |= moved;
     if (r->device && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE) {
       if (moved) __atomic_store_n(&px.device_until, now + DEVICE_LINGER_NS, __ATOMIC_RELAXED);
@@ -290,7 +319,6 @@ static int pollset_reserve(int n) {
  * within DRIVEN_NS: their data would only wake this thread for nothing); a send that cannot
  * leave yet is watched in any case. *timeout_ms: when the first skipped one must be looked at
  * again (-1: never); *blind_p: some request can only be polled. */
-#define DRIVEN_NS 2000000LL
 static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
   int n = 0;
   *blind_p = 0;
@@ -302,6 +330,7 @@ static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
   px.fds[n++] = (struct pollfd){.fd = px.efd, .events = POLLIN};
   for (struct net_res* r = px.conns; r != NULL; r = r->next) {
     __atomic_store_n(&r->polled, 0, __ATOMIC_RELAXED);
+    r->pfd_count = 0;
     if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) continue;
     int64_t driven = __atomic_load_n(&r->kicked, __ATOMIC_RELAXED) + DRIVEN_NS - now;
     if (!r->is_send && driven > 0) {
@@ -316,15 +345,30 @@ static int build_pollset(int64_t now, int* timeout_ms, int* blind_p) {
     int k = 0;
     if (r->posted != r->done) {
       if (r->net->waitFds == NULL || pollset_reserve(n + 4) != 0 ||
-          r->net->waitFds(r->net_comm, px.fds + n, 4, &k) != ncclSuccess)
+          r->net->waitFds(r->net_comm, px.fds + n, 4, &k) != ncclSuccess) {
         *blind_p = 1;
-      else
+      } else {
+        r->pfd_first = n;
+        r->pfd_count = k;
         n += k;
+      }
     }
     __atomic_store_n(&r->polled, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&r->lock);
   }
   return n;
+}
+
+/* After poll(), px.lock held again: connections whose descriptors poll() reported are quiet no
+ * more. A connection added since has no entries (pfd_count 0) and is not quiet; one removed
+ * since is no longer in the list. */
+static void pollset_wake(int n) {
+  for (struct net_res* r = px.conns; r != NULL; r = r->next)
+    for (int i = 0; i < r->pfd_count && r->pfd_first + i < n; i++)
+      if (px.fds[r->pfd_first + i].revents != 0) {
+        __atomic_store_n(&r->quiet, 0, __ATOMIC_RELAXED);
+        break;
+      }
 }
 
 static void* proxy_main(void* arg) {
@@ -357,12 +401,14 @@ static void* proxy_main(void* arg) {
     if (px.watches != NULL && (timeout < 0 || timeout > WATCH_TICK_MS)) timeout = WATCH_TICK_MS;
     if (device && (timeout < 0 || timeout > DEVICE_NAP_MS)) timeout = DEVICE_NAP_MS;
     pthread_mutex_unlock(&px.lock);
-    if (poll(px.fds, (nfds_t)n, timeout) > 0 && (px.fds[0].revents & POLLIN)) { /* n >= 1 then */
+    int ready = poll(px.fds, (nfds_t)n, timeout);
+    if (ready > 0 && (px.fds[0].revents & POLLIN)) { /* n >= 1 then */
       uint64_t v;
       (void)!read(px.efd, &v, sizeof(v));
     }
     __atomic_store_n(&px.sleeping, 0, __ATOMIC_RELAXED);
     pthread_mutex_lock(&px.lock);
+    if (ready > 0) pollset_wake(n);
   }
   pthread_mutex_unlock(&px.lock);
   return NULL;
