@@ -185,10 +185,12 @@ static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
  * processes share. That first fit (0.42) put the crossover at ~116 KiB. Once idle tree
  * connections stopped costing the proxy a recv() per pass (net_proxy.c, quiet receives), 12
  * rounds measured the tree ahead at 128 KiB (322 vs 401 us, medians), level at 256 KiB (531 vs
- * 555; minima equal) and behind from 512 KiB (986 vs 845): 0.5 puts the model's crossover
- * between 128 and 256 KiB. (1.0 with the GPU size correction had the ring from 64 KiB, where
- * the tree measured faster, and the tree again from 8 MiB, where the ring did.) braid */
-#define BRAID_TUNER_TREE_BW_HOST 0.5f
+ * 555; minima equal) and behind from 512 KiB (986 vs 845) with other work on the machine, and
+ * on a quiet machine (16 rounds) ahead at 256 KiB (454 vs 472) and behind from 512 KiB (772 vs
+ * 728): 0.55 puts the model's crossover between 256 and 512 KiB. (1.0 with the GPU size
+ * correction had the ring from 64 KiB, where the tree measured faster, and the tree again from
+ * 8 MiB, where the ring did.) braid */
+#define BRAID_TUNER_TREE_BW_HOST 0.55f
 
 /* Host mode: each channel is a worker thread per rank; with more of them than cores (4 fake nodes
  * x 2 channels on 2 cores) the steps of the channels take turns, so a step costs this much more
