@@ -98,6 +98,15 @@ static ncclResult_t exec_error(struct braid_plan* plan, int status) {
   }
 }
 
+/* A connection made at first use failed. When braid itself stopped the communicator meanwhile
+ * (BRAID_TIMEOUT, a dead peer: the bootstrap wait then only sees "aborted"), the call fails
+ * the way the data path would have, with the reason the watchdog or the proxy wrote. */
+static ncclResult_t connect_error(struct braid_plan* plan, ncclResult_t res) {
+  uint32_t flag = __atomic_load_n(&plan->comm->abort_flag, __ATOMIC_ACQUIRE);
+  if (flag == BRAID_EXEC_TIMEOUT || flag == BRAID_EXEC_PEER_FAILED) return exec_error(plan, (int)flag);
+  return res;
+}
+
 /* Run every plan's jobs together: they may depend on each other (one thread driving all the
  * ranks of an ncclCommInitAll clique). */
 static ncclResult_t run_plans(struct braid_plan* plans, int nplans) {
@@ -152,7 +161,11 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_build(&plans[i], tasks), res, out_plans);
   /* Connect new peers, each phase over every communicator before the next (comm.h). */
   for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++)
-    for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_connect(&plans[i], phase), res, out_plans);
+    for (int i = 0; i < nplans; i++)
+      if ((res = braid_plan_connect(&plans[i], phase)) != ncclSuccess) {
+        res = connect_error(&plans[i], res);
+        goto out_plans;
+      }
   if (plans[0].comm->device != NULL) { /* device mode (a group never mixes modes: launch_plans) */
     res = launch_plans(plans, nplans, tasks);
     goto out_plans;

@@ -477,6 +477,36 @@ static int body_timeout(struct harness_rank* r) {
 
 static const int timeout_per_node[] = {1, 2};
 
+/* BRAID_TIMEOUT while a tree's connections are being made at first use (3 ranks, 3 fake nodes,
+ * rank 2 never calls): the call fails as a data-path timeout would, ncclSystemError and the
+ * BRAID_TIMEOUT message, not as an "aborted" bootstrap receive. */
+static int body_timeout_connect(struct harness_rank* r) {
+  ncclComm_t comm;
+  int32_t x = 1;
+  setenv("BRAID_TIMEOUT", "2", 1);
+  setenv("NCCL_ALGO", "allreduce:Tree", 1);
+  fake_node(r, 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  if (r->rank == 2) {
+    usleep(6000000);
+    RCHECK(r, ncclCommAbort(comm));
+    return 0;
+  }
+  ncclResult_t res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL);
+  const char* msg = ncclGetLastError(comm);
+  REXPECT(r, res == ncclSystemError || res == ncclRemoteError,
+          "the all-reduce returned %d (%s), expected a system or remote error", (int)res, ncclGetErrorString(res));
+  REXPECT(r, strstr(msg, "BRAID_TIMEOUT") != NULL || strstr(msg, "rank 2") != NULL,
+          "the message names neither the timeout nor the missing rank: %s", msg);
+  RCHECK(r, ncclCommAbort(comm));
+  return 0;
+}
+
+START_TEST(test_timeout_connect) {
+  ck_assert_int_eq(harness_run(3, HARNESS_PROCS, body_timeout_connect, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 START_TEST(test_timeout) {
   ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout, (void*)&timeout_per_node[_i], HARNESS_TIMEOUT_S), 0);
 }
@@ -661,6 +691,7 @@ Suite* net_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase("timeout", 60);
   tcase_add_loop_test(tc, test_timeout, 0, NELEMS(timeout_per_node));
+  tcase_add_test(tc, test_timeout_connect);
   suite_add_tcase(s, tc);
   tc = tcase("garbage", 60);
   tcase_add_test(tc, test_garbage);
