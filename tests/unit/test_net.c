@@ -313,6 +313,19 @@ START_TEST(test_colls) {
 }
 END_TEST
 
+/* After ncclCommAbort: wait (up to 5 s) until the process holds no more descriptors and threads
+ * than before its communicator; 0, or 1 with a failure line naming what was left. */
+static int released_since(struct harness_rank* r, int fds0, int threads0) {
+  int fds = 0, threads = 0;
+  for (int i = 0; i < 500; i++) {
+    fds = harness_count_fds();
+    threads = harness_count_threads();
+    if (fds <= fds0 && threads <= threads0) return 0;
+    usleep(10000);
+  }
+  return harness_fail(r, "after abort: %d descriptors (were %d), %d threads (were %d)", fds, fds0, threads, threads0);
+}
+
 /* ---- kill -9 during an all-reduce ------------------------------------------------------------ */
 
 struct kill_case {
@@ -360,15 +373,7 @@ static int body_kill(struct harness_rank* r) {
   REXPECT(r, async == ncclRemoteError || async == ncclSystemError, "ncclCommGetAsyncError gave %d", (int)async);
   RCHECK(r, ncclCommAbort(comm));
   free(buf);
-  int fds = 0, threads = 0;
-  for (int i = 0; i < 500; i++) {
-    fds = harness_count_fds();
-    threads = harness_count_threads();
-    if (fds <= fds0 && threads <= threads0) break;
-    usleep(10000);
-  }
-  REXPECT(r, fds <= fds0 && threads <= threads0, "after abort: %d descriptors (were %d), %d threads (were %d)", fds,
-          fds0, threads, threads0);
+  if (released_since(r, fds0, threads0)) return 1;
   /* Stay alive a while: a survivor that exits at once is itself a dead peer to a slower
    * survivor on another node, which may then blame it instead of the victim. */
   sleep(3);
@@ -430,15 +435,7 @@ static int body_abort(struct harness_rank* r) {
     REXPECT(r, end - a.at < 1.0, "the all-reduce returned %.2f s after ncclCommAbort", end - a.at);
   }
   free(buf);
-  int fds = 0, threads = 0;
-  for (int i = 0; i < 500; i++) {
-    fds = harness_count_fds();
-    threads = harness_count_threads();
-    if (fds <= fds0 && threads <= threads0) break;
-    usleep(10000);
-  }
-  REXPECT(r, fds <= fds0 && threads <= threads0, "after abort: %d descriptors (were %d), %d threads (were %d)", fds,
-          fds0, threads, threads0);
+  if (released_since(r, fds0, threads0)) return 1;
   return 0;
 }
 
