@@ -4,6 +4,7 @@
  * error instead of a crash), host identity, and the simple queries (count, rank, device).
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,15 +210,22 @@ void braid_comm_fill_identity(struct braid_comm* comm, struct braid_peer_info* m
   me->rank = comm->rank;
   me->pid = (int)getpid();
   gethostname(me->hostname, sizeof(me->hostname) - 1);
+  char boot[64];
+  read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+  snprintf(ident, sizeof(ident), "%s", boot[0] ? boot : me->hostname);
+  me->kernel_hash = braid_hash(ident, strlen(ident), 0);
   const char* hostid = braid_param_str(BRAID_PARAM_HOSTID);
-  if (hostid != NULL) {
+  if (hostid != NULL)
     snprintf(ident, sizeof(ident), "%s", hostid);
-  } else {
-    char boot[64];
-    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+  else
     snprintf(ident, sizeof(ident), "%s%s", me->hostname, boot);
-  }
   me->host_hash = braid_hash(ident, strlen(ident), 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < BRAID_CPU_WORDS * 64 && c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) me->cpus[c / 64] |= 1ull << (c % 64);
+  }
   ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
   if (n > 0) ns[n] = '\0';
   snprintf(ident, sizeof(ident), "%d%s", me->pid, ns);

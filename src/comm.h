@@ -19,6 +19,7 @@ struct braid_device_ops;
 struct braid_launch_state;
 
 #define BRAID_HOSTNAME_MAX 64
+#define BRAID_CPU_WORDS 16 /* CPUs 0..1023 */
 
 /* What each rank tells the others at init (allgathered). */
 struct braid_peer_info {
@@ -27,6 +28,9 @@ struct braid_peer_info {
   uint64_t host_hash;   /* hostname + boot id, or NCCL_HOSTID: equal -> same node */
   uint64_t pid_hash;    /* pid + pid namespace + host: equal -> same process */
   uint64_t shm_dev;     /* st_dev of /dev/shm: equal -> shared memory can connect */
+  uint64_t kernel_hash; /* the running kernel (boot id, else hostname), whatever NCCL_HOSTID
+                           says: equal -> the same machine's cores */
+  uint64_t cpus[BRAID_CPU_WORDS]; /* the CPUs this process may run on (sched_getaffinity) */
   int cuda_dev;         /* -1 in host mode */
   int64_t bus_id;       /* -1 in host mode */
   int host_mode;

@@ -47,20 +47,36 @@ out:
   return res;
 }
 
-/* Channel count: host mode gives each local rank about one core per channel (the graph may
- * offer more; NCCL_MIN_NCHANNELS / config.minCTAs can ask for more, reusing graph channels). */
-static int default_nchannels(const struct braid_comm* comm) {
-  /* The busiest node decides, so that every rank computes the same count. */
-  int busiest = 1;
-  for (int node = 0; node < comm->nnodes; node++) {
-    int k = 0;
-    for (int r = 0; r < comm->nranks; r++) k += comm->rank_to_node[r] == node;
-    if (k > busiest) busiest = k;
+/* Cores per rank on the busiest machine: the CPUs its ranks may run on (the union of their
+ * affinity masks) over their number. A machine is a running kernel, not an NCCL_HOSTID node:
+ * fake nodes on one machine share its cores. Every rank computes the same value. */
+static int cores_per_rank(const struct braid_comm* comm) {
+  int least = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    uint64_t kh = comm->peers[r].kernel_hash, cpus[BRAID_CPU_WORDS] = {0};
+    int first = 1, k = 0;
+    for (int q = 0; q < comm->nranks; q++) {
+      if (comm->peers[q].kernel_hash != kh) continue;
+      if (q < r) first = 0; /* counted with its first rank */
+      for (int w = 0; w < BRAID_CPU_WORDS; w++) cpus[w] |= comm->peers[q].cpus[w];
+      k++;
+    }
+    if (!first) continue;
+    int ncpu = 0;
+    for (int w = 0; w < BRAID_CPU_WORDS; w++) ncpu += __builtin_popcountll(cpus[w]);
+    if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN); /* affinity unknown */
+    int per = ncpu / k;
+    if (least == 0 || per < least) least = per;
   }
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int n = (int)(cpus / busiest);
-  /* On a GPU a channel is a thread block: the graph's channels (the fake GPU runs blocks on
-   * host threads, so it keeps the host's count). */
+  return least;
+}
+
+/* Channel count: host mode gives each rank about one core per channel, counting every rank
+ * that shares the machine (the graph may offer more; NCCL_MIN_NCHANNELS / config.minCTAs can
+ * ask for more, reusing graph channels). On a GPU a channel is a thread block: the graph's
+ * channels (the fake GPU runs blocks on host threads, so it keeps the host's count). */
+static int default_nchannels(const struct braid_comm* comm) {
+  int n = cores_per_rank(comm);
   if (comm->device != NULL && comm->device != braid_device_fake) n = comm->graph->nchannels;
   if (n < 1) n = 1;
   if (n > comm->graph->nchannels) n = comm->graph->nchannels;
@@ -114,6 +130,11 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
   int n = comm->nranks;
   const struct braid_channel_graph* g = comm->graph;
   comm->nchannels = default_nchannels(comm);
+  braid_tuner_cap_channels(comm->tuner, comm->nchannels);
+  int host_threads = comm->device == NULL || comm->device == braid_device_fake, cores = cores_per_rank(comm);
+  if (host_threads && comm->nchannels < g->nchannels && cores < g->nchannels)
+    BRAID_INFO(BRAID_LOG_INIT, "Using %d of %d channels: host mode runs a thread per channel, %d core%s per rank here",
+               comm->nchannels, g->nchannels, cores, cores == 1 ? "" : "s");
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
     int gc = c % g->nchannels;

@@ -47,6 +47,10 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
   if (t != NULL) t->log = enabled;
 }
 
+void braid_tuner_cap_channels(struct braid_tuner* t, int n) {
+  if (t != NULL && n >= 1 && n < t->nchannels) t->nchannels = n;
+}
+
 void braid_tuner_free(struct braid_tuner* t) { free(t); }
 
 static int arch_of(const struct braid_channel_graph* g) {

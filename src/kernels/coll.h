@@ -204,12 +204,15 @@ HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w,
         pending = 1;
         if (braid_p2p_blocked(w, i, k)) continue;
         struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
+        size_t n = braid_min_sz(chunk, op->bytes - op->done);
+#if !BRAID_DEVICE_COMPILE
+        if (!op->is_send) braid_p2p_recv_declare(p, c, op->buff + op->done, n);
+#endif
         if (simt_tid() == 0) p->status = op->is_send ? braid_conn_can_send(c) : braid_conn_can_recv(c);
         simt_bar_sync();
         int ready = p->status;
         simt_bar_sync();
         if (!ready) continue;
-        size_t n = braid_min_sz(chunk, op->bytes - op->done);
         braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);
         int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
                                  op->buff + op->done, n, 0);

@@ -30,6 +30,22 @@
  * A failed or aborted call returns without waiting; the socket plugin reads the source only
  * through send(), so a buffer freed after that fails the (already failed) connection with
  * EFAULT, it cannot crash the process.
+ *
+ * Receiving (work.h braid_conn.rdirect: the receive end of such a connection). A step whose
+ * payload becomes my output unchanged — RECV and RECV_COPY_SEND of one connection, a p2p
+ * receive — lands there: before waiting for it the executor declares its destination (ctrl->
+ * ptrs[slot], sizes[slot], then ctrl->want) and the proxy posts that receive into user memory;
+ * every other step is declared too, as "its slot". So the proxy posts receives only as far as
+ * the executor has declared, not NSTEPS ahead: until then the bytes wait in the socket, which
+ * holds them as the slots would. A RECV_COPY_SEND that also sends directly from my output then
+ * copies nothing at all. Rules:
+ *   - the destination must not be written by a send still in flight (in place): declaring
+ *     waits for the sends that read it, like a write (a p2p receive, whose readiness is polled
+ *     among other ops, takes its slot instead of waiting);
+ *   - a receive into user memory must be over when the call returns, also when it fails: the
+ *     executor remembers each one until its tail arrives, and a failed work item hands the
+ *     ones still pending to braid_conn.host_abandon, which stops their connection for good
+ *     (the communicator is failed anyway) so nothing writes to the user's buffer later.
  */
 #ifndef BRAID_DIRECT_H
 #define BRAID_DIRECT_H
@@ -50,11 +66,18 @@ struct braid_direct_pend {
   size_t bytes;
 };
 
-/* One executor thread's direct sends in flight. */
+/* A receive into user memory: over once *conn->tail > step. */
+struct braid_direct_rpend {
+  struct braid_conn* conn;
+  uint64_t step;
+};
+
+/* One executor thread's direct sends and receives in flight. */
 struct braid_direct {
   int scratch_out;      /* the current work item's output may hold partial results */
-  int npend;
+  int npend, nrpend;
   struct braid_direct_pend pend[BRAID_DIRECT_MAX_PEND];
+  struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
 };
 
 /* Wait until send `e` completed. 0, or the abort flag's value. */
@@ -104,12 +127,59 @@ static inline int braid_direct_track(struct braid_direct* d, struct braid_conn* 
   return 0;
 }
 
+/* Does a send still in flight read any of [dst, dst + bytes)? */
+static inline int braid_direct_overlaps(struct braid_direct* d, const char* dst, size_t bytes) {
+  braid_direct_prune(d);
+  for (int i = 0; i < d->npend; i++)
+    if (d->pend[i].src < dst + bytes && dst < d->pend[i].src + d->pend[i].bytes) return 1;
+  return 0;
+}
+
+/* Receive end of an rdirect connection: has the executor declared the current step? */
+static inline int braid_recv_declared(const struct braid_conn* c) { return simt_ld_acquire_u64(c->want) > c->step; }
+
+/* Declare where the current step lands: `dst` (user memory, `bytes` expected) or NULL for its
+ * slot. A receive into user memory is remembered until it arrives (d may be NULL for slots);
+ * with BRAID_DIRECT_MAX_PEND of them pending (p2p with many peers) the step takes its slot. */
+static inline void braid_recv_declare(struct braid_direct* d, struct braid_conn* c, char* dst, size_t bytes) {
+  int slot = (int)(c->step % BRAID_NSTEPS);
+  if (dst != NULL) {
+    int k = 0;
+    for (int i = 0; i < d->nrpend; i++) /* forget arrived ones */
+      if (simt_ld_acquire_u64(d->rpend[i].conn->tail) <= d->rpend[i].step) d->rpend[k++] = d->rpend[i];
+    d->nrpend = k;
+    if (d->nrpend < BRAID_DIRECT_MAX_PEND)
+      d->rpend[d->nrpend++] = (struct braid_direct_rpend){c, c->step};
+    else
+      dst = NULL;
+  }
+  c->ptrs[slot] = (uint64_t)(uintptr_t)dst;
+  c->sizes[slot] = dst != NULL ? bytes : 0;
+  simt_st_release_u64(c->want, c->step + 1);
+}
+
+/* The destination the current (declared) step of an rdirect connection lands in; NULL: slot. */
+static inline char* braid_recv_declared_dst(const struct braid_conn* c) {
+  return (char*)(uintptr_t)c->ptrs[c->step % BRAID_NSTEPS];
+}
+
+/* A failed work item: stop every connection still receiving into user memory. */
+static inline void braid_direct_abandon(struct braid_direct* d) {
+  for (int i = 0; i < d->nrpend; i++) {
+    struct braid_conn* c = d->rpend[i].conn;
+    if (simt_ld_acquire_u64(c->tail) <= d->rpend[i].step && c->host_abandon) c->host_abandon(c);
+  }
+  d->nrpend = 0;
+}
+
 /* After a work item: every direct send completed. 0, or the abort flag's value (the list is
  * emptied either way). */
 static inline int braid_direct_drain(struct braid_direct* d, const volatile uint32_t* abort_flag) {
   int st = 0;
   for (int i = 0; i < d->npend && st == 0; i++) st = braid_direct_wait_one(&d->pend[i], abort_flag);
   d->npend = 0;
+  if (st) braid_direct_abandon(d);
+  d->nrpend = 0; /* every declared receive was waited for */
   return st;
 }
 

@@ -39,21 +39,25 @@ struct worker_link {
 static struct worker_link* all_workers;
 
 /* A work item ends when its last direct send completed (kernels/direct.h): the call must not
- * return while the net plugin may still read the user's buffers. */
+ * return while the net plugin may still read the user's buffers, nor, when it failed, while
+ * a receive may still write into them (braid_direct_abandon). */
 static void run_job(struct braid_host_job* job) {
   struct braid_prims prims;
   struct braid_direct direct;
   direct.npend = 0;
+  direct.nrpend = 0;
   prims.direct = &direct;
   job->status = BRAID_EXEC_OK;
   for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++) {
     /* AllReduce overwrites every output chunk after its reduce phase: partials may go there. */
     direct.scratch_out = job->works[i].func == BRAID_FUNC_AllReduce;
     job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);
-    if (job->status == BRAID_EXEC_OK)
+    if (job->status == BRAID_EXEC_OK) {
       job->status = braid_direct_drain(&direct, job->abort_flag);
-    else
+    } else {
       direct.npend = 0;
+      braid_direct_abandon(&direct);
+    }
   }
   __atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
 }

@@ -280,9 +280,14 @@ HD void braid_prim_compute_serial(const struct braid_prims* p, int prim, const c
 HD int braid_prims_wait(struct braid_prims* p, int nr, int ns, int simple) {
   if (simt_tid() == 0) {
     int st = 0;
-    for (int i = 0; i < nr && st == 0; i++)
+    for (int i = 0; i < nr && st == 0; i++) {
+#if !BRAID_DEVICE_COMPILE
+      /* a step not declared to land in user memory lands in its slot (direct.h) */
+      if (p->recv[i]->rdirect && !braid_recv_declared(p->recv[i])) braid_recv_declare(NULL, p->recv[i], NULL, 0);
+#endif
       if (simple || p->recv[i]->wait_tail)
         st = braid_wait_conn(p->recv[i], p->recv[i]->tail, p->recv[i]->step + 1, p->abort_flag);
+    }
     for (int i = 0; i < ns && st == 0; i++) st = braid_wait_credit(p->send[i], p->abort_flag);
     p->status = st;
   }
@@ -301,14 +306,17 @@ HD void braid_prims_finish(struct braid_prims* p, int nr, int ns, uint64_t bytes
 }
 
 #if !BRAID_DEVICE_COMPILE
-/* Host executor, Simple: where a step on direct connections (kernels/direct.h) sends from,
- * or NULL to copy into the slots as usual. *scratch_p: a RECV_REDUCE_SEND writing its partial
- * result into my output chunk. First waits for direct sends still reading what it writes. */
-static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const char* in, char* out, int ns,
-                                         size_t bytes, const char** src_p, int* scratch_p) {
+/* Host executor, Simple: how a step uses direct connections (kernels/direct.h). *src_p: where
+ * it sends from (NULL: copy into the send slots as usual); *rdst_p: its receive lands in my
+ * output (declared here, or earlier by a p2p receive polling for readiness); *scratch_p: a
+ * RECV_REDUCE_SEND writing its partial result into my output chunk. Waits first for direct
+ * sends still reading what the step writes. */
+static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const char* in, char* out, int nr, int ns,
+                                         size_t bytes, const char** src_p, char** rdst_p, int* scratch_p) {
   struct braid_direct* d = p->direct;
   int direct = d != NULL && ns > 0 && bytes >= BRAID_DIRECT_MIN_BYTES, writes_out = braid_prim_writes_output(prim);
   *src_p = 0;
+  *rdst_p = 0;
   *scratch_p = 0;
   for (int i = 0; i < ns && direct; i++) direct = p->send[i]->direct;
   if (direct && writes_out && out) {
@@ -319,19 +327,36 @@ static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const 
     *src_p = out;
     *scratch_p = 1;
   }
-  if (writes_out || *scratch_p) return braid_direct_before_write(d, out, bytes, p->abort_flag);
+  if (nr == 1 && p->recv[0]->rdirect) {
+    struct braid_conn* c = p->recv[0];
+    if (braid_recv_declared(c)) {
+      *rdst_p = braid_recv_declared_dst(c);
+    } else if (d != NULL && (prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_COPY_SEND) && out &&
+               bytes >= BRAID_DIRECT_MIN_BYTES) {
+      int st = braid_direct_before_write(d, out, bytes, p->abort_flag);
+      if (st) return st;
+      braid_recv_declare(d, c, out, bytes);
+      *rdst_p = braid_recv_declared_dst(c);
+      if (*rdst_p) return 0;
+    }
+  }
+  if ((writes_out || *scratch_p) && !*rdst_p) return braid_direct_before_write(d, out, bytes, p->abort_flag);
   return 0;
 }
 
-/* The step itself: compute into my output only (nothing for a plain SEND), publish the
- * address on every send connection, remember the sends until they complete. */
+/* The step itself: the received payload is in my output already (rdst) or gets computed
+ * there (nothing for a plain SEND); the sends go from `src` (publish the address, remember
+ * the sends until they complete) or, without one, from a copy in their slots. */
 static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, const char* in, char* out,
-                                           size_t nelem, int post, const char* src, int scratch) {
-  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = p->nsend;
+                                           size_t nelem, int post, const char* src, const char* rdst, int scratch) {
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   size_t bytes = nelem * p->esize;
   if (braid_prims_wait(p, nr, ns, 1)) return p->status;
   simt_fence_acquire();
-  if (braid_prim_writes_output(prim) || scratch) { /* else a SEND from my input */
+  if (rdst != NULL) {
+    for (int i = 0; i < ns && src == NULL; i++) /* a relay to a connection that copies */
+      BRAID_REDUCE_COPY(p->op, braid_slot(p->send[i], BRAID_PROTO_SIMPLE), 0, rdst, 0, 0, 0, 0, nelem);
+  } else if (braid_prim_writes_output(prim) || scratch) { /* else a SEND from my input */
     const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
     char* sbuf[BRAID_MAX_FAN] = {out, 0, 0};
     struct braid_prims q = *p;
@@ -339,11 +364,24 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
     q.nsend = scratch; /* a partial result goes to `out` as if it were the send slot: no post-op */
     braid_prim_compute(&q, prim, in, out, rbuf, sbuf, nelem, post);
   }
-  for (int i = 0; i < ns; i++) p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = (uint64_t)(uintptr_t)src;
+  if (src != NULL)
+    for (int i = 0; i < ns; i++) p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = (uint64_t)(uintptr_t)src;
   braid_prims_finish(p, nr, ns, bytes, BRAID_PROTO_SIMPLE);
-  for (int i = 0; i < ns; i++)
-    if (braid_direct_track(p->direct, p->send[i], src, bytes, p->abort_flag)) return (int)*p->abort_flag;
+  if (src != NULL)
+    for (int i = 0; i < ns; i++)
+      if (braid_direct_track(p->direct, p->send[i], src, bytes, p->abort_flag)) return (int)*p->abort_flag;
   return 0;
+}
+
+/* A p2p receive about to poll connection c for its next step (of `bytes` into `dst`): declare
+ * where it lands, user memory unless a send in flight still reads it (waiting there, among
+ * other ops polled for readiness, could wait on a peer that waits on us). */
+static inline void braid_p2p_recv_declare(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes) {
+  if (!c->rdirect || braid_recv_declared(c)) return;
+  if (p->direct == NULL || p->proto != BRAID_PROTO_SIMPLE || bytes < BRAID_DIRECT_MIN_BYTES ||
+      braid_direct_overlaps(p->direct, dst, bytes))
+    dst = NULL;
+  braid_recv_declare(p->direct, c, dst, bytes);
 }
 #endif
 
@@ -354,9 +392,10 @@ HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* 
 #if !BRAID_DEVICE_COMPILE
   {
     const char* src;
-    int scratch, st = braid_prim_direct_plan(p, prim, in, out, ns, nelem * p->esize, &src, &scratch);
+    char* rdst;
+    int scratch, st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
     if (st) return st;
-    if (src != 0) return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, scratch);
+    if (src != 0 || rdst != 0) return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, rdst, scratch);
   }
 #endif
   if (braid_prims_wait(p, nr, ns, 1)) return p->status;

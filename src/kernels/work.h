@@ -39,11 +39,16 @@ struct braid_conn_ctrl {
   char pad1[120];
   volatile uint64_t sizes[BRAID_NSTEPS]; /* bytes in each slot as they travel (LL/LL128: whole lines):
                                           * the net proxy sends this many; its receiver sets them */
-  volatile uint64_t ptrs[BRAID_NSTEPS];  /* direct connections (braid_conn.direct), send end:
-                                          * non-zero: the step's payload lies at this address
-                                          * (user memory), not in its slot; the proxy sends it
-                                          * from there. Written before tail like sizes[] */
-  char pad2[64];
+  volatile uint64_t ptrs[BRAID_NSTEPS];  /* direct connections, user memory instead of the slot:
+                                          * send end (braid_conn.direct): non-zero: the step's
+                                          * payload lies at this address; the proxy sends it from
+                                          * there. Written before tail like sizes[].
+                                          * receive end (braid_conn.rdirect): where the step lands
+                                          * (0: its slot), with sizes[] the bytes expected there;
+                                          * written before `want` */
+  volatile uint64_t want;  /* receive end of an rdirect connection: steps whose destination the
+                            * executor has declared; the proxy posts no receive beyond it */
+  char pad2[56];
 };
 
 /* One end of a connection as the data path sees it. */
@@ -51,7 +56,8 @@ struct braid_conn {
   volatile uint64_t* tail;              /* ctrl->tail of the shared block */
   volatile uint64_t* head;              /* ctrl->head */
   volatile uint64_t* sizes;             /* ctrl->sizes */
-  volatile uint64_t* ptrs;              /* ctrl->ptrs; NULL unless `direct` */
+  volatile uint64_t* ptrs;              /* ctrl->ptrs */
+  volatile uint64_t* want;              /* ctrl->want */
   char* buff[BRAID_NUM_PROTOS];         /* slot 0 of each protocol's FIFO */
   uint32_t slot_bytes[BRAID_NUM_PROTOS]; /* bytes of one slot (lines included for LL/LL128) */
   uint64_t step;                        /* this end's step counter */
@@ -66,9 +72,17 @@ struct braid_conn {
    * connection `head` is this end's own proxy counting completed sends (the plugin no longer
    * reads the source), never a receipt from the peer: kernels/direct.h relies on it. */
   int direct;
+  /* Host executor only: the receive end of such a connection. Before it waits for a step the
+   * executor declares where the step lands (ctrl->ptrs/sizes, then ctrl->want): a Simple step
+   * whose payload goes to my output unchanged (RECV, RECV_COPY_SEND, a p2p receive) lands
+   * there, anything else in its slot; the proxy posts a receive only for declared steps. */
+  int rdirect;
   /* Host executor only, may be NULL: called after this end published or released a step, so
    * the proxy thread moving this FIFO wakes up if it sleeps. Device code never calls it. */
   void (*host_kick)(struct braid_conn* c);
+  /* Host executor only, set with rdirect: the executor gives up (abort) with a receive into
+   * user memory still in flight; after return nothing writes there any more. */
+  void (*host_abandon)(struct braid_conn* c);
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

@@ -190,6 +190,7 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
   }
   conn->step = 0;
   conn->ptrs = dctrl->ptrs;
+  conn->want = &dctrl->want;
   conn->wait_tail = 1;
   conn->host_kick = braid_proxy_kick_conn; /* host mode only: kernels never call it */
   /* Host mode, send end: the executor may send from user memory (kernels/direct.h). Only the
@@ -315,6 +316,14 @@ static ncclResult_t net_recv_connect(struct braid_comm* comm, struct braid_conne
   }
   r->net->closeListen(r->listen_comm);
   r->listen_comm = NULL;
+  /* Host mode: Simple steps that become my output unchanged land there (kernels/direct.h).
+   * Only the built-in Socket network, which receives into any host address, and only while no
+   * helper thread reads for it: a receive the executor abandons must stop writing at once. */
+  struct braid_conn* conn = &c->conn;
+  r->rdirect = !r->device && (comm->host_mode || comm->device == NULL) && r->net == &braid_net_socket &&
+               braid_param_int(BRAID_PARAM_NET_DIRECT) != 0 && braid_net_socket_recv_inline(r->net_comm);
+  conn->rdirect = r->rdirect;
+  conn->host_abandon = braid_proxy_abandon_conn;
   return net_start(r);
 }
 

@@ -126,6 +126,9 @@ struct braid_net_v1 {
 
 /* The built-in plugin (net_socket.c). */
 extern const struct braid_net_v1 braid_net_socket;
+/* Does this receive comm of braid_net_socket move its payloads only inside test() (no helper
+ * threads)? Then a receive it stops testing writes nothing more (kernels/direct.h). */
+int braid_net_socket_recv_inline(void* recv_comm);
 
 /* ---- for the rest of braid ---------------------------------------------------------------- */
 

@@ -13,7 +13,10 @@
  *             when a send completes, ptrs[slot] = 0 and head = done, which hands the slot
  *             back to the executor and tells it the source is no longer read;
  *   recv end: irecvs are posted into the free slots [posted, head + NSTEPS); when one
- *             completes, sizes[slot] = the bytes received and tail = done.
+ *             completes, sizes[slot] = the bytes received and tail = done. On an rdirect
+ *             connection (host mode) only up to ctrl->want, the steps the executor declared,
+ *             each into ptrs[slot] (sizes[slot] bytes: user memory) or, where that is 0, its
+ *             slot (kernels/direct.h).
  * "The proxy" is whoever holds the connection's lock: the proxy thread, or in host mode the
  * executor itself, which moves its own connections from braid_conn.host_kick when it
  * publishes, releases or waits (no thread hand-off on the critical path).
@@ -45,6 +48,8 @@ struct net_res {
   char* mem;                      /* control block + buffer, page aligned; the host's address */
   int device;                     /* a device communicator's: pinned and mapped (host_alloc), moved
                                      by the proxy thread alone (kernels cannot kick) */
+  int rdirect;                    /* receive end: receives are posted only for the steps the
+                                     executor declared (ctrl->want), where it said (braid_conn.rdirect) */
   size_t mem_bytes;
   struct braid_conn_ctrl* ctrl;
   char* buff;                     /* NSTEPS slots of `stride` bytes */
@@ -109,6 +114,9 @@ void braid_proxy_remove(struct net_res* r);       /* after return the proxy neve
 /* braid_conn.host_kick of net connections: move this connection now if nobody else is, and
  * wake a sleeping proxy thread that must take over what is left. */
 void braid_proxy_kick_conn(struct braid_conn* c);
+/* braid_conn.host_abandon: the executor gave up while a receive into user memory may be in
+ * flight; stop the connection for good (after return nothing moves it). */
+void braid_proxy_abandon_conn(struct braid_conn* c);
 /* Fail a communicator: the first caller's message becomes comm->abort_reason and a WARN;
  * the abort flag carries `status` (enum braid_exec_status), async_error `res`. */
 void braid_proxy_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)

@@ -206,12 +206,20 @@ static int progress_send(struct net_res* r) {
 
 static int progress_recv(struct net_res* r) {
   int did = 0;
-  uint64_t head = __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE);
-  while (r->posted < head + BRAID_NSTEPS) {
+  uint64_t limit = __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE) + BRAID_NSTEPS;
+  if (r->rdirect) {
+    uint64_t want = __atomic_load_n(&r->ctrl->want, __ATOMIC_ACQUIRE); /* ptrs, sizes before it */
+    if (want < limit) limit = want;
+  }
+  while (r->posted < limit) {
     int slot = (int)(r->posted % BRAID_NSTEPS), tag = 0;
     void* data = r->buff + (size_t)slot * r->stride;
     size_t size = r->stride;
     void* req = NULL;
+    if (r->rdirect && r->ctrl->ptrs[slot] != 0) { /* declared into user memory */
+      data = (void*)(uintptr_t)r->ctrl->ptrs[slot];
+      size = (size_t)r->ctrl->sizes[slot];
+    }
     ncclResult_t res = r->net->irecv(r->net_comm, 1, &data, &size, &tag, &r->mhandle, &req);
     if (res != ncclSuccess) return conn_broke(r, res, "receiving");
     if (req == NULL) break;
@@ -445,6 +453,17 @@ void braid_proxy_kick_conn(struct braid_conn* c) {
     uint64_t one = 1;
     (void)!write(px.efd, &one, sizeof(one));
   }
+}
+
+void braid_proxy_abandon_conn(struct braid_conn* c) {
+  struct net_res* r = ((struct braid_connector*)c)->res;
+  if (r == NULL) return;
+  pthread_mutex_lock(&r->lock);
+  if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE && r->posted != r->done) {
+    snprintf(r->reason, sizeof(r->reason), "abandoned with a receive in flight (the call failed)");
+    __atomic_store_n(&r->state, NET_STATE_FAILED, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&r->lock);
 }
 
 static void kick_always(void) {

@@ -431,6 +431,11 @@ static ncclResult_t sock_iflush(void* comm, int n, void** data, size_t* sizes, v
   return ncclSuccess;
 }
 
+int braid_net_socket_recv_inline(void* recv_comm) {
+  const struct sock_comm* c = recv_comm;
+  return c != NULL && !c->is_send && c->nthreads == 0;
+}
+
 const struct braid_net_v1 braid_net_socket = {
     .name = "Socket",
     .init = sock_init,

@@ -258,14 +258,17 @@ struct coll_case {
 
 static const struct coll_case coll_cases[] = {
     {2, HARNESS_PROCS, 1, NULL, 1, "2 ranks, 2 nodes"},
+    /* host mode gives each rank a channel per core it has (here usually one): two, as on a
+     * larger machine, so that several channels' sockets and steps interleave */
+    {2, HARNESS_PROCS, 1, "NCCL_MIN_NCHANNELS=2", 0, "2 ranks, 2 nodes, 2 channels"},
+    {4, HARNESS_PROCS, 2, "NCCL_MIN_NCHANNELS=2 NCCL_SHM_DISABLE=1", 0, "4 ranks, 2 nodes, 2 channels, sockets only"},
     {3, HARNESS_PROCS, 1, NULL, 1, "3 ranks, 3 nodes"},
     {4, HARNESS_PROCS, 1, NULL, 1, "4 ranks, 4 nodes"},
-    /* Nodes of 2 and 1 ranks: init.c sizes channels by local ranks, which then differ between
-     * the nodes; one channel everywhere until it agrees on a count (see the report). */
-    {3, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1 NCCL_MAX_NCHANNELS=1", 1, "3 ranks, 2 nodes, sockets only"},
+    /* nodes of 2 and 1 ranks: every rank must still agree on the channel count */
+    {3, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "3 ranks, 2 nodes, sockets only"},
     {4, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "4 ranks, 2 nodes, sockets only"},
     {4, HARNESS_PROCS, 2, NULL, 1, "4 ranks, 2 nodes, shm inside"},
-    {3, HARNESS_PROCS, 2, "NCCL_MAX_NCHANNELS=1", 0, "3 ranks, nodes of 2 and 1, shm inside"},
+    {3, HARNESS_PROCS, 2, NULL, 0, "3 ranks, nodes of 2 and 1, shm inside"},
     {2, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo", 0, "2 threads, sockets"},
     {3, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_PROTO=LL", 0, "3 threads, sockets, LL"},
     {2, HARNESS_PROCS, 1, "NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 NCCL_PROTO=Simple", 0,
@@ -509,6 +512,50 @@ START_TEST(test_timeout) {
 }
 END_TEST
 
+/* ---- a receive into user memory outlived by its call --------------------------------------- */
+
+/* Rank 0's ncclRecv (large: it lands straight in the user's buffer, kernels/direct.h) fails on
+ * BRAID_TIMEOUT while rank 1 has not sent yet. Rank 0 then fills its buffer with a marker and
+ * rank 1 sends after all: nothing may write the buffer any more (a receive still posted there
+ * would, as soon as the bytes come). Rank 1's own result does not matter. */
+static int body_abandon(struct harness_rank* r) {
+  size_t bytes = 4 << 20;
+  ncclComm_t comm;
+  setenv("BRAID_TIMEOUT", "1", 1);
+  fake_node(r, 1);
+  unsigned char* buf = malloc(bytes);
+  REXPECT(r, buf != NULL, "out of memory");
+  memset(buf, 0x11, bytes);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  /* p2p connections are made at first use: make them now, so the receive under test is posted */
+  RCHECK(r, ncclGroupStart());
+  RCHECK(r, ncclSend(buf, 1, ncclUint8, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclRecv(buf + 1, 1, ncclUint8, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclGroupEnd());
+  if (r->rank == 1) {
+    usleep(3000000); /* rank 0 gave up at about 1 s and marked its buffer */
+    (void)ncclSend(buf, bytes, ncclUint8, 0, comm, NULL);
+    ncclCommAbort(comm);
+    free(buf);
+    return 0;
+  }
+  ncclResult_t res = ncclRecv(buf, bytes, ncclUint8, 1, comm, NULL);
+  REXPECT(r, res != ncclSuccess, "the receive succeeded before its peer sent");
+  memset(buf, 0xA5, bytes);
+  usleep(4000000); /* rank 1 sent at about 3 s; its bytes reached this process */
+  size_t changed = 0, first = 0;
+  for (size_t i = 0; i < bytes; i++)
+    if (buf[i] != 0xA5 && changed++ == 0) first = i;
+  ncclCommAbort(comm);
+  free(buf);
+  REXPECT(r, changed == 0, "%zu bytes of the buffer changed after the failed receive returned (first at %zu)", changed,
+          first);
+  return 0;
+}
+
+START_TEST(test_abandon) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_abandon, NULL, HARNESS_TIMEOUT_S), 0); }
+END_TEST
+
 /* ---- garbage on a data socket -------------------------------------------------------------- */
 
 /* Rank 0 writes garbage straight onto the socket of its channel-0 ring send connection (white
@@ -689,6 +736,9 @@ Suite* net_suite(void) {
   tc = tcase("timeout", 60);
   tcase_add_loop_test(tc, test_timeout, 0, NELEMS(timeout_per_node));
   tcase_add_test(tc, test_timeout_connect);
+  suite_add_tcase(s, tc);
+  tc = tcase("abandon", 60);
+  tcase_add_test(tc, test_abandon);
   suite_add_tcase(s, tc);
   tc = tcase("garbage", 60);
   tcase_add_test(tc, test_garbage);
