@@ -189,13 +189,17 @@ static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
  * on a quiet machine (16 rounds) ahead at 256 KiB (454 vs 472) and behind from 512 KiB (772 vs
  * 728): 0.55 puts the model's crossover between 256 and 512 KiB. (1.0 with the GPU size
  * correction had the ring from 64 KiB, where the tree measured faster, and the tree again from
- * 8 MiB, where the ring did.) braid */
-#define BRAID_TUNER_TREE_BW_HOST 0.55f
+ * 8 MiB, where the ring did.) Then host mode ran one channel per core of the machine (init.c):
+ * 4 fake nodes on 2 cores went from two channels to one, and the ring gained most (6 rounds,
+ * medians: 64 KiB ring 144 vs tree 197 us, 128 KiB 188 vs 277, 256 KiB 280 vs 450; 32 KiB still
+ * tree, 95 vs 123): 0.39 puts the crossover between 32 and 64 KiB. braid */
+#define BRAID_TUNER_TREE_BW_HOST 0.39f
 
-/* Host mode: each channel is a worker thread per rank; with more of them than cores (4 fake nodes
- * x 2 channels on 2 cores) the steps of the channels take turns, so a step costs this much more
- * per extra channel. Measured: from one channel (32 KiB) to two (64 KiB) the ring's fixed cost
- * went from ~98 to ~194 us, the tree's from ~50 to ~86 us. braid */
+/* Host mode: each channel is a worker thread per rank; with more of them than cores the steps
+ * of the channels take turns, so a step costs this much more per extra channel. Measured when
+ * 4 fake nodes on 2 cores still ran 2 channels (init.c now gives them one): from one channel
+ * (32 KiB) to two (64 KiB) the ring's fixed cost went from ~98 to ~194 us, the tree's from ~50
+ * to ~86 us. braid */
 #define BRAID_TUNER_HOST_CHANNEL_STEP_SHARE 1.0f
 
 /* Host mode: a channel worker is one thread; it is worth it above this many bytes. braid */
