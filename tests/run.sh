@@ -8,7 +8,7 @@ BUILD=${BUILD:-build}
 passed=0
 failed=0
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "${shm_before:-}"' EXIT
 
 # part NAME COMMAND... : run one part, add its counts. A part prints either Check's summary
 # ("Checks: N, Failures: F, Errors: E") or a "N passed, N failed" line; with neither, its exit
@@ -38,6 +38,23 @@ part() {
   echo "== $name: $p passed, $f failed ($((SECONDS - start)) s)"
 }
 
+# Nothing the suite runs may leave shared memory behind (FIFO segments, fake-GPU memory), not
+# even the cases that kill -9 a rank: what /dev/shm holds of braid's afterwards that it did not
+# hold before is one failed case.
+shm_list() { ls /dev/shm 2>/dev/null | grep '^braid-' | sort; }
+shm_before=$(mktemp)
+shm_list >"$shm_before"
+shm_check() {
+  local left
+  left=$(shm_list | comm -13 "$shm_before" -)
+  if [ -n "$left" ]; then
+    echo "left in /dev/shm by the suite:"
+    echo "$left" | sed 's/^/  /'
+    return 1
+  fi
+  echo "/dev/shm: nothing left behind"
+}
+
 part unit "$BUILD/bin/braid-tests" "$@"
 if [ $# -eq 0 ]; then
   part abi tests/abi/check.sh
@@ -47,6 +64,7 @@ if [ $# -eq 0 ]; then
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
+  part shm-leftovers shm_check
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
