@@ -114,8 +114,10 @@ static inline const struct braid_tree_links* braid_graph_tree(const struct braid
 
 /* INFO/GRAPH lines as NCCL prints them: the search result, `Channel 00/04 : 0 1 2 3`
  * (rank 0 only), `Ring 00 : 3 -> 0 -> 1`, `Tree 0 : -1 -> 0 -> 1/-1/-1` and
- * `Trees [0] 1/-1/-1->0->-1 ...` for this rank. "Connected all rings/trees" is init's. */
-void braid_graph_log(const struct braid_channel_graph* g, int rank);
+ * `Trees [0] 1/-1/-1->0->-1 ...` for this rank. "Connected all rings/trees" is init's.
+ * nchannels: the channels a communicator runs (channel c takes graph channel c mod the
+ * graph's count); <= 0: the graph's own count. */
+void braid_graph_log(const struct braid_channel_graph* g, int rank, int nchannels);
 
 /* Ranks in ring order starting at `rank`, written to out (nranks entries). */
 void braid_graph_ring_from(const struct braid_channel_graph* g, int c, int rank, int* out);

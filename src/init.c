@@ -115,7 +115,6 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_graph_build(n, ranks, by_node, &comm->graph), res, out);
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
-  if (comm->rank == 0) braid_graph_log(comm->graph, comm->rank);
 out:
   braid_topo_free(sys);
   free(by_node);
@@ -158,6 +157,7 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
     ch->dev.p2p_send = ch->p2p_send_dev;
     ch->dev.p2p_recv = ch->p2p_recv_dev;
   }
+  if (comm->rank == 0) braid_graph_log(g, comm->rank, comm->nchannels); /* the channels that run */
 out:
   return res;
 }

@@ -356,7 +356,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "braid-topo: channel search failed (run with NCCL_DEBUG=WARN)\n");
     goto out;
   }
-  braid_graph_log(g, 0);
+  braid_graph_log(g, 0, 0);
   if (o.channels) print_channels(sys, g);
   if (o.tuner) {
     if (braid_tuner_init(g, n, o.nodes, &t) != ncclSuccess) {

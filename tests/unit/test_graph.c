@@ -143,7 +143,7 @@ START_TEST(test_channels) {
   ck_assert_int_eq(braid_graph_compute(sys, k->nodes * k->ppn, ranks, &g), ncclSuccess);
   check_graph(sys, ranks, g, k);
   if (k->nvlink) ck_assert_int_le(g->type_intra, BRAID_PATH_NVB);
-  braid_graph_log(g, 0);
+  braid_graph_log(g, 0, 0);
   braid_graph_free(g);
   free(ranks);
   braid_topo_free(sys);
