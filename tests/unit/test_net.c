@@ -32,6 +32,7 @@
  * The Socket plugin on its own: test_net_socket.c.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -515,12 +516,33 @@ END_TEST
 /* ---- a receive into user memory outlived by its call --------------------------------------- */
 
 /* Rank 0's ncclRecv (large: it lands straight in the user's buffer, kernels/direct.h) fails on
- * BRAID_TIMEOUT while rank 1 has not sent yet. Rank 0 then fills its buffer with a marker and
- * rank 1 sends after all: nothing may write the buffer any more (a receive still posted there
- * would, as soon as the bytes come). Rank 1's own result does not matter. */
+ * BRAID_TIMEOUT while rank 1 has not sent yet. Rank 0 then fills its buffer with a marker, and
+ * only then (a flag file) rank 1 sends after all; its bytes reach rank 0's socket, and once
+ * rank 1's send has given up (a second flag) rank 0's buffer must still hold the marker: a
+ * receive still posted there would have taken them. Rank 1's own result does not matter. */
+static void abandon_flag_path(char* path, size_t len, const char* what) {
+  snprintf(path, len, "/tmp/braid-test-abandon-%d-%s", (int)getppid(), what); /* the ranks share a parent */
+}
+static void abandon_flag_set(const char* what) {
+  char path[96];
+  abandon_flag_path(path, sizeof(path), what);
+  int fd = open(path, O_CREAT | O_WRONLY, 0600);
+  if (fd >= 0) close(fd);
+}
+static int abandon_flag_wait(const char* what) {
+  char path[96];
+  abandon_flag_path(path, sizeof(path), what);
+  for (int i = 0; i < 6000; i++) { /* 60 s: a hang guard, not a timing condition */
+    if (access(path, F_OK) == 0) return 0;
+    usleep(10000);
+  }
+  return -1;
+}
+
 static int body_abandon(struct harness_rank* r) {
   size_t bytes = 4 << 20;
   ncclComm_t comm;
+  char path[96];
   setenv("BRAID_TIMEOUT", "1", 1);
   fake_node(r, 1);
   unsigned char* buf = malloc(bytes);
@@ -533,21 +555,30 @@ static int body_abandon(struct harness_rank* r) {
   RCHECK(r, ncclRecv(buf + 1, 1, ncclUint8, 1 - r->rank, comm, NULL));
   RCHECK(r, ncclGroupEnd());
   if (r->rank == 1) {
-    usleep(3000000); /* rank 0 gave up at about 1 s and marked its buffer */
-    (void)ncclSend(buf, bytes, ncclUint8, 0, comm, NULL);
+    int waited = abandon_flag_wait("marked");
+    if (waited == 0) (void)ncclSend(buf, bytes, ncclUint8, 0, comm, NULL); /* fails on BRAID_TIMEOUT */
+    abandon_flag_set("sent");
     ncclCommAbort(comm);
     free(buf);
+    REXPECT(r, waited == 0, "rank 0 never marked its buffer");
     return 0;
   }
   ncclResult_t res = ncclRecv(buf, bytes, ncclUint8, 1, comm, NULL);
-  REXPECT(r, res != ncclSuccess, "the receive succeeded before its peer sent");
   memset(buf, 0xA5, bytes);
-  usleep(4000000); /* rank 1 sent at about 3 s; its bytes reached this process */
+  abandon_flag_set("marked");
+  int waited = abandon_flag_wait("sent");
+  usleep(200000); /* a receive still posted would be served by the proxy thread by now */
   size_t changed = 0, first = 0;
   for (size_t i = 0; i < bytes; i++)
     if (buf[i] != 0xA5 && changed++ == 0) first = i;
   ncclCommAbort(comm);
   free(buf);
+  abandon_flag_path(path, sizeof(path), "marked");
+  unlink(path);
+  abandon_flag_path(path, sizeof(path), "sent");
+  unlink(path);
+  REXPECT(r, res != ncclSuccess, "the receive succeeded before its peer sent");
+  REXPECT(r, waited == 0, "rank 1 never said it sent");
   REXPECT(r, changed == 0, "%zu bytes of the buffer changed after the failed receive returned (first at %zu)", changed,
           first);
   return 0;
