@@ -49,25 +49,30 @@ out:
 
 /* Cores per rank on the busiest machine: the CPUs its ranks may run on (the union of their
  * affinity masks) over their number. A machine is a running kernel, not an NCCL_HOSTID node:
- * fake nodes on one machine share its cores. Every rank computes the same value. */
+ * fake nodes on one machine share its cores. Every rank computes the same value; 0 when some
+ * machine has more ranks than cores, -1 when out of memory. */
 static int cores_per_rank(const struct braid_comm* comm) {
-  int least = 0;
+  struct machine {
+    uint64_t kernel_hash, cpus[BRAID_CPU_WORDS];
+    int nranks;
+  }* m = calloc((size_t)comm->nranks, sizeof(*m));
+  int nm = 0, least = -1;
+  if (m == NULL) return -1;
   for (int r = 0; r < comm->nranks; r++) {
-    uint64_t kh = comm->peers[r].kernel_hash, cpus[BRAID_CPU_WORDS] = {0};
-    int first = 1, k = 0;
-    for (int q = 0; q < comm->nranks; q++) {
-      if (comm->peers[q].kernel_hash != kh) continue;
-      if (q < r) first = 0; /* counted with its first rank */
-      for (int w = 0; w < BRAID_CPU_WORDS; w++) cpus[w] |= comm->peers[q].cpus[w];
-      k++;
-    }
-    if (!first) continue;
-    int ncpu = 0;
-    for (int w = 0; w < BRAID_CPU_WORDS; w++) ncpu += __builtin_popcountll(cpus[w]);
-    if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN); /* affinity unknown */
-    int per = ncpu / k;
-    if (least == 0 || per < least) least = per;
+    const struct braid_peer_info* p = &comm->peers[r];
+    int i = 0;
+    while (i < nm && m[i].kernel_hash != p->kernel_hash) i++;
+    if (i == nm) m[nm++].kernel_hash = p->kernel_hash;
+    for (int w = 0; w < BRAID_CPU_WORDS; w++) m[i].cpus[w] |= p->cpus[w];
+    m[i].nranks++;
   }
+  for (int i = 0; i < nm; i++) {
+    int ncpu = 0;
+    for (int w = 0; w < BRAID_CPU_WORDS; w++) ncpu += __builtin_popcountll(m[i].cpus[w]);
+    if (ncpu == 0) ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN); /* affinity unknown */
+    if (least < 0 || ncpu / m[i].nranks < least) least = ncpu / m[i].nranks;
+  }
+  free(m);
   return least;
 }
 
@@ -75,8 +80,8 @@ static int cores_per_rank(const struct braid_comm* comm) {
  * that shares the machine (the graph may offer more; NCCL_MIN_NCHANNELS / config.minCTAs can
  * ask for more, reusing graph channels). On a GPU a channel is a thread block: the graph's
  * channels (the fake GPU runs blocks on host threads, so it keeps the host's count). */
-static int default_nchannels(const struct braid_comm* comm) {
-  int n = cores_per_rank(comm);
+static int default_nchannels(const struct braid_comm* comm, int cores) {
+  int n = cores;
   if (comm->device != NULL && comm->device != braid_device_fake) n = comm->graph->nchannels;
   if (n < 1) n = 1;
   if (n > comm->graph->nchannels) n = comm->graph->nchannels;
@@ -128,10 +133,11 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   int n = comm->nranks;
   const struct braid_channel_graph* g = comm->graph;
-  comm->nchannels = default_nchannels(comm);
+  int host_threads = comm->device == NULL || comm->device == braid_device_fake;
+  int cores = host_threads ? cores_per_rank(comm) : g->nchannels;
+  comm->nchannels = default_nchannels(comm, cores);
   braid_tuner_cap_channels(comm->tuner, comm->nchannels);
-  int host_threads = comm->device == NULL || comm->device == braid_device_fake, cores = cores_per_rank(comm);
-  if (host_threads && comm->nchannels < g->nchannels && cores < g->nchannels)
+  if (host_threads && cores >= 0 && comm->nchannels < g->nchannels && cores < g->nchannels)
     BRAID_INFO(BRAID_LOG_INIT, "Using %d of %d channels: host mode runs a thread per channel, %d core%s per rank here",
                comm->nchannels, g->nchannels, cores, cores == 1 ? "" : "s");
   for (int c = 0; c < comm->nchannels; c++) {
