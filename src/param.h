@@ -36,7 +36,7 @@
   X(COMM_BLOCKING, "NCCL_COMM_BLOCKING", INT, BRAID_PARAM_UNSET, "default of config.blocking")   \
   X(HOST_MODE, "BRAID_HOST_MODE", INT, 0, "1: run on host memory even when a GPU is usable")     \
   X(GPU_SHARING, "BRAID_GPU_SHARING", INT, 0, "1: allow several ranks on one GPU")               \
-  X(NET_DIRECT, "BRAID_NET_DIRECT", INT, 1, "host mode: network sends read user memory (0: copy to the FIFO)") \
+  X(NET_DIRECT, "BRAID_NET_DIRECT", INT, 1, "host mode: network steps read and write user memory (0: through the FIFO)") \
   X(FAKE_GPU, "BRAID_FAKE_GPU", INT, 0, "tests: N > 0 poses N fake GPUs (host memory, stream threads)") \
   X(WORK_INLINE, "BRAID_WORK_INLINE", INT, 1, "0: always pass work items through a device buffer (tests the overflow path)") \
   /* transports */                                                                              \
