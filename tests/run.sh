@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the whole test suite, as `make test` runs it: the Check suites (build/bin/braid-tests),
-# the ABI and export checks, the benchmark output checks. Ends with one line
+# the ABI and export checks, the benchmark output checks, and last that the suite left nothing
+# of braid's in /dev/shm. Ends with one line
 # "N passed, N failed" summing every case of every part; exits non-zero if anything failed.
 set -u
 cd "$(dirname "$0")/.."
