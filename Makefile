@@ -2,9 +2,11 @@
 # benchmarks; `make test` runs the suite; `make demo` runs all_reduce_perf over host-mode ranks.
 #
 # Layout rules (new files need no Makefile edit):
-#   src/*.c src/transport/*.c src/kernels/*.c  -> the library
+#   src/**/*.c                                  -> the library (every folder of src/ is a layer)
 #   src/kernels/*.cu                            -> CUDA kernels (when nvcc is found, CUDA=0 skips)
 #   tools/<name>.c                              -> build/bin/<name>   (linked to the static lib)
+#   tools/lib/*.c                               -> code only the tools use (linked into them and
+#                                                  the test runner, never into libnccl.so.2)
 #   bench/<name>_perf.c + bench/common/*.c      -> build/bin/<name>_perf (linked to libnccl.so)
 #   tests/unit/test_<m>.c (Suite *<m>_suite())  -> build/bin/braid-tests (Check); other
 #   tests/unit/*.c are helpers linked into the same runner
@@ -23,12 +25,13 @@ CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread -fvisibility=hidden
 LDLIBS   := -pthread -lrt -ldl -lm
 
-LIB_SRCS := $(wildcard src/*.c src/transport/*.c src/kernels/*.c src/algo/*.c)
+LIB_SRCS := $(shell find src -name '*.c' | sort)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CU_SRCS  := $(wildcard src/kernels/*.cu)
 CU_OBJS  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
 
 TOOL_SRCS  := $(wildcard tools/*.c)
+TOOL_LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/lib/*.c))
 TOOL_BINS  := $(patsubst tools/%.c,$(BUILD)/bin/%,$(TOOL_SRCS))
 BENCH_SRCS := $(wildcard bench/*_perf.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bin/%,$(BENCH_SRCS))
@@ -76,7 +79,7 @@ $(SO): $(LIB_OBJS) src/exports.map $(ALL_CUDA)
 
 # The one file that includes the CUDA runtime's headers.
 ifeq ($(CUDA),1)
-$(BUILD)/obj/src/device_cuda.o: src/device_cuda.c
+$(BUILD)/obj/src/device/device_cuda.o: src/device/device_cuda.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(CUDA_HOME)/include $(CFLAGS) -MMD -MP -c $< -o $@
 endif
@@ -100,9 +103,12 @@ $(BUILD)/lib/libbraid_kernels.a: $(CU_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 tools: $(TOOL_BINS)
-$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(STATIC) $(ALL_CUDA)
+$(BUILD)/obj/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(STATIC) $(CUDA_LIBS) $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itools/lib $(CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/bin/%: $(BUILD)/obj/tools/%.o $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(LDLIBS)
 
 bench: $(BENCH_BINS)
 $(BUILD)/obj/bench/%.o: bench/%.c
@@ -113,8 +119,8 @@ $(BUILD)/bin/%_perf: $(BUILD)/obj/bench/%_perf.o $(BENCH_COMMON) $(SO) $(BUILD)/
 	$(BENCH_CC) -o $@ $< $(BENCH_COMMON) -L$(BUILD)/lib -lnccl -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 
 # Tests: Check suites, one runner. The suite list is generated from the file names.
-# Tests see src/ only through quoted includes: libcheck's <check.h> must not find src/check.h.
-TEST_CPPFLAGS = -Iinclude -iquote src -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE
+# Tests see src/ only through quoted includes: libcheck's <check.h> must not find src/base/check.h.
+TEST_CPPFLAGS = -Iinclude -iquote src -iquote tools/lib -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 $(BUILD)/gen/suites.h: $(TEST_SRCS)
 	@mkdir -p $(dir $@)
@@ -124,9 +130,9 @@ $(BUILD)/obj/tests/unit/main.o: $(BUILD)/gen/suites.h
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(STATIC) $(ALL_CUDA)
+$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(TEST_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
+	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
 test: all
 	@tests/ensure-deps.sh check

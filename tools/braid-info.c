@@ -1,6 +1,6 @@
 /*
  * braid-info - what this braid is and how it is configured: its version, the NCCL API version
- * it implements, the build options, then every parameter of src/param.h with its default,
+ * it implements, the build options, then every parameter of src/base/param.h with its default,
  * current value, where that value came from, and one line of doc (like `ucx_info -c`).
  * Linked against the static library, so it calls the internal parameter accessors.
  */
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "nccl.h"
-#include "param.h"
-#include "version.h"
+#include "base/param.h"
+#include "base/version.h"
 
 static void usage(FILE* out) {
   fprintf(out,

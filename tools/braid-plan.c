@@ -2,7 +2,7 @@
  * braid-plan - chooses a training layout (TP x PP x DP x EP) from braid's communication
  * model: per parallelism the collective it issues, how often, the bytes per GPU, the link it
  * crosses and its time; the total per step and plain-words warnings; --search ranks every
- * valid layout. The model lives in src/plan_model.c; this file parses flags and prints.
+ * valid layout. The model lives in tools/lib/plan_model.c; this file parses flags and prints.
  * Output is deterministic. See --help.
  */
 #include <getopt.h>

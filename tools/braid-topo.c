@@ -11,9 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "graph.h"
-#include "topo.h"
-#include "tuner.h"
+#include "topo/graph.h"
+#include "topo/topo.h"
+#include "topo/tuner.h"
 
 struct opts {
   const char* xml;

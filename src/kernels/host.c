@@ -12,10 +12,10 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "check.h"
-#include "executor.h"
+#include "base/check.h"
+#include "kernels/executor.h"
 #include "kernels/coll.h"
-#include "param.h"
+#include "base/param.h"
 
 struct worker {
   pthread_t thread;

@@ -1,7 +1,7 @@
 /*
  * kernel.cuh - the collective kernel every src/kernels/coll_<dtype>.cu instantiates, and the
- * argument block a launch passes to it (src/launch.c builds it; the fake GPU of
- * src/device_fake.c runs the very same block on host threads).
+ * argument block a launch passes to it (src/device/launch.c builds it; the fake GPU of
+ * src/device/device_fake.c runs the very same block on host threads).
  *
  * One block per channel with work: block b runs its channel's work items in order through
  * braid_run_work (coll.h), the code the host executor runs. The work items travel inside the

@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "device.h"
-#include "param.h"
-#include "topo.h"
+#include "base/check.h"
+#include "device/device.h"
+#include "base/param.h"
+#include "topo/topo.h"
 #include "transport/transport.h"
 
 #define P2P_MAGIC 0x50325031u /* "P2P1": the peer chose this transport too */

@@ -25,9 +25,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "device.h"
-#include "param.h"
+#include "base/check.h"
+#include "device/device.h"
+#include "base/param.h"
 #include "transport/transport.h"
 
 /* The first page of every FIFO: lifetime bookkeeping, never touched by the data path. */

@@ -6,8 +6,8 @@
  */
 #include "transport/transport.h"
 
-#include "check.h"
-#include "device.h"
+#include "base/check.h"
+#include "device/device.h"
 
 /* Round up to a multiple of `a` (a power of two). */
 static size_t align_up(size_t x, size_t a) {

@@ -9,7 +9,7 @@
 #ifndef BRAID_TRANSPORT_H
 #define BRAID_TRANSPORT_H
 
-#include "comm.h"
+#include "core/comm.h"
 
 #define BRAID_CONNECT_BLOB_BYTES 256
 

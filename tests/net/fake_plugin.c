@@ -9,7 +9,7 @@
  */
 #include <stddef.h>
 
-#include "transport/net.h"
+#include "transport/net/net.h"
 
 #if defined(FAKE_NCCL_ABI)
 /* Only the symbol matters: braid must not call into it. */

@@ -462,7 +462,7 @@ int ref_tier_full(void) {
   return t != NULL && strcmp(t, "full") == 0;
 }
 
-void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
+void braid_param_reload(void); /* src/base/param.c: re-read the environment (test hook) */
 
 void ref_env_apply(const char* env) {
   if (env == NULL) return;

@@ -1,5 +1,5 @@
 /*
- * test_bootstrap.c - src/bootstrap.c and src/bootstrap_root.c: rendezvous of 1..16 ranks as
+ * test_bootstrap.c - src/bootstrap/bootstrap.c and src/bootstrap/bootstrap_root.c: rendezvous of 1..16 ranks as
  * threads and as processes, NCCL_COMM_ID, several roots, split, tagged send/recv out of order,
  * and the failures: strangers on the root's and a rank's port, abort, timeout naming the
  * missing rank, a peer that dies, bad arguments, and no fd or thread left behind.
@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #define BRAID_BOOTSTRAP_INTERNAL /* the wire format, to forge a malformed hello */
-#include "bootstrap.h"
-#include "debug.h"
-#include "param.h"
-#include "socket.h"
+#include "bootstrap/bootstrap.h"
+#include "base/debug.h"
+#include "base/param.h"
+#include "base/socket.h"
 
 #define MAX_RANKS 16
 

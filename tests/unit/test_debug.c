@@ -1,5 +1,5 @@
 /*
- * test_debug.c - the logger (src/debug.c) and the version/error entry points (src/errors.c):
+ * test_debug.c - the logger (src/base/debug.c) and the version/error entry points (src/base/errors.c):
  * NCCL_DEBUG levels, NCCL_DEBUG_SUBSYS parsing (with ^), the exact INFO/WARN/TRACE line shapes,
  * timestamps, NCCL_DEBUG_FILE %h/%p/%% expansion, stdout ordering, lines of concurrent threads
  * and processes, the last-error text, the banner, ncclGetErrorString and ncclGetVersion.
@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "debug.h"
+#include "base/debug.h"
 #include "nccl.h"
-#include "param.h"
-#include "version.h"
+#include "base/param.h"
+#include "base/version.h"
 
 extern char** environ;
 

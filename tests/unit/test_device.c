@@ -1,7 +1,7 @@
 /*
- * test_device.c - braid on a device, through the fake GPU (BRAID_FAKE_GPU, src/device_fake.c):
+ * test_device.c - braid on a device, through the fake GPU (BRAID_FAKE_GPU, src/device/device_fake.c):
  * device selection, fake device memory and IPC handles, stream and event ordering, and
- * communicators whose collectives run as kernel launches (src/launch.c) on streams: every
+ * communicators whose collectives run as kernel launches (src/device/launch.c) on streams: every
  * collective for a few datatypes, ops and protocols with 2 and 4 processes, 2 ranks of one
  * process (ncclCommInitAll), the overflow path for work items, asynchronous return (a held
  * stream runs nothing until released), two streams in one group, non-blocking communicators,
@@ -19,14 +19,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "debug.h"
-#include "device.h"
-#include "group.h"
+#include "base/debug.h"
+#include "device/device.h"
+#include "core/group.h"
 #include "harness.h"
-#include "launch.h"
+#include "device/launch.h"
 #include "nccl.h"
-#include "param.h"
-#include "redop.h"
+#include "base/param.h"
+#include "core/redop.h"
 
 #define RANK_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 300

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "debug.h"
-#include "graph.h"
-#include "param.h"
+#include "base/debug.h"
+#include "topo/graph.h"
+#include "base/param.h"
 
 
 static void env_reset(void) {

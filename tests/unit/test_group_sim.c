@@ -1,5 +1,5 @@
 /*
- * test_group_sim.c - ncclGroupSimulateEnd (src/group.c): the estimate is the tuner's prediction
+ * test_group_sim.c - ncclGroupSimulateEnd (src/core/group.c): the estimate is the tuner's prediction
  * for a lone all-reduce (braid_tuner_predict of the algorithm and protocol it chooses), grows
  * with size, sums over a group of two calls; nothing runs (buffers untouched); a nested call
  * only closes its level; bad simInfo (NULL, size, magic, version) and a call outside a group
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
+#include "core/comm.h"
 #include "harness.h"
 #include "nccl.h"
-#include "tuner.h"
+#include "topo/tuner.h"
 
 #define SIM_RANKS 2
 #define SIM_TIMEOUT_S 60

@@ -1,5 +1,5 @@
 /*
- * test_init.c - the communicator lifecycle through the public API (src/init.c, init_api.c,
+ * test_init.c - the communicator lifecycle through the public API (src/core/init.c, init_api.c,
  * split.c, comm.c, group.c, bootstrap*.c), the cases that should work:
  *   - 1..16 ranks as threads, as processes and as processes of two threads: ncclCommInitRank,
  *     the queries agree, an allreduce of one int is right, finalize and destroy succeed;

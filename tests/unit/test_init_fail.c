@@ -28,7 +28,7 @@
 
 #include "harness.h"
 #include "nccl.h"
-#include "socket.h" /* struct braid_socket_handshake: to forge one */
+#include "base/socket.h" /* struct braid_socket_handshake: to forge one */
 
 #define HARNESS_TIMEOUT_S 60
 #define TCASE_TIMEOUT_S 120
@@ -131,7 +131,7 @@ static void* blocking_init_thread(void* p) {
 }
 
 /* Blocking: ncclCommInitRank writes the handle before it waits for the other ranks (as NCCL
- * does; src/init_api.c), so this thread can read it and abort the init from outside. */
+ * does; src/core/init_api.c), so this thread can read it and abort the init from outside. */
 START_TEST(test_abort_blocking_init) {
   struct abort_ctx a;
   pthread_t th;
@@ -160,7 +160,7 @@ END_TEST
 
 /* ---- strangers on the bootstrap ports -------------------------------------------------------- */
 
-/* What the bootstrap expects first on a connection (src/bootstrap_root.c, src/bootstrap.c):
+/* What the bootstrap expects first on a connection (src/bootstrap/bootstrap_root.c, src/bootstrap/bootstrap.c):
  * struct braid_socket_handshake {secret, type, arg}; to the root arg is BS_CONN_RANK (1) and a
  * bs_up follows, to a rank arg is BS_CONN_PEER (3) and {rank, nranks} follow. */
 struct forged_hello {

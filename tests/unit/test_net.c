@@ -42,14 +42,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "device.h"
+#include "core/comm.h"
+#include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
-#include "transport/net_internal.h"
-#include "transport/net_socket.h"
+#include "transport/net/net_internal.h"
+#include "transport/net/socket/net_socket.h"
 
-void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
+void braid_param_reload(void); /* src/base/param.c: re-read the environment (test hook) */
 
 #define HARNESS_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 240

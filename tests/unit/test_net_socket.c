@@ -18,11 +18,11 @@
 #include <unistd.h>
 
 #include "nccl.h"
-#include "socket.h"
-#include "transport/net.h"
-#include "transport/net_socket.h"
+#include "base/socket.h"
+#include "transport/net/net.h"
+#include "transport/net/socket/net_socket.h"
 
-void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
+void braid_param_reload(void); /* src/base/param.c: re-read the environment (test hook) */
 
 #define NELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 

@@ -1,6 +1,6 @@
 /*
  * test_p2p_transport.c - the intra-node transports on devices (src/transport/p2p.c, shm.c on
- * devices, the choice in connect.c), run on the fake GPU (BRAID_FAKE_GPU=N, src/device_fake.c:
+ * devices, the choice in connect.c), run on the fake GPU (BRAID_FAKE_GPU=N, src/device/device_fake.c:
  * device memory is host memory in shared segments, IPC handles work across processes):
  *   - who may use P2P: both ranks on devices of one node, NCCL_P2P_DISABLE, NCCL_P2P_LEVEL,
  *     the same GPU, host-mode and mixed pairs;
@@ -30,14 +30,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "device.h"
+#include "core/comm.h"
+#include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
 #include "transport/transport.h"
 
-void braid_param_reload(void); /* src/param.c: re-read the environment (test hook) */
-void braid_device_reset(void); /* src/device.c: decide the device layer again (test hook) */
+void braid_param_reload(void); /* src/base/param.c: re-read the environment (test hook) */
+void braid_device_reset(void); /* src/device/device.c: decide the device layer again (test hook) */
 
 #define HARNESS_TIMEOUT_S 30
 #define TCASE_TIMEOUT_S 90

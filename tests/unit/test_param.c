@@ -1,5 +1,5 @@
 /*
- * test_param.c - the parameter table (src/param.c): defaults, the order environment >
+ * test_param.c - the parameter table (src/base/param.c): defaults, the order environment >
  * NCCL_CONF_FILE > ~/.nccl.conf > /etc/nccl.conf, INT parsing (decimal, 0x hex, malformed),
  * the `set by` lines, unknown-variable advice and its suggestion, reload under readers.
  *
@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "debug.h"
+#include "base/debug.h"
 #include "nccl.h"
-#include "param.h"
+#include "base/param.h"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 /*
- * test_plan_model.c - the layout model behind braid-plan (src/plan_model.c): the textbook
+ * test_plan_model.c - the layout model behind braid-plan (tools/lib/plan_model.c): the textbook
  * cases computed by the model's own functions (a 100 MB TP all-reduce on 8 GPUs over
  * NVLink 5 and over InfiniBand NDR, ring vs tree for N = 32, TP placement on 8 x 8 and the
  * TP 16 vs TP 8 ranking on 128 GPUs), MoE and pipeline warnings, the tuner path on the

@@ -1,5 +1,5 @@
 /*
- * test_socket.c - src/socket.c: address parsing and printing, interface selection
+ * test_socket.c - src/base/socket.c: address parsing and printing, interface selection
  * (NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY), and connections: round trips, peer close, abort,
  * deadlines, connect retries, handshakes.
  */
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "param.h"
-#include "socket.h"
+#include "base/param.h"
+#include "base/socket.h"
 
 static void env_set(const char* name, const char* value) {
   if (value != NULL)

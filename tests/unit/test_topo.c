@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "debug.h"
-#include "param.h"
-#include "topo.h"
+#include "base/debug.h"
+#include "base/param.h"
+#include "topo/topo.h"
 
 /* tests/topo/<name>, found from the repository root or from a build directory below it. */
 

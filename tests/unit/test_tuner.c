@@ -1,5 +1,5 @@
 /*
- * test_tuner.c - the cost model (src/tuner.c) and NCCL_ALGO / NCCL_PROTO (src/tuner_env.c)
+ * test_tuner.c - the cost model (src/topo/tuner.c) and NCCL_ALGO / NCCL_PROTO (src/topo/tuner_env.c)
  * on the fixtures of tests/topo: tree for small and ring for large all-reduces on 16 DGX
  * nodes (crossover between 64 KiB and 1 GiB), ring LL -> LL128 -> Simple inside one node,
  * forced algorithms and protocols obeyed and visible in TUNING lines, model-only algorithms
@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "debug.h"
-#include "param.h"
-#include "tuner.h"
+#include "base/debug.h"
+#include "base/param.h"
+#include "topo/tuner.h"
 
 
 static void env_reset(void) {

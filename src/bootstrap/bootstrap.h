@@ -1,0 +1,130 @@
+/*
+ * bootstrap.h - rendezvous of the ranks of a communicator from an ncclUniqueId, and the
+ * out-of-band operations among them (allgather, barrier, tagged send/recv) that init and the
+ * transports use before, and beside, the data path. TCP only (socket.h).
+ *
+ * bootstrap_root.c: the unique id, the root thread, and a rank's exchange with its root.
+ * bootstrap.c: init, split, and the connections among ranks. The protocol is described at
+ * the top of each.
+ *
+ * Threads: send, recv, peer_host, secret and abort may be called from several threads at
+ * once; allgather and barrier by one thread at a time (each call is matched by sequence
+ * number with the same call on the other ranks); close by one thread when no other call runs.
+ */
+#ifndef BRAID_BOOTSTRAP_H
+#define BRAID_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+#include "base/socket.h"
+
+struct braid_bootstrap; /* opaque */
+
+/* The id's secret when it came from NCCL_COMM_ID (no random secret can be agreed on). */
+#define BRAID_BOOTSTRAP_COMM_ID_MAGIC 0x0280028002800280ULL
+
+/* ncclGetUniqueId's work: start a detached root thread in this process listening on the
+ * bootstrap interface, or with NCCL_COMM_ID only encode that address (rank 0 hosts the root
+ * inside braid_bootstrap_init). Layout: bytes 0-7 the secret (random, or the magic above),
+ * then the root's sockaddr_in / sockaddr_in6, the rest zero. */
+ncclResult_t braid_bootstrap_get_unique_id(ncclUniqueId* id);
+
+/* Rendezvous of nranks ranks; returns once every rank's address is known and the ring is
+ * connected. ids/nids: the roots (nids == 1 usually; ncclCommInitRankScalable passes several:
+ * rank r talks to root floor(r * nids / nranks)). abort_flag (may be NULL): when it becomes
+ * non-zero, ncclInvalidUsage. After BRAID_INIT_TIMEOUT seconds without all ranks: every
+ * waiting rank fails with ncclRemoteError and a WARN naming the ranks that never came. */
+ncclResult_t braid_bootstrap_init(const ncclUniqueId* ids, int nids, int rank, int nranks,
+                                  volatile uint32_t* abort_flag, struct braid_bootstrap** bs_p);
+/* A communicator made from an existing one (split, shrink): called by the parent ranks that
+ * take part, and only them. parent_ranks[i]: the parent rank of new rank i; `tag` tells
+ * concurrent splits of one parent apart. Addresses travel over the parent's send/recv. The
+ * child watches no external abort flag until braid_bootstrap_set_abort_flag. */
+ncclResult_t braid_bootstrap_split(struct braid_bootstrap* parent, int rank, int nranks, const int* parent_ranks,
+                                   uint64_t tag, struct braid_bootstrap** bs_p);
+/* all: nranks * size bytes, this rank's slot filled; on return every slot is. */
+ncclResult_t braid_bootstrap_allgather(struct braid_bootstrap* bs, void* all, size_t size);
+ncclResult_t braid_bootstrap_barrier(struct braid_bootstrap* bs);
+/* Tagged messages to any rank (itself included). A recv takes the oldest message of that peer
+ * and tag; messages of other tags wait in a queue. The sizes of a send and its recv must agree
+ * (else ncclInvalidUsage). A peer that dies: ncclRemoteError naming its rank and host. */
+ncclResult_t braid_bootstrap_send(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data, size_t size);
+ncclResult_t braid_bootstrap_recv(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size);
+
+int braid_bootstrap_rank(const struct braid_bootstrap* bs);
+int braid_bootstrap_nranks(const struct braid_bootstrap* bs);
+/* Hostname and bootstrap address of a rank, for messages ("unknown" / NULL out of range). */
+const char* braid_bootstrap_peer_host(struct braid_bootstrap* bs, int rank);
+const union braid_sockaddr* braid_bootstrap_peer_addr(struct braid_bootstrap* bs, int rank);
+/* The secret of the id (split: chosen by the new rank 0); later handshakes use it. */
+uint64_t braid_bootstrap_secret(struct braid_bootstrap* bs);
+/* Replace the external abort flag watched by every wait (NULL: none). */
+void braid_bootstrap_set_abort_flag(struct braid_bootstrap* bs, volatile uint32_t* abort_flag);
+/* Wake and fail every waiter, from any thread (ncclInvalidUsage). The external flag is not
+ * written. */
+void braid_bootstrap_abort(struct braid_bootstrap* bs);
+/* Free everything: sockets, memory. No thread of the bootstrap outlives it. */
+void braid_bootstrap_close(struct braid_bootstrap* bs);
+
+#ifdef BRAID_BOOTSTRAP_INTERNAL
+/* ---- shared by bootstrap.c and bootstrap_root.c only: the wire format ------------------- */
+
+#define BS_HOST_MAX 64
+#define BS_TEXT_MAX 512
+#define BS_HANDSHAKE_MS 2000 /* a connection must complete its handshake within this */
+
+/* handshake.arg: what the connecting side is */
+enum bs_conn_kind {
+  BS_CONN_RANK = 1,  /* a rank, to its root: one bs_up HELLO, then waits for bs_down */
+  BS_CONN_RELAY = 2, /* root i > 0, to root 0: a stream of bs_up, then waits for bs_down */
+  BS_CONN_PEER = 3,  /* a rank, to another rank: bs_peer_hello, then messages */
+};
+
+/* What every rank tells the others about itself. */
+struct bs_entry {
+  union braid_sockaddr addr; /* its listening socket */
+  char host[BS_HOST_MAX];    /* its hostname, for messages */
+};
+
+struct bs_hello {
+  int32_t rank, nranks, nroots, iroot;
+  uint64_t root0_secret; /* ids[0]: where a relay root sends what it collects */
+  union braid_sockaddr root0_addr;
+  struct bs_entry entry;
+};
+
+enum { BS_UP_HELLO = 1, BS_UP_ERROR = 2 };
+/* Toward root 0. */
+struct bs_up {
+  int32_t what;   /* BS_UP_HELLO or BS_UP_ERROR */
+  int32_t result; /* ERROR: the ncclResult_t every rank returns */
+  struct bs_hello hello;
+  char text[BS_TEXT_MAX]; /* ERROR: the message every rank prints */
+};
+/* From a root to its ranks (and from root 0 to relays): followed by nranks bs_entry on success. */
+struct bs_down {
+  int32_t result;
+  int32_t nranks;
+  char text[BS_TEXT_MAX];
+};
+
+/* Extra seconds a rank waits past BRAID_INIT_TIMEOUT for its root's verdict. */
+static inline int64_t bs_grace_s(int64_t timeout_s) {
+  return 1 + timeout_s / 10;
+}
+
+void braid_bootstrap_id_decode(const ncclUniqueId* id, uint64_t* secret_p, union braid_sockaddr* addr_p);
+ncclResult_t braid_bootstrap_random_secret(uint64_t* secret_p);
+void braid_bootstrap_hostname(char* host /* BS_HOST_MAX */);
+/* Listen on addr and serve one communicator from a detached thread. */
+ncclResult_t braid_bootstrap_root_start(const union braid_sockaddr* addr, uint64_t secret,
+                                        union braid_sockaddr* bound_p);
+/* A rank's side: hello to its root, the table back (nranks entries). */
+ncclResult_t braid_bootstrap_root_exchange(const ncclUniqueId* ids, int nids, int rank, int nranks,
+                                           const struct bs_entry* me, volatile uint32_t* abort_flag,
+                                           struct bs_entry* table);
+#endif /* BRAID_BOOTSTRAP_INTERNAL */
+
+#endif /* BRAID_BOOTSTRAP_H */

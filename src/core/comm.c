@@ -1,0 +1,239 @@
+/*
+ * comm.c - communicator bookkeeping shared by init and the API: the registry of live
+ * communicators (a handle is checked on every call, so a destroyed or garbage handle gives an
+ * error instead of a crash), host identity, and the simple queries (count, rank, device).
+ */
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/api.h"
+#include "base/check.h"
+#include "core/comm.h"
+#include "device/launch.h"
+#include "base/param.h"
+
+static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_comm** registry;
+static int registry_len, registry_cap;
+
+double braid_time_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void braid_comm_registry_add(struct braid_comm* comm) {
+  pthread_mutex_lock(&registry_mutex);
+  if (registry_len == registry_cap) {
+    int cap = registry_cap ? 2 * registry_cap : 16;
+    struct braid_comm** grown = realloc(registry, cap * sizeof(*grown));
+    if (grown != NULL) {
+      registry = grown;
+      registry_cap = cap;
+    }
+  }
+  if (registry_len < registry_cap) registry[registry_len++] = comm;
+  pthread_mutex_unlock(&registry_mutex);
+}
+
+void braid_comm_registry_remove(struct braid_comm* comm) {
+  pthread_mutex_lock(&registry_mutex);
+  for (int i = 0; i < registry_len; i++) {
+    if (registry[i] == comm) {
+      registry[i] = registry[--registry_len];
+      break;
+    }
+  }
+  if (registry_len == 0) {
+    free(registry);
+    registry = NULL;
+    registry_cap = 0;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+}
+
+/* ncclCommAbort's claim: atomically, the comm is live and from now on the aborter frees it. */
+int braid_comm_registry_claim(struct braid_comm* comm) {
+  int ok = 0;
+  pthread_mutex_lock(&registry_mutex);
+  for (int i = 0; i < registry_len && !ok; i++) ok = registry[i] == comm;
+  if (ok && comm->magic == BRAID_COMM_MAGIC && !comm->claimed) {
+    comm->claimed = 1;
+    __atomic_store_n(&comm->abort_flag, BRAID_EXEC_ABORTED, __ATOMIC_RELEASE);
+  } else {
+    ok = 0;
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return ok;
+}
+
+/* A failed init's cleanup: unless claimed by an abort, unregister and let the caller free. */
+int braid_comm_registry_take(struct braid_comm* comm) {
+  int mine = 0;
+  pthread_mutex_lock(&registry_mutex);
+  if (!comm->claimed) {
+    comm->claimed = 1;
+    mine = 1;
+    for (int i = 0; i < registry_len; i++) {
+      if (registry[i] == comm) {
+        registry[i] = registry[--registry_len];
+        break;
+      }
+    }
+  }
+  pthread_mutex_unlock(&registry_mutex);
+  return mine;
+}
+
+static int registry_has(const struct braid_comm* comm) {
+  int found = 0;
+  pthread_mutex_lock(&registry_mutex);
+  for (int i = 0; i < registry_len && !found; i++) found = registry[i] == comm;
+  pthread_mutex_unlock(&registry_mutex);
+  return found;
+}
+
+/* Is `comm` a live communicator? (Any state.) */
+static ncclResult_t comm_alive(ncclComm_t handle, const char* fn) {
+  struct braid_comm* comm = braid_comm_of(handle);
+  if (comm == NULL) {
+    BRAID_WARN("%s: comm argument is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  if (!registry_has(comm) || comm->magic != BRAID_COMM_MAGIC) {
+    BRAID_WARN("%s: comm %p has already been destroyed or is not a valid communicator", fn, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_comm_check(ncclComm_t handle, const char* fn) {
+  BRAID_CHECK(comm_alive(handle, fn));
+  struct braid_comm* comm = braid_comm_of(handle);
+  if (comm->abort_flag) {
+    BRAID_WARN("%s: rank %d: communicator %p was aborted or hit an error (%s)", fn, comm->rank, (void*)comm,
+               ncclGetErrorString(comm->async_error));
+    return ncclInvalidUsage;
+  }
+  switch (comm->state) {
+    case BRAID_COMM_READY: return ncclSuccess;
+    case BRAID_COMM_INITIALIZING:
+      BRAID_WARN("%s: rank %d: communicator %p is still initializing (poll ncclCommGetAsyncError)", fn,
+                 comm->rank, (void*)comm);
+      return ncclInvalidUsage;
+    case BRAID_COMM_FINALIZED:
+      BRAID_WARN("%s: rank %d: communicator %p was finalized", fn, comm->rank, (void*)comm);
+      return ncclInvalidUsage;
+    default:
+      BRAID_WARN("%s: rank %d: communicator %p failed to initialize (%s)", fn, comm->rank, (void*)comm,
+                 ncclGetErrorString(comm->async_error));
+      return ncclInvalidUsage;
+  }
+}
+
+BRAID_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  BRAID_CHECK(comm_alive(comm, "ncclCommCount"));
+  if (count == NULL) {
+    BRAID_WARN("ncclCommCount: count argument is NULL");
+    return ncclInvalidArgument;
+  }
+  *count = braid_comm_of(comm)->nranks;
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclCommCount)
+
+BRAID_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  BRAID_CHECK(comm_alive(comm, "ncclCommUserRank"));
+  if (rank == NULL) {
+    BRAID_WARN("ncclCommUserRank: rank argument is NULL");
+    return ncclInvalidArgument;
+  }
+  *rank = braid_comm_of(comm)->rank;
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclCommUserRank)
+
+BRAID_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  BRAID_CHECK(comm_alive(comm, "ncclCommCuDevice"));
+  if (device == NULL) {
+    BRAID_WARN("ncclCommCuDevice: device argument is NULL");
+    return ncclInvalidArgument;
+  }
+  *device = braid_comm_of(comm)->cuda_dev;
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclCommCuDevice)
+
+BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  BRAID_CHECK(comm_alive(comm, "ncclCommGetAsyncError"));
+  if (asyncError == NULL) {
+    BRAID_WARN("ncclCommGetAsyncError: asyncError argument is NULL");
+    return ncclInvalidArgument;
+  }
+  struct braid_comm* c = braid_comm_of(comm);
+  /* Device mode: statuses of finished kernels (an error becomes async_error). */
+  if (c->state == BRAID_COMM_READY) braid_launch_poll(c);
+  *asyncError = c->async_error;
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclCommGetAsyncError)
+
+/* 64-bit FNV-1a: any stable hash works, values are only compared. */
+uint64_t braid_hash(const void* data, size_t len, uint64_t seed) {
+  const unsigned char* p = data;
+  uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+static void read_line(const char* path, char* buf, size_t len) {
+  buf[0] = '\0';
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return;
+  if (fgets(buf, (int)len, f) == NULL) buf[0] = '\0';
+  fclose(f);
+  buf[strcspn(buf, "\n")] = '\0';
+}
+
+void braid_comm_fill_identity(struct braid_comm* comm, struct braid_peer_info* me) {
+  char ident[512], ns[128] = "";
+  memset(me, 0, sizeof(*me));
+  me->rank = comm->rank;
+  me->pid = (int)getpid();
+  gethostname(me->hostname, sizeof(me->hostname) - 1);
+  char boot[64];
+  read_line("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
+  snprintf(ident, sizeof(ident), "%s", boot[0] ? boot : me->hostname);
+  me->kernel_hash = braid_hash(ident, strlen(ident), 0);
+  const char* hostid = braid_param_str(BRAID_PARAM_HOSTID);
+  if (hostid != NULL)
+    snprintf(ident, sizeof(ident), "%s", hostid);
+  else
+    snprintf(ident, sizeof(ident), "%s%s", me->hostname, boot);
+  me->host_hash = braid_hash(ident, strlen(ident), 0);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < BRAID_CPU_WORDS * 64 && c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &set)) me->cpus[c / 64] |= 1ull << (c % 64);
+  }
+  ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  if (n > 0) ns[n] = '\0';
+  snprintf(ident, sizeof(ident), "%d%s", me->pid, ns);
+  me->pid_hash = braid_hash(ident, strlen(ident), me->host_hash);
+  struct stat st;
+  me->shm_dev = stat("/dev/shm", &st) == 0 ? (uint64_t)st.st_dev : 0;
+  me->cuda_dev = comm->cuda_dev;
+  me->bus_id = comm->bus_id;
+  me->host_mode = comm->host_mode;
+  me->version = NCCL_VERSION_CODE;
+}

@@ -1,0 +1,165 @@
+/*
+ * comm.h - the communicator: what every host-side module knows about a communicator, its
+ * peers and its channels. ncclComm_t handles are `struct braid_comm*` (cast at the API).
+ */
+#ifndef BRAID_COMM_H
+#define BRAID_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "kernels/work.h"
+#include "nccl.h"
+
+struct braid_bootstrap;
+struct braid_transport;
+struct braid_channel_graph;
+struct braid_tuner;
+struct braid_device_ops;
+struct braid_launch_state;
+
+#define BRAID_HOSTNAME_MAX 64
+#define BRAID_CPU_WORDS 16 /* CPUs 0..1023 */
+
+/* What each rank tells the others at init (allgathered). */
+struct braid_peer_info {
+  int rank;
+  int pid;
+  uint64_t host_hash;   /* hostname + boot id, or NCCL_HOSTID: equal -> same node */
+  uint64_t pid_hash;    /* pid + pid namespace + host: equal -> same process */
+  uint64_t shm_dev;     /* st_dev of /dev/shm: equal -> shared memory can connect */
+  uint64_t kernel_hash; /* the running kernel (boot id, else hostname), whatever NCCL_HOSTID
+                           says: equal -> the same machine's cores */
+  uint64_t cpus[BRAID_CPU_WORDS]; /* the CPUs this process may run on (sched_getaffinity) */
+  int cuda_dev;         /* -1 in host mode */
+  int64_t bus_id;       /* -1 in host mode */
+  int host_mode;
+  int version;          /* NCCL_VERSION_CODE */
+  char hostname[BRAID_HOSTNAME_MAX];
+};
+
+/* One end of a connection on the host side: the data path's view plus the transport's state. */
+struct braid_connector {
+  struct braid_conn conn;
+  const struct braid_transport* transport;
+  void* res;           /* owned by the transport */
+  int connected;
+};
+
+/* A channel on the host side. */
+struct braid_channel {
+  int id;
+  int* ring_ranks;                  /* ring order, nranks entries */
+  struct braid_dev_channel dev;     /* what the executors run on */
+  struct braid_connector ring_send, ring_recv;
+  struct braid_connector tree_up_send, tree_up_recv;   /* to/from tree.up (connected with the trees) */
+  struct braid_connector tree_down_send[BRAID_MAX_TREE_ARITY], tree_down_recv[BRAID_MAX_TREE_ARITY];
+  struct braid_connector* p2p_send; /* [nranks], connected on first use */
+  struct braid_connector* p2p_recv; /* [nranks] */
+  struct braid_conn** p2p_send_dev; /* [nranks] -> p2p_send[i].conn or NULL */
+  struct braid_conn** p2p_recv_dev; /* [nranks] */
+};
+
+/* A PreMulSum operator created by ncclRedOpCreatePreMulSum. */
+struct braid_user_redop {
+  int in_use;
+  int dtype;
+  int residence;        /* ncclScalarResidence_t */
+  uint64_t scalar;      /* HostImmediate: value bits in dtype's format */
+  const void* scalar_ptr; /* Device residence: read at each call */
+};
+
+/* Registered buffers (ncclCommRegister). */
+struct braid_reg {
+  struct braid_reg* next;
+  void* buff;
+  size_t size;
+};
+
+enum braid_comm_state {
+  BRAID_COMM_INITIALIZING = 0,
+  BRAID_COMM_READY,
+  BRAID_COMM_FINALIZED,
+  BRAID_COMM_FAILED,
+};
+
+struct braid_comm {
+  uint64_t magic;               /* BRAID_COMM_MAGIC while alive */
+  int rank, nranks;
+  int node, nnodes, local_rank, local_nranks;
+  int* rank_to_node;            /* [nranks] */
+  int cuda_dev;                 /* -1: host mode */
+  int host_mode;
+  int64_t bus_id;               /* PCI bus id of cuda_dev (NCCL's encoding); -1 in host mode */
+  const struct braid_device_ops* device; /* device.h; NULL in host mode */
+  void* dev_self;               /* device mode: this struct lives in pinned, mapped memory and
+                                   this is its device address (kernels poll abort_flag there) */
+  struct braid_launch_state* launch; /* device mode: channel mirror, launch buffers (launch.c) */
+  uint64_t comm_hash;           /* commId in logs */
+  ncclConfig_t config;          /* resolved copy */
+  struct braid_bootstrap* bootstrap;
+  struct braid_peer_info* peers; /* [nranks] */
+
+  volatile uint32_t abort_flag; /* braid_exec_status value when raised; polled everywhere */
+  volatile int state;           /* enum braid_comm_state */
+  volatile ncclResult_t async_error;
+  int claimed;                  /* someone (abort, or a failed init) frees it: under the registry lock */
+  char abort_reason[256];       /* why braid itself raised abort_flag (net proxy, watchdog): the
+                                   message the failed call repeats */
+  int failed_peer;              /* once abort_reason is set: the rank blamed, or -1 */
+  pthread_t init_thread;        /* non-blocking init */
+  int init_thread_running;
+  int blocking_init_active;     /* a blocking init runs on the caller's thread (under mutex) */
+  pthread_cond_t init_cond;     /* signalled when it returns: an aborting thread waits on it */
+
+  int nchannels;
+  struct braid_channel channels[BRAID_MAX_CHANNELS];
+  struct braid_channel_graph* graph; /* rings and trees from the topology (graph.h) */
+  struct braid_tuner* tuner;         /* algorithm/protocol/channels per call (tuner.h) */
+  int trees_connected;               /* tree connections are made the first time a call uses a tree */
+  size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
+
+  uint64_t op_count;            /* collectives issued (logs) */
+  volatile int inflight;        /* group runs using this comm now: abort waits for them */
+  pthread_mutex_t mutex;        /* redops, registrations */
+  struct braid_user_redop* redops;
+  int nredops;
+  struct braid_reg* regs;
+
+  /* Split bookkeeping for logs. */
+  struct braid_comm* parent;
+  int split_color, split_key;
+  uint64_t split_count;         /* splits/shrinks made from this comm: tags their bootstraps */
+  double init_start;            /* seconds, for Init timings */
+};
+
+#define BRAID_COMM_MAGIC 0x62726169645f636dULL /* "braid_cm" */
+
+static inline struct braid_comm* braid_comm_of(ncclComm_t c) { return (struct braid_comm*)c; }
+
+/* The registry of live communicators: catches use after destroy and garbage handles. */
+void braid_comm_registry_add(struct braid_comm* comm);
+void braid_comm_registry_remove(struct braid_comm* comm);
+/* ncclCommAbort: 1 if comm is live and now ours to free (raises its abort flag), else 0. */
+int braid_comm_registry_claim(struct braid_comm* comm);
+/* A failed blocking init: 1 if nobody claimed comm (it is unregistered; caller frees). */
+int braid_comm_registry_take(struct braid_comm* comm);
+/* ncclInvalidArgument with a WARN naming `fn` when comm is NULL, destroyed or garbage;
+ * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
+ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
+
+/* Connection management (src/core/connect.c). */
+ncclResult_t braid_connect_rings(struct braid_comm* comm);
+/* Connections are made in three phases, each over every communicator of a group before the
+ * next, so that one thread can connect several (an ncclCommInitAll clique): POST (setup, blobs
+ * to the peers), SENDS (senders connect and acknowledge), RECVS (receivers connect and wait
+ * for the acknowledgement). */
+enum braid_connect_phase { BRAID_CONNECT_POST = 0, BRAID_CONNECT_SENDS = 1, BRAID_CONNECT_RECVS = 2 };
+ncclResult_t braid_connect_p2p(struct braid_comm* comm, int channel, int phase, const int* send_peers, int nsend,
+                               const int* recv_peers, int nrecv);
+ncclResult_t braid_connect_trees(struct braid_comm* comm, int phase);
+void braid_connect_free(struct braid_comm* comm);
+
+double braid_time_now(void);
+
+#endif /* BRAID_COMM_H */

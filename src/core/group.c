@@ -1,0 +1,221 @@
+/*
+ * group.c - ncclGroupStart/End. Each thread has its own group: a nesting depth, the tasks
+ * appended by calls made inside it, and the communicator inits started inside it (they run
+ * on threads and are joined here). Only the outermost ncclGroupEnd runs anything;
+ * ncclGroupSimulateEnd ends a group the same way but only asks the tuner what it would cost.
+ */
+#include <stdlib.h>
+
+#include "base/api.h"
+#include "base/check.h"
+#include "core/group.h"
+#include "core/init_internal.h"
+#include "topo/tuner.h"
+
+/* ncclSimInfo_t as NCCL_SIM_INFO_INITIALIZER fills it (nccl.h): its magic, and the version
+ * that introduced it (2.22.0, the struct is ncclSimInfo_v22200). */
+#define BRAID_SIM_INFO_MAGIC 0x74685283u
+#define BRAID_SIM_INFO_MIN_VERSION NCCL_VERSION(2, 22, 0)
+
+#define GROUP_MAX_INITS 4096
+
+static __thread int depth;
+static __thread struct braid_task* head;
+static __thread struct braid_task* tail;
+static __thread struct braid_comm** inits;
+static __thread int ninits, inits_cap;
+/* Host memory the group's tasks read (an in-place AlltoAll's copy of its input): freed once
+ * the group has run or been dropped. */
+struct group_keep {
+  struct group_keep* next;
+  void* mem;
+};
+static __thread struct group_keep* kept;
+
+ncclResult_t braid_group_keep(void* mem) {
+  struct group_keep* k = malloc(sizeof(*k));
+  if (k == NULL) {
+    BRAID_WARN("Failed to allocate group bookkeeping");
+    return ncclSystemError;
+  }
+  k->mem = mem;
+  k->next = kept;
+  kept = k;
+  return ncclSuccess;
+}
+
+static void free_kept(void) {
+  while (kept != NULL) {
+    struct group_keep* k = kept;
+    kept = k->next;
+    free(k->mem);
+    free(k);
+  }
+}
+
+int braid_group_depth(void) { return depth; }
+
+ncclResult_t braid_group_add(struct braid_task* task) {
+  task->next = NULL;
+  if (depth == 0) return braid_enqueue_run(task);
+  if (tail != NULL)
+    tail->next = task;
+  else
+    head = task;
+  tail = task;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_group_add_init(struct braid_comm* comm) {
+  if (ninits == inits_cap) {
+    int cap = inits_cap ? 2 * inits_cap : 16;
+    struct braid_comm** grown = cap <= GROUP_MAX_INITS ? realloc(inits, cap * sizeof(*grown)) : NULL;
+    if (grown == NULL) {
+      BRAID_WARN("ncclGroupEnd: too many communicator inits in one group (%d)", ninits);
+      return ncclSystemError;
+    }
+    inits = grown;
+    inits_cap = cap;
+  }
+  inits[ninits++] = comm;
+  return ncclSuccess;
+}
+
+static void drop_tasks(void) {
+  while (head != NULL) {
+    struct braid_task* t = head;
+    head = t->next;
+    free(t);
+  }
+  tail = NULL;
+  free_kept();
+}
+
+/* Join the group's inits. Non-blocking communicators are left running (ncclInProgress). */
+static ncclResult_t join_inits(void) {
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < ninits; i++) {
+    struct braid_comm* comm = inits[i];
+    if (!comm->config.blocking) {
+      if (res == ncclSuccess) res = ncclInProgress;
+      continue;
+    }
+    ncclResult_t r = braid_init_join(comm);
+    if (r != ncclSuccess && (res == ncclSuccess || res == ncclInProgress)) res = r;
+  }
+  ninits = 0;
+  free(inits);
+  inits = NULL;
+  inits_cap = 0;
+  return res;
+}
+
+BRAID_API ncclResult_t ncclGroupStart(void) {
+  depth++;
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclGroupStart)
+
+BRAID_API ncclResult_t ncclGroupEnd(void) {
+  if (depth == 0) {
+    BRAID_WARN("ncclGroupEnd: not in a group call (ncclGroupEnd without ncclGroupStart)");
+    return ncclInvalidUsage;
+  }
+  if (--depth > 0) return ncclSuccess;
+  ncclResult_t res = join_inits();
+  if (res != ncclSuccess && res != ncclInProgress) {
+    drop_tasks();
+    return res;
+  }
+  struct braid_task* tasks = head;
+  head = tail = NULL;
+  if (tasks == NULL) {
+    free_kept();
+    return res;
+  }
+  ncclResult_t run = braid_enqueue_run(tasks);
+  free_kept(); /* host mode: the group has run (device groups keep nothing) */
+  return run != ncclSuccess ? run : res;
+}
+BRAID_PROFILE_ALIAS(ncclGroupEnd)
+
+/* Bytes the tuner is asked about for a collective task: the size NCCL's TUNING line shows, the
+ * same as plan.c's (all-gather and reduce-scatter count the whole buffer). */
+static size_t sim_task_bytes(const struct braid_task* t) {
+  size_t b = t->count * braid_dtype_size(t->dtype);
+  return t->func == BRAID_FUNC_AllGather || t->func == BRAID_FUNC_ReduceScatter ? b * (size_t)t->comm->nranks : b;
+}
+
+/* The model's time for one task (us): the tuner's choice for a collective, exactly as
+ * ncclGroupEnd would plan it (plan.c asks braid_tuner_choose per task, no aggregation). An
+ * empty call costs nothing; send/recv are not priced by braid's model (tuner.h) and count 0. */
+static ncclResult_t sim_task_time(const struct braid_task* t, double* us_p) {
+  struct braid_tuner_choice choice;
+  *us_p = 0;
+  if (t->kind != BRAID_TASK_COLL || t->count == 0) return ncclSuccess;
+  if (t->comm->state != BRAID_COMM_READY || t->comm->tuner == NULL) {
+    BRAID_WARN("ncclGroupSimulateEnd: communicator %p (rank %d) is not ready (state %d): its %s cannot be estimated",
+               (void*)t->comm, t->comm->rank, t->comm->state, braid_tuner_func_name(t->func));
+    return ncclInvalidUsage;
+  }
+  BRAID_CHECK(braid_tuner_choose(t->comm->tuner, t->func, sim_task_bytes(t), &choice));
+  *us_p = choice.time_us;
+  return ncclSuccess;
+}
+
+/* simInfo as NCCL_SIM_INFO_INITIALIZER makes it: at least our struct's size, NCCL's magic, a
+ * version from 2.22 (which introduced it) on. A larger size (a newer header) is fine: only the
+ * fields we know are written. */
+static ncclResult_t sim_info_check(const ncclSimInfo_t* s) {
+  if (s == NULL) {
+    BRAID_WARN("ncclGroupSimulateEnd: simInfo argument is NULL");
+    return ncclInvalidArgument;
+  }
+  if (s->size < sizeof(ncclSimInfo_t)) {
+    BRAID_WARN("ncclGroupSimulateEnd: simInfo->size %zu is smaller than sizeof(ncclSimInfo_t) %zu (initialize it with "
+               "NCCL_SIM_INFO_INITIALIZER)", s->size, sizeof(ncclSimInfo_t));
+    return ncclInvalidArgument;
+  }
+  if (s->magic != BRAID_SIM_INFO_MAGIC) {
+    BRAID_WARN("ncclGroupSimulateEnd: simInfo->magic 0x%x is not 0x%x: ncclSimInfo_t argument not initialized via "
+               "NCCL_SIM_INFO_INITIALIZER", s->magic, BRAID_SIM_INFO_MAGIC);
+    return ncclInvalidArgument;
+  }
+  if (s->version < BRAID_SIM_INFO_MIN_VERSION) {
+    BRAID_WARN("ncclGroupSimulateEnd: simInfo->version %u is older than %d, the first with ncclSimInfo_t (initialize it "
+               "with NCCL_SIM_INFO_INITIALIZER)", s->version, BRAID_SIM_INFO_MIN_VERSION);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* ncclGroupSimulateEnd: ends the group as ncclGroupEnd would, up to planning: communicator inits
+ * of the group are joined, each collective gets the tuner's choice, and simInfo->estimatedTime
+ * receives the sum of those choices' predicted times (microseconds, as NCCL). Nothing runs: the
+ * tasks are then freed, buffers stay untouched. A nested call only closes its level (as
+ * ncclGroupEnd; simInfo is left alone). A bad simInfo is ncclInvalidArgument and still ends this
+ * group level, so a caller that only logs the error is not left inside a group: an outermost
+ * group's tasks are discarded. simInfo is written only on success. */
+BRAID_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  ncclResult_t res = ncclSuccess;
+  double total = 0;
+  if (depth == 0) {
+    BRAID_WARN("ncclGroupSimulateEnd: not in a group call (ncclGroupSimulateEnd without ncclGroupStart)");
+    return ncclInvalidUsage;
+  }
+  ncclResult_t arg = sim_info_check(simInfo);
+  if (--depth > 0) return arg;
+  res = join_inits();
+  if (arg != ncclSuccess) res = arg;
+  if (res != ncclSuccess && res != ncclInProgress) goto out_drop;
+  for (struct braid_task* t = head; t != NULL; t = t->next) {
+    double us;
+    BRAID_CHECK_GOTO(sim_task_time(t, &us), res, out_drop);
+    total += us;
+  }
+  simInfo->estimatedTime = (float)total; /* res: ncclSuccess, or ncclInProgress (non-blocking inits) */
+out_drop:
+  drop_tasks();
+  return res;
+}
+BRAID_PROFILE_ALIAS(ncclGroupSimulateEnd)

@@ -1,0 +1,45 @@
+/*
+ * group.h - group semantics (ncclGroupStart/End): calls inside a group only validate and
+ * append a task; the outermost ncclGroupEnd runs everything. A call outside any group is a
+ * group of one.
+ */
+#ifndef BRAID_GROUP_H
+#define BRAID_GROUP_H
+
+#include "core/comm.h"
+
+enum braid_task_kind {
+  BRAID_TASK_COLL = 0,   /* a collective: func in task->func */
+  BRAID_TASK_SEND,
+  BRAID_TASK_RECV,
+};
+
+struct braid_task {
+  struct braid_task* next;
+  struct braid_comm* comm;
+  int kind;
+  int func;              /* enum braid_func for collectives */
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  int dtype;
+  int op;                /* ncclRedOp_t */
+  int root;              /* collectives with a root; peer for send/recv */
+  struct braid_redop redop; /* resolved at enqueue time (PreMulSum scalars are read then) */
+  int on_stack;          /* a lone call's task lives on its caller's stack: not freed */
+  cudaStream_t stream;   /* the user's stream (device mode: the kernel runs there) */
+};
+
+/* Depth of the calling thread's group nesting. */
+int braid_group_depth(void);
+/* Append a task to the calling thread's group (runs it now when no group is open). */
+ncclResult_t braid_group_add(struct braid_task* task);
+/* Free `mem` (malloc'd host memory the group's tasks read) once the calling thread's group
+ * has run or been dropped. Host mode only: device work outlives ncclGroupEnd. */
+ncclResult_t braid_group_keep(void* mem);
+/* Communicator inits started inside a group complete at ncclGroupEnd. */
+ncclResult_t braid_group_add_init(struct braid_comm* comm);
+/* Run one group's tasks (enqueue.c). Frees the list. */
+ncclResult_t braid_enqueue_run(struct braid_task* tasks);
+
+#endif /* BRAID_GROUP_H */

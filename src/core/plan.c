@@ -1,0 +1,213 @@
+/*
+ * plan.c - building one communicator's plan: protocol and channel count per collective, the
+ * per-channel shares, point-to-point rounds. The tuner (tuner.h) picks algorithm, protocol and
+ * channels for each collective; the host caps channels at what the communicator has.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/alltoall.h"
+#include "base/check.h"
+#include "base/param.h"
+#include "core/plan.h"
+#include "topo/tuner.h"
+#include "kernels/prims.h"
+
+/* Two-rank all-reduces up to this size swap inputs instead of running the ring: measured
+ * with all_reduce_perf -P 2 on 2 cores, one hop wins while latency dominates. */
+#define BRAID_PAIR_EXCHANGE_BYTES (64 << 10)
+
+/* Bytes that move per rank, for the protocol and channel choice. */
+static size_t task_bytes(const struct braid_task* t, int nranks) {
+  size_t b = t->count * braid_dtype_size(t->dtype);
+  return t->func == BRAID_FUNC_AllGather || t->func == BRAID_FUNC_ReduceScatter ? b * nranks : b;
+}
+
+static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t, int* nworks) {
+  struct braid_comm* comm = plan->comm;
+  struct braid_tuner_choice choice;
+  if (t->count == 0) return ncclSuccess;
+  size_t bytes = task_bytes(t, comm->nranks);
+  int es = braid_dtype_size(t->dtype);
+  BRAID_CHECK(braid_tuner_choose(comm->tuner, t->func, bytes, &choice));
+  int proto = choice.proto;
+  int nch = choice.nchannels < comm->nchannels ? choice.nchannels : comm->nchannels;
+  if (nch < 1) nch = 1;
+  if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
+  if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads;
+  uint32_t slot = comm->buff_bytes[proto] / BRAID_NSTEPS;
+  uint32_t chunk = braid_proto_payload(proto, slot) / es;
+  /* Channel shares in whole 64-byte units, so every share starts aligned like the buffer. */
+  size_t unit = 64 / es, per = (t->count + nch - 1) / nch;
+  per = (per + unit - 1) / unit * unit;
+  for (int c = 0; c < nch; c++) {
+    size_t off = (size_t)c * per;
+    if (off >= t->count) break;
+    struct braid_work* w = &plan->works[c * plan->stride + nworks[c]++];
+    memset(w, 0, sizeof(*w));
+    w->func = (uint8_t)t->func;
+    w->algo = (uint8_t)choice.algo;
+    w->proto = (uint8_t)proto;
+    w->dtype = (uint8_t)t->dtype;
+    w->redop = t->redop;
+    w->nranks = comm->nranks;
+    w->rank = comm->rank;
+    w->root = t->root;
+    w->sendbuff = t->sendbuff;
+    w->recvbuff = t->recvbuff;
+    w->count = t->count;
+    w->chan_off = off;
+    w->chan_count = t->count - off < per ? t->count - off : per;
+    w->chunk_elems = chunk;
+    /* Two ranks, small: one hop beats the ring's two (in place too: the input chunk is sent
+     * before the output chunk is written). Decided from arguments every rank shares. */
+    w->exchange = t->func == BRAID_FUNC_AllReduce && comm->nranks == 2 && choice.algo == BRAID_ALGO_RING &&
+                  bytes <= BRAID_PAIR_EXCHANGE_BYTES;
+  }
+  return ncclSuccess;
+}
+
+static int add_peer(int* list, int* n, int peer) {
+  for (int i = 0; i < *n; i++)
+    if (list[i] == peer) return 0;
+  list[(*n)++] = peer;
+  return 1;
+}
+
+static int by_round(const void* a, const void* b) {
+  const struct braid_p2p_op* x = a;
+  const struct braid_p2p_op* y = b;
+  if (x->round != y->round) return x->round - y->round;
+  return x < y ? -1 : x > y;
+}
+
+/* Sends to self pair with receives from self, in call order. */
+static ncclResult_t match_self(struct braid_plan* plan, struct braid_task* tasks) {
+  struct braid_comm* comm = plan->comm;
+  struct braid_task* recv = tasks;
+  for (struct braid_task* t = tasks; t != NULL; t = t->next) {
+    if (t->comm != comm || t->kind != BRAID_TASK_SEND || t->root != comm->rank) continue;
+    while (recv != NULL && !(recv->comm == comm && recv->kind == BRAID_TASK_RECV && recv->root == comm->rank))
+      recv = recv->next;
+    size_t bytes = t->count * braid_dtype_size(t->dtype);
+    if (recv == NULL || recv->count * braid_dtype_size(recv->dtype) != bytes) {
+      BRAID_WARN("ncclSend: rank %d sends %zu bytes to itself without a matching ncclRecv of the same size in the "
+                 "same group", comm->rank, bytes);
+      return ncclInvalidUsage;
+    }
+    plan->copies[plan->ncopies++] = (struct braid_self_copy){recv->recvbuff, t->sendbuff, bytes};
+    recv = recv->next;
+  }
+  int nrecv = 0;
+  for (struct braid_task* t = tasks; t != NULL; t = t->next)
+    if (t->comm == comm && t->kind == BRAID_TASK_RECV && t->root == comm->rank) nrecv++;
+  if (nrecv != plan->ncopies) {
+    BRAID_WARN("ncclRecv: rank %d receives from itself without a matching ncclSend in the same group", comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, int np2p, int* nworks) {
+  ncclResult_t res = ncclSuccess;
+  struct braid_comm* comm = plan->comm;
+  int n = comm->nranks, me = comm->rank;
+  int* round_of = NULL; /* delta -> round */
+  BRAID_CALLOC_GOTO(plan->ops, np2p, res, out);
+  BRAID_CALLOC_GOTO(plan->copies, np2p, res, out);
+  BRAID_CALLOC_GOTO(plan->connect_send, n, res, out);
+  BRAID_CALLOC_GOTO(plan->connect_recv, n, res, out);
+  BRAID_CALLOC_GOTO(round_of, n, res, out);
+  BRAID_CHECK_GOTO(match_self(plan, tasks), res, out);
+  for (int r = 0; r < braid_p2p_nrounds(n); r++) round_of[braid_p2p_delta(n, r)] = r;
+  struct braid_channel* ch = &comm->channels[0];
+  for (struct braid_task* t = tasks; t != NULL; t = t->next) {
+    if (t->comm != comm || t->kind == BRAID_TASK_COLL || t->root == me) continue;
+    int send = t->kind == BRAID_TASK_SEND, peer = t->root;
+    struct braid_p2p_op* op = &plan->ops[plan->nops++];
+    op->round = round_of[send ? (peer - me + n) % n : (me - peer + n) % n];
+    op->peer = peer;
+    op->is_send = send;
+    op->buff = send ? (char*)t->sendbuff : (char*)t->recvbuff;
+    op->bytes = t->count * braid_dtype_size(t->dtype);
+    if (send && !ch->p2p_send[peer].connected) add_peer(plan->connect_send, &plan->nconnect_send, peer);
+    if (!send && !ch->p2p_recv[peer].connected) add_peer(plan->connect_recv, &plan->nconnect_recv, peer);
+  }
+  qsort(plan->ops, plan->nops, sizeof(*plan->ops), by_round);
+  if (plan->nops > 0) {
+    struct braid_work* w = &plan->works[nworks[0]++];
+    memset(w, 0, sizeof(*w));
+    w->func = BRAID_FUNC_SendRecv;
+    w->proto = BRAID_PROTO_SIMPLE;
+    w->dtype = ncclInt8;
+    w->redop.dtype = ncclInt8;
+    w->nranks = n;
+    w->rank = me;
+    w->nops = plan->nops;
+    w->ops = plan->ops;
+    uint32_t payload = comm->buff_bytes[BRAID_PROTO_SIMPLE] / BRAID_NSTEPS;
+    int64_t chunk = braid_param_int(BRAID_PARAM_P2P_PCI_CHUNKSIZE);
+    w->p2p_chunk_bytes = chunk > 0 && chunk < payload ? (uint32_t)chunk : payload;
+  }
+out:
+  free(round_of);
+  return res;
+}
+
+ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks) {
+  ncclResult_t res = ncclSuccess;
+  struct braid_comm* comm = plan->comm;
+  int ncoll = 0, np2p = 0, nworks[BRAID_MAX_CHANNELS] = {0};
+  for (struct braid_task* t = tasks; t != NULL; t = t->next) {
+    if (t->comm != comm) continue;
+    if (ncoll + np2p == 0) plan->stream = t->stream;
+    if (t->kind == BRAID_TASK_COLL)
+      ncoll++;
+    else
+      np2p++;
+  }
+  plan->stride = ncoll + 1;
+  size_t need = (size_t)comm->nchannels * plan->stride;
+  if (need > plan->works_cap) {
+    struct braid_work* grown = realloc(plan->works, need * sizeof(*grown));
+    if (grown == NULL) {
+      BRAID_WARN("Failed to allocate %zu work items", need);
+      return ncclSystemError;
+    }
+    plan->works = grown;
+    plan->works_cap = need;
+  }
+  for (struct braid_task* t = tasks; t != NULL; t = t->next)
+    if (t->comm == comm && t->kind == BRAID_TASK_COLL) BRAID_CHECK_GOTO(add_coll(plan, t, nworks), res, out);
+  if (np2p > 0) BRAID_CHECK_GOTO(add_p2p(plan, tasks, np2p, nworks), res, out);
+  for (int c = 0; c < comm->nchannels; c++) {
+    if (nworks[c] == 0) continue;
+    struct braid_host_job* job = &plan->jobs[plan->njobs++];
+    job->ch = &comm->channels[c].dev;
+    job->works = &plan->works[c * plan->stride];
+    job->nworks = nworks[c];
+    job->abort_flag = &comm->abort_flag;
+  }
+out:
+  return res;
+}
+
+ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase) {
+  if (plan->connect_trees) BRAID_CHECK(braid_connect_trees(plan->comm, phase));
+  if (plan->nconnect_send + plan->nconnect_recv == 0) return ncclSuccess;
+  return braid_connect_p2p(plan->comm, 0, phase, plan->connect_send, plan->nconnect_send, plan->connect_recv,
+                           plan->nconnect_recv);
+}
+
+void braid_plan_self_copies(struct braid_plan* plan) {
+  for (int i = 0; i < plan->ncopies; i++)
+    if (plan->copies[i].dst != plan->copies[i].src) memmove(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes);
+}
+
+void braid_plan_free(struct braid_plan* plan) {
+  /* works stays with the plan for its next use (enqueue.c keeps plans per thread) */
+  free(plan->ops);
+  free(plan->copies);
+  free(plan->connect_send);
+  free(plan->connect_recv);
+}

@@ -1,0 +1,75 @@
+/*
+ * tuner.h - the cost model that picks algorithm, protocol, channels and threads for each
+ * collective call, from the channel graph (graph.h): time = latency + bytes / bandwidth per
+ * function x algorithm x protocol (reference section 7; constants in tuner_tables.h).
+ *
+ * Only Ring and Tree are run by braid's data path. The model also prices NVLS, NVLSTree
+ * and PAT where the machine would support them (never in host mode; CollNet never, there is
+ * no CollNet plugin), so tools can show them, clearly marked; braid_tuner_choose never picks
+ * an algorithm the data path lacks.
+ *
+ * NCCL_ALGO / NCCL_PROTO restrict the choice with NCCL's syntax (tuner_env.c): a list
+ * ("Ring,Tree"), an exclusion ("^Tree"), and per-function entries after the first
+ * ("ring;allreduce:tree"), case-insensitive; a bad token is a WARN naming it and
+ * ncclInvalidUsage from braid_tuner_init.
+ *
+ * ncclGroupSimulateEnd (group.c) reports the sum of braid_tuner_choose's time_us over a group's
+ * collectives: the prediction (braid_tuner_predict) of each chosen algorithm and protocol.
+ */
+#ifndef BRAID_TUNER_H
+#define BRAID_TUNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "topo/graph.h"
+#include "kernels/axes.h"
+#include "nccl.h"
+
+struct braid_tuner;
+
+struct braid_tuner_choice {
+  int algo, proto;  /* enum braid_algo / braid_proto */
+  int nchannels;    /* channels 0..nchannels-1 of the graph */
+  int nthreads;     /* threads per channel (1 in host mode) */
+  float time_us;    /* predicted */
+};
+
+ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, int nnodes, struct braid_tuner** t_p);
+void braid_tuner_free(struct braid_tuner* t);
+
+/* The fastest allowed and implemented choice for `bytes` (max of send and receive size) of
+ * function `func` (enum braid_func, not SendRecv). Logs NCCL's TUNING line
+ * "AllReduce: 1048576 Bytes -> Algo Ring proto LL128 channel{Lo..Hi}={0..15}" unless
+ * logging was turned off. None allowed: WARN and ncclInvalidUsage. */
+ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out);
+/* Predicted microseconds, -1 when the model has no value (unsupported here, or excluded by
+ * NCCL_ALGO/NCCL_PROTO). Model-only algorithms (NVLS, PAT) do get a value. */
+float braid_tuner_predict(const struct braid_tuner* t, int func, int algo, int proto, size_t bytes);
+/* The fastest choice over everything the model prices, implemented or not (for tools). */
+ncclResult_t braid_tuner_model_best(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out);
+
+/* TUNING lines from braid_tuner_choose: init turns them off on ranks other than 0. */
+void braid_tuner_set_log(struct braid_tuner* t, int enabled);
+/* The communicator runs at most `n` channels (host mode: fewer than the graph offers when
+ * cores are few): choices and TUNING lines never name more. */
+void braid_tuner_cap_channels(struct braid_tuner* t, int n);
+/* Does the data path run this algorithm (Ring, Tree)? */
+int braid_tuner_implemented(int algo);
+
+/* Names: NCCL's spelling ("AllReduce", "Ring", "LL128"); "?" out of range. */
+const char* braid_tuner_func_name(int func);
+const char* braid_tuner_algo_name(int algo);
+const char* braid_tuner_proto_name(int proto);
+
+/* ---- NCCL_ALGO / NCCL_PROTO (tuner_env.c) ---- */
+enum braid_tuner_list_kind { BRAID_TUNER_LIST_ALGO = 0, BRAID_TUNER_LIST_PROTO = 1 };
+#define BRAID_TUNER_LIST_MAX 8
+/* Parse `str` (NULL or "" = everything). on[f][x]: allowed for function f; named[f][x]: named
+ * in a positive list (enables what is off by default, like LL128 over PCIe). `var` names the
+ * variable in messages. Bad syntax: WARN naming the token, ncclInvalidUsage. */
+ncclResult_t braid_tuner_parse_list(const char* str, int kind, const char* var,
+                                    uint8_t on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX],
+                                    uint8_t named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX]);
+
+#endif /* BRAID_TUNER_H */

@@ -1,0 +1,396 @@
+/*
+ * net.c - the network transport (DESIGN.md sections 3 step 5, and 5): connections between
+ * ranks that share no memory, i.e. ranks on different nodes (NCCL_HOSTID or hostname + boot
+ * id differ), or any pair when NCCL_SHM_DISABLE=1. Tried after shm, it connects everything.
+ *
+ * Each end allocates its own FIFO (net_internal.h); the receiver listens on a device of the
+ * net plugin and sends the plugin's handle in its blob; the sender connects to it; both
+ * register their buffer and hand the connection to the proxy thread (net_proxy.c), which
+ * moves steps between the two FIFOs from then on. The executor sees an ordinary connection
+ * with `wait_tail` set and a `host_kick` that wakes the proxy. On a device communicator the
+ * FIFO is pinned host memory mapped for the device, `conn` holds the device's pointers, and
+ * the proxy thread alone moves it (net_fifo_alloc; net_proxy.c: device connections).
+ *
+ * Teardown: a sender that is not aborting first waits (bounded) until the proxy has handed
+ * every published step to the plugin, so a rank can destroy its communicator right after its
+ * last collective returns and its peers still get their data; then it says goodbye
+ * (finishSend), so its receiver knows it left rather than died. An aborting communicator
+ * sends an abort notice instead (abortSend) naming the rank it blames, so its peers fail
+ * too and name the same culprit. Per communicator the plugin has
+ * one context (the communicator's secret), shared by its connections and closed with the last.
+ */
+#include <sched.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "base/check.h"
+#include "device/device.h"
+#include "base/param.h"
+#include "transport/net/net_internal.h"
+
+/* A communicator's plugin context. */
+struct net_ctx {
+  struct net_ctx* next;
+  const struct braid_comm* comm;
+  const struct braid_net_v1* net;
+  void* ctx;
+  int refs;
+};
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct net_ctx* ctx_list;
+
+/* What the receiver tells the sender. */
+struct net_blob {
+  unsigned char handle[BRAID_NET_HANDLE_MAXSIZE];
+  int32_t dev;
+};
+
+#define NET_FLUSH_IDLE_S 30 /* a closing sender gives up when its peer took nothing for this long */
+
+static ncclResult_t ctx_get(struct braid_comm* comm, const struct braid_net_v1* net, struct net_ctx** ctx_p) {
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&ctx_lock);
+  struct net_ctx* x = ctx_list;
+  while (x != NULL && x->comm != comm) x = x->next;
+  if (x == NULL) {
+    struct braid_net_config cfg = {braid_bootstrap_secret(comm->bootstrap), comm->config.trafficClass};
+    BRAID_CALLOC_GOTO(x, 1, res, out);
+    x->comm = comm;
+    x->net = net;
+    res = net->openContext(comm->comm_hash, &cfg, &x->ctx);
+    if (res != ncclSuccess) {
+      free(x);
+      goto out;
+    }
+    x->next = ctx_list;
+    ctx_list = x;
+  }
+  x->refs++;
+  *ctx_p = x;
+out:
+  pthread_mutex_unlock(&ctx_lock);
+  return res;
+}
+
+static void ctx_put(struct net_ctx* x) {
+  if (x == NULL) return;
+  pthread_mutex_lock(&ctx_lock);
+  if (--x->refs > 0) {
+    pthread_mutex_unlock(&ctx_lock);
+    return;
+  }
+  struct net_ctx** pp = &ctx_list;
+  while (*pp != x) pp = &(*pp)->next;
+  *pp = x->next;
+  pthread_mutex_unlock(&ctx_lock);
+  x->net->closeContext(x->ctx);
+  free(x);
+}
+
+static int net_can_connect(const struct braid_comm* comm, int peer) { return 1; }
+
+/* host_kick finds the connection from the executor's braid_conn. */
+_Static_assert(offsetof(struct braid_connector, conn) == 0, "braid_conn must open braid_connector");
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* The FIFO (r->mem_bytes, zeroed): plain memory in host mode. A device communicator's kernels
+ * fill and drain it in place, so there it is pinned host memory mapped for the device
+ * (host_alloc): the proxy uses the host address (r->mem), the kernels the device's (*dbase_p).
+ * The Socket plugin reaches host memory only (ptrSupport), and staging in host memory serves
+ * every plugin; a plugin that could send from GPU memory would need a device FIFO instead. */
+static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
+  const struct braid_comm* comm = r->comm;
+  if (comm->host_mode || comm->device == NULL) {
+    if (posix_memalign((void**)&r->mem, 4096, r->mem_bytes) != 0) {
+      BRAID_WARN("Failed to allocate %zu bytes for a network connection's FIFO", r->mem_bytes);
+      return ncclSystemError;
+    }
+    memset(r->mem, 0, 4096);
+    *dbase_p = r->mem;
+    return ncclSuccess;
+  }
+  void* host = NULL;
+  void* dev = NULL;
+  int saved;
+  BRAID_CHECK(braid_transport_device_enter(comm->cuda_dev, &saved));
+  ncclResult_t res = comm->device->host_alloc(&host, &dev, r->mem_bytes);
+  braid_transport_device_leave(saved);
+  if (res != ncclSuccess) {
+    BRAID_WARN("NET/%s : rank %d could not allocate %zu bytes of pinned host memory for CUDA device %d (channel %d, "
+               "peer %d): %s", r->desc, comm->rank, r->mem_bytes, comm->cuda_dev, r->channel, r->peer,
+               ncclGetErrorString(res));
+    return res;
+  }
+  r->mem = host;
+  r->device = 1;
+  *dbase_p = dev;
+  return ncclSuccess;
+}
+
+static void net_fifo_free(struct net_res* r) {
+  if (r->mem == NULL) return;
+  if (!r->device) {
+    free(r->mem);
+  } else {
+    int saved;
+    if (braid_transport_device_enter(r->comm->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
+    r->comm->device->host_free(r->mem);
+    braid_transport_device_leave(saved);
+  }
+  r->mem = NULL;
+}
+
+/* One end: plugin, context, device and the local FIFO laid out for the executor. */
+static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, int is_send,
+                                struct braid_connector* c, struct net_res** r_p) {
+  ncclResult_t res = ncclSuccess;
+  const struct braid_net_v1* net;
+  struct net_res* r;
+  int ndev = 0;
+  BRAID_CHECK(braid_net_plugin_get(&net));
+  BRAID_CHECK(net->devices(&ndev));
+  if (ndev < 1) {
+    BRAID_WARN("NET/%s : no network device to connect rank %d to rank %d (host %s)", net->name, comm->rank, peer,
+               comm->peers[peer].hostname);
+    return ncclSystemError;
+  }
+  BRAID_CALLOC_GOTO(r, 1, res, err);
+  pthread_mutex_init(&r->lock, NULL);
+  r->comm = comm;
+  r->net = net;
+  r->is_send = is_send;
+  r->peer = peer;
+  r->channel = channel % BRAID_MAX_CHANNELS;
+  r->conn_index = channel / BRAID_MAX_CHANNELS;
+  r->dev = r->channel % ndev;
+  snprintf(r->desc, sizeof(r->desc), "%s/%d", net->name, r->dev);
+  BRAID_CHECK_GOTO(ctx_get(comm, net, &r->ctx), res, err_free);
+  for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+    if (comm->buff_bytes[p] / BRAID_NSTEPS > r->stride) r->stride = comm->buff_bytes[p] / BRAID_NSTEPS;
+  r->stride = align_up(r->stride, 4096);
+  r->mem_bytes = 4096 + BRAID_NSTEPS * r->stride;
+  char* dbase = NULL; /* the FIFO as the executor (host) or the kernels (device) address it */
+  BRAID_CHECK_GOTO(net_fifo_alloc(r, &dbase), res, err_ctx);
+  r->ctrl = (struct braid_conn_ctrl*)r->mem;
+  r->buff = r->mem + 4096;
+  struct braid_conn* conn = &c->conn;
+  struct braid_conn_ctrl* dctrl = (struct braid_conn_ctrl*)dbase;
+  conn->tail = &dctrl->tail;
+  conn->head = &dctrl->head;
+  conn->sizes = dctrl->sizes;
+  for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
+    conn->buff[p] = dbase + 4096; /* one buffer for every protocol (net_internal.h) */
+    conn->slot_bytes[p] = (uint32_t)r->stride;
+  }
+  conn->step = 0;
+  conn->ptrs = dctrl->ptrs;
+  conn->want = &dctrl->want;
+  conn->wait_tail = 1;
+  conn->host_kick = braid_proxy_kick_conn; /* host mode only: kernels never call it */
+  /* Host mode, send end: the executor may send from user memory (kernels/direct.h). Only the
+   * built-in Socket network, which sends from any host address without registration. */
+  conn->direct = is_send && !r->device && (comm->host_mode || comm->device == NULL) && net == &braid_net_socket &&
+                 braid_param_int(BRAID_PARAM_NET_DIRECT) != 0;
+  *r_p = r;
+  return ncclSuccess;
+err_ctx:
+  ctx_put(r->ctx);
+err_free:
+  pthread_mutex_destroy(&r->lock);
+  free(r);
+err:
+  return res;
+}
+
+static void net_res_free(struct braid_connector* c) {
+  struct net_res* r = c->res;
+  if (r == NULL) return;
+  braid_proxy_remove(r);
+  if (r->mhandle != NULL) r->net->deregMr(r->net_comm, r->mhandle);
+  if (r->net_comm != NULL) (r->is_send ? r->net->closeSend : r->net->closeRecv)(r->net_comm);
+  if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
+  ctx_put(r->ctx);
+  net_fifo_free(r);
+  pthread_mutex_destroy(&r->lock);
+  free(r);
+  c->res = NULL;
+}
+
+static ncclResult_t net_send_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
+                                   struct braid_connect_blob* out) {
+  struct net_res* r;
+  memset(out, 0, sizeof(*out)); /* the receiver needs nothing from the sender */
+  BRAID_CHECK(net_res_new(comm, peer, channel, 1, c, &r));
+  c->res = r;
+  return ncclSuccess;
+}
+
+static ncclResult_t net_recv_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
+                                   struct braid_connect_blob* out) {
+  ncclResult_t res = ncclSuccess;
+  struct net_res* r;
+  struct net_blob* blob = (struct net_blob*)out->data;
+  _Static_assert(sizeof(struct net_blob) <= BRAID_CONNECT_BLOB_BYTES, "net blob too large");
+  BRAID_CHECK(net_res_new(comm, peer, channel, 0, c, &r));
+  c->res = r;
+  memset(out, 0, sizeof(*out));
+  BRAID_CHECK_GOTO(r->net->listen(r->ctx->ctx, r->dev, r->handle, &r->listen_comm), res, err);
+  memcpy(blob->handle, r->handle, sizeof(blob->handle));
+  blob->dev = r->dev;
+  return ncclSuccess;
+err:
+  net_res_free(c);
+  return res;
+}
+
+/* One wait between two tries of a non-blocking connect / accept: yield first, then sleep.
+ * Fails when the communicator is aborted or BRAID_INIT_TIMEOUT passes. */
+static ncclResult_t net_connect_wait(struct net_res* r, const char* doing, int64_t deadline, unsigned* tries) {
+  struct braid_comm* comm = r->comm;
+  char who[160];
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
+    BRAID_WARN("NET/%s : rank %d: %s %s was aborted", r->desc, comm->rank, doing,
+               braid_proxy_peer_name(comm, r->peer, who, sizeof(who)));
+    return ncclInvalidUsage;
+  }
+  if (braid_socket_clock_ns() > deadline) {
+    BRAID_WARN("NET/%s : rank %d: %s %s did not complete within BRAID_INIT_TIMEOUT=%lld s (channel %d)", r->desc,
+               comm->rank, doing, braid_proxy_peer_name(comm, r->peer, who, sizeof(who)),
+               (long long)braid_param_int(BRAID_PARAM_INIT_TIMEOUT), r->channel);
+    return ncclRemoteError;
+  }
+  if ((*tries)++ < 200)
+    sched_yield();
+  else
+    usleep(*tries < 2000 ? 100 : 1000);
+  return ncclSuccess;
+}
+
+static int64_t net_connect_deadline(void) {
+  int64_t s = braid_param_int(BRAID_PARAM_INIT_TIMEOUT);
+  return braid_socket_clock_ns() + (s > 0 ? s : 300) * 1000000000LL;
+}
+
+/* Both ends, once connected: register the buffer, start moving. */
+static ncclResult_t net_start(struct net_res* r) {
+  BRAID_CHECK(r->net->regMr(r->net_comm, r->buff, BRAID_NSTEPS * r->stride, BRAID_NET_PTR_HOST, &r->mhandle));
+  return braid_proxy_add(r);
+}
+
+static ncclResult_t net_send_connect(struct braid_comm* comm, struct braid_connector* c,
+                                     const struct braid_connect_blob* peer) {
+  struct net_res* r = c->res;
+  const struct net_blob* blob = (const struct net_blob*)peer->data;
+  char who[160];
+  int64_t deadline = net_connect_deadline();
+  unsigned tries = 0;
+  memcpy(r->handle, blob->handle, sizeof(r->handle));
+  for (;;) {
+    ncclResult_t res = r->net->connect(r->ctx->ctx, r->dev, r->handle, &r->net_comm);
+    if (res != ncclSuccess) {
+      BRAID_WARN("NET/%s : rank %d could not connect to %s on channel %d: %s", r->desc, comm->rank,
+                 braid_proxy_peer_name(comm, r->peer, who, sizeof(who)), r->channel, ncclGetErrorString(res));
+      return res;
+    }
+    if (r->net_comm != NULL) break;
+    BRAID_CHECK(net_connect_wait(r, "connecting to", deadline, &tries));
+  }
+  return net_start(r);
+}
+
+static ncclResult_t net_recv_connect(struct braid_comm* comm, struct braid_connector* c,
+                                     const struct braid_connect_blob* peer) {
+  struct net_res* r = c->res;
+  int64_t deadline = net_connect_deadline();
+  unsigned tries = 0;
+  for (;;) {
+    BRAID_CHECK(r->net->accept(r->listen_comm, &r->net_comm));
+    if (r->net_comm != NULL) break;
+    BRAID_CHECK(net_connect_wait(r, "accepting the connection of", deadline, &tries));
+  }
+  r->net->closeListen(r->listen_comm);
+  r->listen_comm = NULL;
+  /* Host mode: Simple steps that become my output unchanged land there (kernels/direct.h).
+   * Only the built-in Socket network, which receives into any host address, and only while no
+   * helper thread reads for it: a receive the executor abandons must stop writing at once. */
+  struct braid_conn* conn = &c->conn;
+  r->rdirect = !r->device && (comm->host_mode || comm->device == NULL) && r->net == &braid_net_socket &&
+               braid_param_int(BRAID_PARAM_NET_DIRECT) != 0 && braid_net_socket_recv_inline(r->net_comm);
+  conn->rdirect = r->rdirect;
+  conn->host_abandon = braid_proxy_abandon_conn;
+  return net_start(r);
+}
+
+/* A sender that is not aborting lets the proxy hand over what the executor published. */
+static void net_flush(struct net_res* r) {
+  uint64_t last = __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE);
+  int64_t idle_since = braid_socket_clock_ns();
+  unsigned tries = 0;
+  for (;;) {
+    uint64_t head = __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE);
+    if (head >= __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE)) return;
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) return;
+    if (__atomic_load_n(&r->comm->abort_flag, __ATOMIC_ACQUIRE)) return;
+    int64_t now = braid_socket_clock_ns();
+    if (head != last) {
+      last = head;
+      idle_since = now;
+    } else if (now - idle_since > NET_FLUSH_IDLE_S * 1000000000LL) {
+      char who[160];
+      BRAID_WARN("NET/%s : rank %d: closing with %llu steps not taken by %s for %d s (channel %d); dropping them",
+                 r->desc, r->comm->rank, (unsigned long long)(r->ctrl->tail - head),
+                 braid_proxy_peer_name(r->comm, r->peer, who, sizeof(who)), NET_FLUSH_IDLE_S, r->channel);
+      return;
+    }
+    if (tries++ < 100)
+      sched_yield();
+    else
+      usleep(200);
+  }
+}
+
+static void net_send_free(struct braid_connector* c) {
+  struct net_res* r = c->res;
+  if (r != NULL && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE) {
+    struct braid_comm* comm = r->comm;
+    net_flush(r);
+    braid_proxy_remove(r); /* the plugin comm is ours alone from here */
+    uint32_t aborted = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) {
+      /* broken: nothing to say on it */
+    } else if (aborted) {
+      /* Tell the receiver whom this rank blames, so it need not guess (code: rank + 1). A
+       * failure braid raised left its reason (a later ncclCommAbort overwrites the flag). */
+      int code = comm->abort_reason[0] && comm->failed_peer >= 0 ? comm->failed_peer + 1 : 0;
+      if (r->net->abortSend != NULL) r->net->abortSend(r->net_comm, code);
+    } else if (r->net->finishSend != NULL &&
+               __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE) >= __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE)) {
+      r->net->finishSend(r->net_comm);
+    }
+  }
+  net_res_free(c);
+}
+
+static void net_recv_free(struct braid_connector* c) { net_res_free(c); }
+
+const char* braid_net_conn_desc(const struct braid_connector* c) {
+  const struct net_res* r = c->res;
+  return r != NULL ? r->desc : "?";
+}
+
+const struct braid_transport braid_transport_net = {
+    .name = "NET",
+    .can_connect = net_can_connect,
+    .send_setup = net_send_setup,
+    .recv_setup = net_recv_setup,
+    .send_connect = net_send_connect,
+    .recv_connect = net_recv_connect,
+    .send_free = net_send_free,
+    .recv_free = net_recv_free,
+};
