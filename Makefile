@@ -62,7 +62,7 @@ endif
 # Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all lib tools bench test demo clean bench-compare format
+.PHONY: all lib tools bench test demo clean bench-compare format format-check
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
@@ -135,7 +135,7 @@ $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
 test: all
-	@tests/ensure-deps.sh check
+	@tests/ensure-deps.sh check clang-format
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
 
@@ -148,6 +148,14 @@ demo:
 # braid against Open MPI on this machine, same sizes, alternating runs, medians; table + plot.
 bench-compare: bench
 	BUILD=$(BUILD) bench/compare.sh
+
+# Formatting: .clang-format is the rule; `make format` applies it to every C/CUDA source in git,
+# `make format-check` (part of `make test`) names the files that differ.
+FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null)
+format:
+	clang-format -i --style=file $(FORMAT_SRCS)
+format-check:
+	@tests/format-check.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # ensure-deps.sh PKG... - install the Debian packages the tests or benchmarks need when they
-# are missing, and say so. Known names: check, mpi, matplotlib.
+# are missing, and say so. Known names: check, clang-format, mpi, matplotlib.
 set -euo pipefail
 need=()
 for what in "$@"; do
   case "$what" in
     check) pkg-config --exists check 2>/dev/null || need+=(check pkg-config) ;;
+    clang-format) command -v clang-format >/dev/null 2>&1 || need+=(clang-format) ;;
     mpi) command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev) ;;
     matplotlib) python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib) ;;
     *) echo "ensure-deps: unknown dependency '$what'" >&2; exit 2 ;;

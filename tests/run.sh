@@ -58,6 +58,7 @@ shm_check() {
 
 part unit "$BUILD/bin/braid-tests" "$@"
 if [ $# -eq 0 ]; then
+  part format tests/format-check.sh
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"
   [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nccl.h"
 #include "base/param.h"
 #include "base/version.h"
+#include "nccl.h"
 
 static void usage(FILE* out) {
   fprintf(out,
@@ -80,8 +80,8 @@ static void print_params(void) {
   printf("%-*s  %-*s  %-*s  %-*s  %s\n", wname, "NAME", wdef, "DEFAULT", wcur, "VALUE", wsrc, "SOURCE", "DESCRIPTION");
   for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
     enum braid_param p = (enum braid_param)id;
-    printf("%-*s  %-*s  %-*s  %-*s  %s\n", wname, braid_param_name(p), wdef, default_value(p, def, sizeof(def)),
-           wcur, current_value(p, cur, sizeof(cur)), wsrc, braid_param_source(p), braid_param_doc(p));
+    printf("%-*s  %-*s  %-*s  %-*s  %s\n", wname, braid_param_name(p), wdef, default_value(p, def, sizeof(def)), wcur,
+           current_value(p, cur, sizeof(cur)), wsrc, braid_param_source(p), braid_param_doc(p));
   }
 }
 

@@ -23,65 +23,65 @@ struct opts {
 
 static void usage(FILE* f) {
   fprintf(f,
-      "Usage: braid-plan [cluster] [model] [layout | --search] [--json]\n"
-      "Prices the communication of a TP x PP x DP (x EP) training layout per step.\n"
-      "\n"
-      "Cluster, given by numbers (ANALYTIC model: time = steps x latency + bytes / bandwidth;\n"
-      "ring all-reduce 2(N-1)/N x S per GPU in 2(N-1) steps, tree 2S in 2 log2 N steps, the\n"
-      "faster taken; all-gather, reduce-scatter (N-1)/N x S in N-1 steps; all-to-all\n"
-      "(N-1)/N x S, the part leaving the NVLink domain at the NIC bandwidth; a ring that\n"
-      "leaves a domain gets min(NVLink, members in the domain x NIC) bandwidth):\n"
-      "  -n, --nodes N           nodes (default 1)\n"
-      "  -g, --gpus-per-node G   GPUs per node (default 8)\n"
-      "  -d, --nvl-domain D      GPUs joined by NVLink (default G; 72 for GB200 NVL72)\n"
-      "  -B, --nvl-bw GB/s       NVLink bandwidth per GPU (default 450: NVLink 4)\n"
-      "  -I, --nic-bw GB/s       network bandwidth per GPU (default 50: 400 Gb/s NDR)\n"
-      "      --nvl-latency US    latency of one NVLink step (default 1)\n"
-      "      --net-latency US    latency of one network step (default 2)\n"
-      "or by a topology XML (BRAID'S TUNER: all-reduce, all-gather and reduce-scatter are\n"
-      "priced by braid_tuner_choose on the channels braid_graph_compute finds for a\n"
-      "communicator shaped like the group, as braid-topo shows; all-to-all and send/recv use\n"
-      "the analytic formulas with NVLink and NIC bandwidths read from the XML):\n"
-      "  -x, --xml FILE          a node (any file braid-topo reads); --nodes copies of it,\n"
-      "                          every GPU used; the NVLink domain is the node\n"
-      "\n"
-      "Model (sizes take K, M, B/G, T):\n"
-      "  -P, --preset NAME       llama-70b (dense), mixtral-8x22b (MoE), gpt3-175b; flags after\n"
-      "                          it override its values\n"
-      "  -L, --layers N          transformer layers\n"
-      "  -H, --hidden N          hidden size\n"
-      "  -s, --seq N             sequence length (default 4096)\n"
-      "  -b, --micro-batch N     sequences per micro-batch (default 1)\n"
-      "  -m, --micro-batches N   micro-batches per step per pipeline (default 8)\n"
-      "  -e, --bytes N           bytes per element of activations and gradients (default 2)\n"
-      "  -p, --params N          parameters (e.g. 70B)\n"
-      "  -E, --experts N         MoE experts (default 0: dense); every layer is MoE\n"
-      "  -k, --topk N            experts per token (default 2)\n"
-      "  -F, --ffn N             MLP width of one expert, for the expert parameter count\n"
-      "                          3 x hidden x ffn x experts x layers (default 4 x hidden)\n"
-      "  -z, --zero N            ZeRO stage 0-3 (default 0): 1, 2 replace the DP all-reduce\n"
-      "                          by reduce-scatter + all-gather; 3 gathers weights per micro-batch\n"
-      "      --tflops N          sustained TFLOP/s per GPU for the overlap warning (default 400)\n"
-      "      --gpu-mem GB        memory per GPU for the fit check of weights, gradients and\n"
-      "                          Adam states (default 80; 0: no check)\n"
-      "\n"
-      "Layout:\n"
-      "  -t, --tp N  -q, --pp N  -D, --dp N  -X, --ep N\n"
-      "                          degrees (default 1; DP defaults to GPUs / (TP x PP));\n"
-      "                          ranks: TP innermost, EP inside DP, then DP, PP outermost\n"
-      "  -S, --search            try every valid layout for the GPU count, ranked by\n"
-      "                          communication time per step (layouts that fit memory first)\n"
-      "      --top N             rows of the search table (default 20; 0: all)\n"
-      "  -j, --json              JSON instead of the table\n"
-      "  -h, --help              this text\n"
-      "\n"
-      "Per step: TP 4 all-reduces per layer per micro-batch (Megatron, attention + MLP,\n"
-      "forward + backward) of micro-batch x seq x hidden x bytes; EP 4 all-to-alls per MoE\n"
-      "layer per micro-batch of top-k x that; PP one send forward and one backward per\n"
-      "micro-batch of that / TP; DP one all-reduce of this GPU's gradients (experts' over\n"
-      "DP / EP). Warnings: TP larger than the NVLink domain, EP crossing nodes, DP longer\n"
-      "than one micro-batch's backward (cannot hide), pipeline bubble (PP-1)/(m+PP-1) above\n"
-      "10%%, model states above --gpu-mem.\n");
+          "Usage: braid-plan [cluster] [model] [layout | --search] [--json]\n"
+          "Prices the communication of a TP x PP x DP (x EP) training layout per step.\n"
+          "\n"
+          "Cluster, given by numbers (ANALYTIC model: time = steps x latency + bytes / bandwidth;\n"
+          "ring all-reduce 2(N-1)/N x S per GPU in 2(N-1) steps, tree 2S in 2 log2 N steps, the\n"
+          "faster taken; all-gather, reduce-scatter (N-1)/N x S in N-1 steps; all-to-all\n"
+          "(N-1)/N x S, the part leaving the NVLink domain at the NIC bandwidth; a ring that\n"
+          "leaves a domain gets min(NVLink, members in the domain x NIC) bandwidth):\n"
+          "  -n, --nodes N           nodes (default 1)\n"
+          "  -g, --gpus-per-node G   GPUs per node (default 8)\n"
+          "  -d, --nvl-domain D      GPUs joined by NVLink (default G; 72 for GB200 NVL72)\n"
+          "  -B, --nvl-bw GB/s       NVLink bandwidth per GPU (default 450: NVLink 4)\n"
+          "  -I, --nic-bw GB/s       network bandwidth per GPU (default 50: 400 Gb/s NDR)\n"
+          "      --nvl-latency US    latency of one NVLink step (default 1)\n"
+          "      --net-latency US    latency of one network step (default 2)\n"
+          "or by a topology XML (BRAID'S TUNER: all-reduce, all-gather and reduce-scatter are\n"
+          "priced by braid_tuner_choose on the channels braid_graph_compute finds for a\n"
+          "communicator shaped like the group, as braid-topo shows; all-to-all and send/recv use\n"
+          "the analytic formulas with NVLink and NIC bandwidths read from the XML):\n"
+          "  -x, --xml FILE          a node (any file braid-topo reads); --nodes copies of it,\n"
+          "                          every GPU used; the NVLink domain is the node\n"
+          "\n"
+          "Model (sizes take K, M, B/G, T):\n"
+          "  -P, --preset NAME       llama-70b (dense), mixtral-8x22b (MoE), gpt3-175b; flags after\n"
+          "                          it override its values\n"
+          "  -L, --layers N          transformer layers\n"
+          "  -H, --hidden N          hidden size\n"
+          "  -s, --seq N             sequence length (default 4096)\n"
+          "  -b, --micro-batch N     sequences per micro-batch (default 1)\n"
+          "  -m, --micro-batches N   micro-batches per step per pipeline (default 8)\n"
+          "  -e, --bytes N           bytes per element of activations and gradients (default 2)\n"
+          "  -p, --params N          parameters (e.g. 70B)\n"
+          "  -E, --experts N         MoE experts (default 0: dense); every layer is MoE\n"
+          "  -k, --topk N            experts per token (default 2)\n"
+          "  -F, --ffn N             MLP width of one expert, for the expert parameter count\n"
+          "                          3 x hidden x ffn x experts x layers (default 4 x hidden)\n"
+          "  -z, --zero N            ZeRO stage 0-3 (default 0): 1, 2 replace the DP all-reduce\n"
+          "                          by reduce-scatter + all-gather; 3 gathers weights per micro-batch\n"
+          "      --tflops N          sustained TFLOP/s per GPU for the overlap warning (default 400)\n"
+          "      --gpu-mem GB        memory per GPU for the fit check of weights, gradients and\n"
+          "                          Adam states (default 80; 0: no check)\n"
+          "\n"
+          "Layout:\n"
+          "  -t, --tp N  -q, --pp N  -D, --dp N  -X, --ep N\n"
+          "                          degrees (default 1; DP defaults to GPUs / (TP x PP));\n"
+          "                          ranks: TP innermost, EP inside DP, then DP, PP outermost\n"
+          "  -S, --search            try every valid layout for the GPU count, ranked by\n"
+          "                          communication time per step (layouts that fit memory first)\n"
+          "      --top N             rows of the search table (default 20; 0: all)\n"
+          "  -j, --json              JSON instead of the table\n"
+          "  -h, --help              this text\n"
+          "\n"
+          "Per step: TP 4 all-reduces per layer per micro-batch (Megatron, attention + MLP,\n"
+          "forward + backward) of micro-batch x seq x hidden x bytes; EP 4 all-to-alls per MoE\n"
+          "layer per micro-batch of top-k x that; PP one send forward and one backward per\n"
+          "micro-batch of that / TP; DP one all-reduce of this GPU's gradients (experts' over\n"
+          "DP / EP). Warnings: TP larger than the NVLink domain, EP crossing nodes, DP longer\n"
+          "than one micro-batch's backward (cannot hide), pipeline bubble (PP-1)/(m+PP-1) above\n"
+          "10%%, model states above --gpu-mem.\n");
 }
 
 static int parse_num(const char* s, double* v) {
@@ -89,11 +89,30 @@ static int parse_num(const char* s, double* v) {
   double x = strtod(s, &end);
   if (end == s) return -1;
   switch (*end) {
-    case 'K': case 'k': x *= 1e3; end++; break;
-    case 'M': case 'm': x *= 1e6; end++; break;
-    case 'B': case 'b': case 'G': case 'g': x *= 1e9; end++; break;
-    case 'T': case 't': x *= 1e12; end++; break;
-    default: break;
+    case 'K':
+    case 'k':
+      x *= 1e3;
+      end++;
+      break;
+    case 'M':
+    case 'm':
+      x *= 1e6;
+      end++;
+      break;
+    case 'B':
+    case 'b':
+    case 'G':
+    case 'g':
+      x *= 1e9;
+      end++;
+      break;
+    case 'T':
+    case 't':
+      x *= 1e12;
+      end++;
+      break;
+    default:
+      break;
   }
   if (*end != '\0') return -1;
   *v = x;
@@ -116,15 +135,37 @@ static int preset(const char* name, struct braid_plan_model* m) {
 enum { O_NVL_LAT = 256, O_NET_LAT, O_TFLOPS, O_MEM, O_TOP };
 
 static int parse_args(int argc, char** argv, struct opts* o) {
-  static const struct option lo[] = {
-      {"nodes", 1, 0, 'n'},  {"gpus-per-node", 1, 0, 'g'}, {"nvl-domain", 1, 0, 'd'},   {"nvl-bw", 1, 0, 'B'},
-      {"nic-bw", 1, 0, 'I'}, {"nvl-latency", 1, 0, O_NVL_LAT}, {"net-latency", 1, 0, O_NET_LAT},
-      {"xml", 1, 0, 'x'},    {"preset", 1, 0, 'P'},        {"layers", 1, 0, 'L'},       {"hidden", 1, 0, 'H'},
-      {"seq", 1, 0, 's'},    {"micro-batch", 1, 0, 'b'},   {"micro-batches", 1, 0, 'm'}, {"bytes", 1, 0, 'e'},
-      {"params", 1, 0, 'p'}, {"experts", 1, 0, 'E'},       {"topk", 1, 0, 'k'},         {"ffn", 1, 0, 'F'},
-      {"zero", 1, 0, 'z'},   {"tflops", 1, 0, O_TFLOPS},   {"gpu-mem", 1, 0, O_MEM},    {"tp", 1, 0, 't'},
-      {"pp", 1, 0, 'q'},     {"dp", 1, 0, 'D'},            {"ep", 1, 0, 'X'},           {"search", 0, 0, 'S'},
-      {"top", 1, 0, O_TOP},  {"json", 0, 0, 'j'},          {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
+  static const struct option lo[] = {{"nodes", 1, 0, 'n'},
+                                     {"gpus-per-node", 1, 0, 'g'},
+                                     {"nvl-domain", 1, 0, 'd'},
+                                     {"nvl-bw", 1, 0, 'B'},
+                                     {"nic-bw", 1, 0, 'I'},
+                                     {"nvl-latency", 1, 0, O_NVL_LAT},
+                                     {"net-latency", 1, 0, O_NET_LAT},
+                                     {"xml", 1, 0, 'x'},
+                                     {"preset", 1, 0, 'P'},
+                                     {"layers", 1, 0, 'L'},
+                                     {"hidden", 1, 0, 'H'},
+                                     {"seq", 1, 0, 's'},
+                                     {"micro-batch", 1, 0, 'b'},
+                                     {"micro-batches", 1, 0, 'm'},
+                                     {"bytes", 1, 0, 'e'},
+                                     {"params", 1, 0, 'p'},
+                                     {"experts", 1, 0, 'E'},
+                                     {"topk", 1, 0, 'k'},
+                                     {"ffn", 1, 0, 'F'},
+                                     {"zero", 1, 0, 'z'},
+                                     {"tflops", 1, 0, O_TFLOPS},
+                                     {"gpu-mem", 1, 0, O_MEM},
+                                     {"tp", 1, 0, 't'},
+                                     {"pp", 1, 0, 'q'},
+                                     {"dp", 1, 0, 'D'},
+                                     {"ep", 1, 0, 'X'},
+                                     {"search", 0, 0, 'S'},
+                                     {"top", 1, 0, O_TOP},
+                                     {"json", 0, 0, 'j'},
+                                     {"help", 0, 0, 'h'},
+                                     {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "n:g:d:B:I:x:P:L:H:s:b:m:e:p:E:k:F:z:t:q:D:X:Sjh", lo, NULL)) != -1) {
     double v = 0;
@@ -133,9 +174,18 @@ static int parse_args(int argc, char** argv, struct opts* o) {
       exit(0);
     }
     if (c == '?') return -1;
-    if (c == 'S') { o->search = 1; continue; }
-    if (c == 'j') { o->json = 1; continue; }
-    if (c == 'x') { o->xml = optarg; continue; }
+    if (c == 'S') {
+      o->search = 1;
+      continue;
+    }
+    if (c == 'j') {
+      o->json = 1;
+      continue;
+    }
+    if (c == 'x') {
+      o->xml = optarg;
+      continue;
+    }
     if (c == 'P') {
       if (preset(optarg, &o->m) == 0) continue;
       fprintf(stderr, "braid-plan: unknown --preset '%s' (llama-70b, mixtral-8x22b, gpt3-175b)\n", optarg);
@@ -147,32 +197,83 @@ static int parse_args(int argc, char** argv, struct opts* o) {
     }
     int iv = v > 2e9 ? -1 : (int)v;
     switch (c) {
-      case 'n': o->nodes = iv; break;
-      case 'g': o->gpn = iv; break;
-      case 'd': o->domain = iv; break;
-      case 'B': o->nvl_bw = v; break;
-      case 'I': o->nic_bw = v; break;
-      case O_NVL_LAT: o->nvl_lat = v; break;
-      case O_NET_LAT: o->net_lat = v; break;
-      case 'L': o->m.layers = iv; break;
-      case 'H': o->m.hidden = iv; break;
-      case 's': o->m.seq = iv; break;
-      case 'b': o->m.micro_batch = iv; break;
-      case 'm': o->m.micro_batches = iv; break;
-      case 'e': o->m.bytes_per_elem = iv; break;
-      case 'p': o->m.params = v; break;
-      case 'E': o->m.experts = iv; break;
-      case 'k': o->m.topk = iv; break;
-      case 'F': o->m.ffn = iv; break;
-      case 'z': o->m.zero = iv; break;
-      case O_TFLOPS: o->m.tflops = v; break;
-      case O_MEM: o->m.gpu_mem_gb = v; break;
-      case 't': o->l.tp = iv; break;
-      case 'q': o->l.pp = iv; break;
-      case 'D': o->l.dp = iv; break;
-      case 'X': o->l.ep = iv; break;
-      case O_TOP: o->top = iv; break;
-      default: return -1;
+      case 'n':
+        o->nodes = iv;
+        break;
+      case 'g':
+        o->gpn = iv;
+        break;
+      case 'd':
+        o->domain = iv;
+        break;
+      case 'B':
+        o->nvl_bw = v;
+        break;
+      case 'I':
+        o->nic_bw = v;
+        break;
+      case O_NVL_LAT:
+        o->nvl_lat = v;
+        break;
+      case O_NET_LAT:
+        o->net_lat = v;
+        break;
+      case 'L':
+        o->m.layers = iv;
+        break;
+      case 'H':
+        o->m.hidden = iv;
+        break;
+      case 's':
+        o->m.seq = iv;
+        break;
+      case 'b':
+        o->m.micro_batch = iv;
+        break;
+      case 'm':
+        o->m.micro_batches = iv;
+        break;
+      case 'e':
+        o->m.bytes_per_elem = iv;
+        break;
+      case 'p':
+        o->m.params = v;
+        break;
+      case 'E':
+        o->m.experts = iv;
+        break;
+      case 'k':
+        o->m.topk = iv;
+        break;
+      case 'F':
+        o->m.ffn = iv;
+        break;
+      case 'z':
+        o->m.zero = iv;
+        break;
+      case O_TFLOPS:
+        o->m.tflops = v;
+        break;
+      case O_MEM:
+        o->m.gpu_mem_gb = v;
+        break;
+      case 't':
+        o->l.tp = iv;
+        break;
+      case 'q':
+        o->l.pp = iv;
+        break;
+      case 'D':
+        o->l.dp = iv;
+        break;
+      case 'X':
+        o->l.ep = iv;
+        break;
+      case O_TOP:
+        o->top = iv;
+        break;
+      default:
+        return -1;
     }
   }
   if (optind < argc) {
@@ -188,12 +289,18 @@ static int parse_args(int argc, char** argv, struct opts* o) {
 
 static const char* warn_text(int bit) {
   switch (bit) {
-    case BRAID_PLAN_WARN_TP_DOMAIN: return "TP is larger than the NVLink domain: its all-reduces cross the network";
-    case BRAID_PLAN_WARN_EP_NETWORK: return "EP crosses nodes: its all-to-alls go over the network";
-    case BRAID_PLAN_WARN_DP_EXPOSED: return "the DP gradient reduction takes longer than one micro-batch's backward: it cannot hide";
-    case BRAID_PLAN_WARN_BUBBLE: return "the pipeline bubble is above 10% for this micro-batch count";
-    case BRAID_PLAN_WARN_MEMORY: return "weights, gradients and optimizer states do not fit in --gpu-mem";
-    default: return "?";
+    case BRAID_PLAN_WARN_TP_DOMAIN:
+      return "TP is larger than the NVLink domain: its all-reduces cross the network";
+    case BRAID_PLAN_WARN_EP_NETWORK:
+      return "EP crosses nodes: its all-to-alls go over the network";
+    case BRAID_PLAN_WARN_DP_EXPOSED:
+      return "the DP gradient reduction takes longer than one micro-batch's backward: it cannot hide";
+    case BRAID_PLAN_WARN_BUBBLE:
+      return "the pipeline bubble is above 10% for this micro-batch count";
+    case BRAID_PLAN_WARN_MEMORY:
+      return "weights, gradients and optimizer states do not fit in --gpu-mem";
+    default:
+      return "?";
   }
 }
 
@@ -210,9 +317,11 @@ static const char* link_name(const struct braid_plan_cluster* c, const struct br
 
 static void print_header(const struct opts* o, const struct braid_plan_cluster* c) {
   const struct braid_plan_model* m = &o->m;
-  printf("# braid-plan: %d nodes x %d GPUs = %d GPUs; NVLink domain %d GPUs, %s %.0f GB/s per GPU, network %.1f GB/s "
-         "per GPU; %s\n", c->nodes, c->gpus_per_node, c->nodes * c->gpus_per_node, c->nvl_domain, c->intra_name,
-         c->nvl_bw, c->nic_bw, o->xml ? "AR/AG/RS from braid's tuner on the XML, A2A/P2P analytic" : "analytic model");
+  printf(
+      "# braid-plan: %d nodes x %d GPUs = %d GPUs; NVLink domain %d GPUs, %s %.0f GB/s per GPU, network %.1f GB/s "
+      "per GPU; %s\n",
+      c->nodes, c->gpus_per_node, c->nodes * c->gpus_per_node, c->nvl_domain, c->intra_name, c->nvl_bw, c->nic_bw,
+      o->xml ? "AR/AG/RS from braid's tuner on the XML, A2A/P2P analytic" : "analytic model");
   printf("# model: %d layers, hidden %d, seq %d, micro-batch %d x %d per step, %d B/elem, %.1fB params", m->layers,
          m->hidden, m->seq, m->micro_batch, m->micro_batches, m->bytes_per_elem, m->params / 1e9);
   if (m->experts) printf(", MoE %d experts top-%d", m->experts, m->topk);
@@ -222,8 +331,8 @@ static void print_header(const struct opts* o, const struct braid_plan_cluster* 
 static void print_plan(const struct braid_plan_cluster* c, const struct braid_plan_result* r) {
   const struct braid_plan_layout* l = &r->layout;
   printf("# layout: TP %d x PP %d x DP %d x EP %d\n", l->tp, l->pp, l->dp, l->ep);
-  printf("%-10s %-13s %5s %10s %11s %12s %-8s %-12s %11s %11s\n", "what", "collective", "group", "calls/step", "size(MB)",
-         "MB/GPU/call", "link", "algo", "us/call", "ms/step");
+  printf("%-10s %-13s %5s %10s %11s %12s %-8s %-12s %11s %11s\n", "what", "collective", "group", "calls/step",
+         "size(MB)", "MB/GPU/call", "link", "algo", "us/call", "ms/step");
   for (int i = 0; i < r->nitems; i++) {
     const struct braid_plan_item* it = &r->items[i];
     printf("%-10s %-13s %5d %10.0f %11.3f %12.3f %-8s %-12s %11.2f %11.3f\n", it->what,
@@ -250,21 +359,25 @@ static void print_search(const struct braid_plan_result* rs, int n, int top) {
            r->warn & BRAID_PLAN_WARN_MEMORY ? "no-fit" : "");
   }
   if (top && n > top) printf("(%d more layouts; --top 0 shows all)\n", n - top);
-  printf("warnings: tp-net = TP larger than the NVLink domain; ep-net = EP all-to-all crosses nodes; dp-exposed = DP\n"
-         "reduction longer than one micro-batch's backward; bubble = pipeline bubble above 10%%; no-fit = model\n"
-         "states above --gpu-mem (ranked after the layouts that fit)\n");
+  printf(
+      "warnings: tp-net = TP larger than the NVLink domain; ep-net = EP all-to-all crosses nodes; dp-exposed = DP\n"
+      "reduction longer than one micro-batch's backward; bubble = pipeline bubble above 10%%; no-fit = model\n"
+      "states above --gpu-mem (ranked after the layouts that fit)\n");
 }
 
 static void json_result(const struct braid_plan_cluster* c, const struct braid_plan_result* r) {
-  printf("{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"ep\":%d,\"comm_us\":%.3f,\"dp_us\":%.3f,\"backward_us\":%.3f,"
-         "\"bubble\":%.4f,\"mem_gb\":%.3f,\"items\":[", r->layout.tp, r->layout.pp, r->layout.dp, r->layout.ep,
-         r->total_us, r->dp_us, r->backward_us, r->bubble, r->mem_gb);
+  printf(
+      "{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"ep\":%d,\"comm_us\":%.3f,\"dp_us\":%.3f,\"backward_us\":%.3f,"
+      "\"bubble\":%.4f,\"mem_gb\":%.3f,\"items\":[",
+      r->layout.tp, r->layout.pp, r->layout.dp, r->layout.ep, r->total_us, r->dp_us, r->backward_us, r->bubble,
+      r->mem_gb);
   for (int i = 0; i < r->nitems; i++) {
     const struct braid_plan_item* it = &r->items[i];
-    printf("%s{\"what\":\"%s\",\"collective\":\"%s\",\"group\":%d,\"calls_per_step\":%.0f,\"size_bytes\":%.0f,"
-           "\"bytes_per_gpu\":%.0f,\"link\":\"%s\",\"algo\":\"%s\",\"us_per_call\":%.3f,\"us_per_step\":%.3f}",
-           i ? "," : "", it->what, braid_plan_model_coll_name(it->coll), it->group, it->count, it->size, it->bytes,
-           link_name(c, it), it->algo, it->time_us, it->total_us);
+    printf(
+        "%s{\"what\":\"%s\",\"collective\":\"%s\",\"group\":%d,\"calls_per_step\":%.0f,\"size_bytes\":%.0f,"
+        "\"bytes_per_gpu\":%.0f,\"link\":\"%s\",\"algo\":\"%s\",\"us_per_call\":%.3f,\"us_per_step\":%.3f}",
+        i ? "," : "", it->what, braid_plan_model_coll_name(it->coll), it->group, it->count, it->size, it->bytes,
+        link_name(c, it), it->algo, it->time_us, it->total_us);
   }
   printf("],\"warnings\":[");
   for (int b = 1, k = 0; b <= BRAID_PLAN_WARN_MEMORY; b <<= 1)
@@ -273,15 +386,16 @@ static void json_result(const struct braid_plan_cluster* c, const struct braid_p
 }
 
 int main(int argc, char** argv) {
-  struct opts o = {NULL, 1, 8, 0, 450, 50, -1, -1,
-                   {0, 0, 4096, 1, 8, 2, 0, 0, 2, 0, 0, 400, 80}, {0, 1, 0, 1}, 0, 0, 20};
+  struct opts o = {NULL,         1, 8, 0, 450, 50, -1, -1, {0, 0, 4096, 1, 8, 2, 0, 0, 2, 0, 0, 400, 80},
+                   {0, 1, 0, 1}, 0, 0, 20};
   struct braid_plan_cluster c;
   struct braid_plan_result one, *rs = NULL;
   int n = 0, rc = 1;
   if (parse_args(argc, argv, &o) != 0) return 2;
   memset(&c, 0, sizeof(c));
-  ncclResult_t res = o.xml ? braid_plan_model_cluster_xml(o.xml, o.nodes, &c)
-                           : braid_plan_model_cluster_init(o.nodes, o.gpn, o.domain ? o.domain : o.gpn, o.nvl_bw, o.nic_bw, &c);
+  ncclResult_t res =
+      o.xml ? braid_plan_model_cluster_xml(o.xml, o.nodes, &c)
+            : braid_plan_model_cluster_init(o.nodes, o.gpn, o.domain ? o.domain : o.gpn, o.nvl_bw, o.nic_bw, &c);
   if (res != ncclSuccess) {
     fprintf(stderr, "braid-plan: bad cluster (run with NCCL_DEBUG=WARN for the reason)\n");
     return 2;

@@ -57,31 +57,51 @@ static int parse_size(const char* s, size_t* v) {
   char* end;
   unsigned long long x = strtoull(s, &end, 10);
   if (end == s) return -1;
-  if (*end == 'K' || *end == 'k') x <<= 10, end++;
-  else if (*end == 'M' || *end == 'm') x <<= 20, end++;
-  else if (*end == 'G' || *end == 'g') x <<= 30, end++;
+  if (*end == 'K' || *end == 'k')
+    x <<= 10, end++;
+  else if (*end == 'M' || *end == 'm')
+    x <<= 20, end++;
+  else if (*end == 'G' || *end == 'g')
+    x <<= 30, end++;
   if (*end != '\0') return -1;
   *v = (size_t)x;
   return 0;
 }
 
 static int parse_args(int argc, char** argv, struct opts* o) {
-  static const struct option longs[] = {
-      {"xml", required_argument, 0, 'x'},       {"nodes", required_argument, 0, 'n'},
-      {"ppn", required_argument, 0, 'p'},       {"host", no_argument, 0, 'H'},
-      {"min-bytes", required_argument, 0, 'b'}, {"max-bytes", required_argument, 0, 'e'},
-      {"factor", required_argument, 0, 'f'},    {"func", required_argument, 0, 'c'},
-      {"sections", required_argument, 0, 's'},  {"dump", required_argument, 0, 'd'},
-      {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+  static const struct option longs[] = {{"xml", required_argument, 0, 'x'},
+                                        {"nodes", required_argument, 0, 'n'},
+                                        {"ppn", required_argument, 0, 'p'},
+                                        {"host", no_argument, 0, 'H'},
+                                        {"min-bytes", required_argument, 0, 'b'},
+                                        {"max-bytes", required_argument, 0, 'e'},
+                                        {"factor", required_argument, 0, 'f'},
+                                        {"func", required_argument, 0, 'c'},
+                                        {"sections", required_argument, 0, 's'},
+                                        {"dump", required_argument, 0, 'd'},
+                                        {"help", no_argument, 0, 'h'},
+                                        {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "x:n:p:Hb:e:f:c:s:d:h", longs, NULL)) != -1) {
     switch (c) {
-      case 'x': o->xml = optarg; break;
-      case 'd': o->dump = optarg; break;
-      case 'n': o->nodes = atoi(optarg); break;
-      case 'p': o->ppn = atoi(optarg); break;
-      case 'H': o->host = 1; break;
-      case 'f': o->factor = atoi(optarg); break;
+      case 'x':
+        o->xml = optarg;
+        break;
+      case 'd':
+        o->dump = optarg;
+        break;
+      case 'n':
+        o->nodes = atoi(optarg);
+        break;
+      case 'p':
+        o->ppn = atoi(optarg);
+        break;
+      case 'H':
+        o->host = 1;
+        break;
+      case 'f':
+        o->factor = atoi(optarg);
+        break;
       case 'b':
         if (parse_size(optarg, &o->min_bytes)) goto bad;
         break;
@@ -100,8 +120,12 @@ static int parse_args(int argc, char** argv, struct opts* o) {
         o->tuner = strstr(optarg, "tuner") != NULL;
         if (!o->matrix && !o->channels && !o->tuner) goto bad;
         break;
-      case 'h': usage(stdout); exit(0);
-      default: usage(stderr); return -1;
+      case 'h':
+        usage(stdout);
+        exit(0);
+      default:
+        usage(stderr);
+        return -1;
     }
   }
   if (optind < argc || o->nodes < 1 || o->ppn < 0 || o->factor < 2 || o->min_bytes < 1 || o->max_bytes < o->min_bytes) {
@@ -212,14 +236,15 @@ static void print_matrix(const struct braid_topo_system* sys) {
       printf("\t\t\n");
     }
   }
-  printf("\nLegend:\n\n"
-         "  X    = Self\n"
-         "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
-         "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
-         "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
-         "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
-         "  PIX  = Connection traversing at most a single PCIe bridge\n"
-         "  NV#  = Connection traversing a bonded set of # NVLinks\n");
+  printf(
+      "\nLegend:\n\n"
+      "  X    = Self\n"
+      "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+      "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+      "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+      "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+      "  PIX  = Connection traversing at most a single PCIe bridge\n"
+      "  NV#  = Connection traversing a bonded set of # NVLinks\n");
   if (sys->nnics > 0) {
     printf("\nNIC Legend:\n\n");
     for (int i = 0; i < sys->nnics; i++)
@@ -234,11 +259,11 @@ static void print_matrix(const struct braid_topo_system* sys) {
 
 static void print_channels(const struct braid_topo_system* sys, const struct braid_channel_graph* g) {
   int n = g->nranks;
-  printf("== Channels: %d ranks on %d node%s, %d channels (%d rings x 2 trees)\n", n, g->nnodes, g->nnodes > 1 ? "s" : "",
-         g->nchannels, g->nrings);
+  printf("== Channels: %d ranks on %d node%s, %d channels (%d rings x 2 trees)\n", n, g->nnodes,
+         g->nnodes > 1 ? "s" : "", g->nchannels, g->nrings);
   printf("search: pattern %d, crossNic %d, bw %.1f/%.1f GB/s per channel (intra/inter), type %s/%s%s\n", g->pattern,
-         g->cross_nic, g->bw_intra, g->bw_inter, braid_topo_path_name(g->type_intra), braid_topo_path_name(g->type_inter),
-         g->host_mode ? ", host mode (shared memory / sockets)" : "");
+         g->cross_nic, g->bw_intra, g->bw_inter, braid_topo_path_name(g->type_intra),
+         braid_topo_path_name(g->type_inter), g->host_mode ? ", host mode (shared memory / sockets)" : "");
   for (int c = 0; c < g->nchannels; c++) {
     printf("Channel %02d/%02d :", c, g->nchannels);
     for (int i = 0; i < n; i++) printf(" %d", g->ring[c * n + i]);
@@ -289,8 +314,9 @@ static int print_tuner(const struct braid_tuner* t, const struct braid_channel_g
       struct braid_tuner_choice c, m;
       if (braid_tuner_choose(t, f, b, &c) != ncclSuccess) return -1;
       double alg = (double)b / (c.time_us * 1e3);
-      printf("%-14s %12zu %-6s %-7s %4d %5d %12.2f %9.2f %9.2f", braid_tuner_func_name(f), b, braid_tuner_algo_name(c.algo),
-             braid_tuner_proto_name(c.proto), c.nchannels, c.nthreads, c.time_us, alg, alg * bus_factor(f, g->nranks));
+      printf("%-14s %12zu %-6s %-7s %4d %5d %12.2f %9.2f %9.2f", braid_tuner_func_name(f), b,
+             braid_tuner_algo_name(c.algo), braid_tuner_proto_name(c.proto), c.nchannels, c.nthreads, c.time_us, alg,
+             alg * bus_factor(f, g->nranks));
       if (braid_tuner_model_best(t, f, b, &m) == ncclSuccess && (m.algo != c.algo || m.proto != c.proto))
         printf("  %s/%s %.2f%s", braid_tuner_algo_name(m.algo), braid_tuner_proto_name(m.proto), m.time_us,
                braid_tuner_implemented(m.algo) ? "" : "*");
@@ -298,8 +324,9 @@ static int print_tuner(const struct braid_tuner* t, const struct braid_channel_g
       if (b > o->max_bytes / (size_t)o->factor) break;
     }
   }
-  printf("* model only: braid's data path runs Ring and Tree; NVLS, NVLSTree and PAT are priced to show what NCCL's "
-         "model would pick.\n");
+  printf(
+      "* model only: braid's data path runs Ring and Tree; NVLS, NVLSTree and PAT are priced to show what NCCL's "
+      "model would pick.\n");
   return 0;
 }
 
@@ -339,8 +366,8 @@ int main(int argc, char** argv) {
     goto out;
   }
   int n = o.nodes * ppn;
-  printf("# braid-topo: %s, %d node%s x %d rank%s (%s)\n", o.xml ? o.xml : "local machine", o.nodes, o.nodes > 1 ? "s" : "",
-         ppn, ppn > 1 ? "s" : "", host ? "host mode" : "GPUs");
+  printf("# braid-topo: %s, %d node%s x %d rank%s (%s)\n", o.xml ? o.xml : "local machine", o.nodes,
+         o.nodes > 1 ? "s" : "", ppn, ppn > 1 ? "s" : "", host ? "host mode" : "GPUs");
   if (o.matrix) print_matrix(sys);
   ranks = calloc((size_t)n, sizeof(*ranks));
   if (ranks == NULL) goto out;

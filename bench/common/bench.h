@@ -62,7 +62,9 @@ extern const struct bench_coll bench_coll;
 cudaStream_t bench_engine_stream(void) __attribute__((weak));
 /* The stream argument of every NCCL call in bench_coll.run: the calling rank's stream in GPU
  * mode, NULL in host mode. */
-static inline cudaStream_t bench_stream(void) { return bench_engine_stream ? bench_engine_stream() : NULL; }
+static inline cudaStream_t bench_stream(void) {
+  return bench_engine_stream ? bench_engine_stream() : NULL;
+}
 
 /* Helpers for init_data. Input of `rank` at indices offset.. into dst. */
 static inline void bench_input(const struct bench_rank_data* d, void* dst, size_t count, size_t offset, int rank) {

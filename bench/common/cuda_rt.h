@@ -19,7 +19,7 @@
 /* Values of the runtime's enums these callers pass. */
 #define BENCH_CUDA_SUCCESS 0
 #define BENCH_CUDA_NOT_READY 600
-#define BENCH_CUDA_MEMCPY_DEFAULT 4   /* cudaMemcpyDefault: direction from the pointers */
+#define BENCH_CUDA_MEMCPY_DEFAULT 4 /* cudaMemcpyDefault: direction from the pointers */
 #define BENCH_CUDA_STREAM_NON_BLOCKING 1
 #define BENCH_CUDA_CAPTURE_THREAD_LOCAL 1
 #define BENCH_CUDA_ATTR_PCI_BUS 33

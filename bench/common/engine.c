@@ -5,8 +5,8 @@
  * "wait for completion" steps of nccl-tests are no-ops and the time is the wall clock over
  * the calls. GPU mode (gpu.h) is nccl-tests': calls are queued on each rank's stream, the
  * time runs until cudaStreamSynchronize of every stream returns, and data is generated and
- * checked in host staging buffers copied to and from the device buffers. As in nccl-tests, timed iteration k works at offset (k mod steps) x message
- * size inside the max-size buffers, and the check runs one more call at offset 0 on data
+ * checked in host staging buffers copied to and from the device buffers. As in nccl-tests, timed iteration k works at
+ * offset (k mod steps) x message size inside the max-size buffers, and the check runs one more call at offset 0 on data
  * generated from a fresh seed.
  */
 #include "engine.h"
@@ -57,9 +57,10 @@ static enum bench_result check_devices(struct bench_run* r, ncclComm_t* comms, i
     if (dev == r->devs[base + i]) continue;
     char host[256];
     bench_hostname(host, sizeof(host));
-    printf("%s: the benchmark put its buffers on CUDA device %d but the library %s (ncclCommCuDevice = %d); "
-           "set BRAID_HOST_MODE=1 to benchmark host mode\n",
-           host, r->devs[base + i], dev < 0 ? "runs on host memory" : "chose another device", dev);
+    printf(
+        "%s: the benchmark put its buffers on CUDA device %d but the library %s (ncclCommCuDevice = %d); "
+        "set BRAID_HOST_MODE=1 to benchmark host mode\n",
+        host, r->devs[base + i], dev < 0 ? "runs on host memory" : "chose another device", dev);
     return BENCH_INVALID_USAGE;
   }
   return BENCH_SUCCESS;
@@ -84,10 +85,10 @@ enum bench_result bench_buffers_register(struct bench_run* r, int first, int n) 
   BENCH_NCCLCHECK(ncclGroupStart());
   for (int i = first; i < first + n; i++) {
     if (r->o->local_register == 2) {
-      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->dsend[i], r->max_bytes,
-                                             (ncclWindow_t*)&r->send_reg[i], NCCL_WIN_COLL_SYMMETRIC));
-      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->drecv[i], r->max_bytes,
-                                             (ncclWindow_t*)&r->recv_reg[i], NCCL_WIN_COLL_SYMMETRIC));
+      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->dsend[i], r->max_bytes, (ncclWindow_t*)&r->send_reg[i],
+                                             NCCL_WIN_COLL_SYMMETRIC));
+      BENCH_NCCLCHECK(ncclCommWindowRegister(r->comms[i], r->drecv[i], r->max_bytes, (ncclWindow_t*)&r->recv_reg[i],
+                                             NCCL_WIN_COLL_SYMMETRIC));
     } else {
       BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->dsend[i], r->max_bytes, &r->send_reg[i]));
       BENCH_NCCLCHECK(ncclCommRegister(r->comms[i], r->drecv[i], r->max_bytes, &r->recv_reg[i]));
@@ -148,9 +149,10 @@ static enum bench_result start_coll(struct bench_thread* t, int dtype, int op, i
     current_stream = NULL;
     if (op == BENCH_OP_MULSUM) BENCH_NCCLCHECK(ncclRedOpDestroy(nop, t->comms[i]));
     if (r->shared_device && !atomic_load_explicit(&stream_asked, memory_order_relaxed)) {
-      printf("%s passes the NULL stream instead of bench_stream(): ranks sharing a GPU in one process would "
-             "wait for each other forever; run one rank per process (-P) or update the program\n",
-             r->coll->name);
+      printf(
+          "%s passes the NULL stream instead of bench_stream(): ranks sharing a GPU in one process would "
+          "wait for each other forever; run one rank per process (-P) or update the program\n",
+          r->coll->name);
       return BENCH_INVALID_USAGE;
     }
   }

@@ -30,13 +30,13 @@ struct bench_run {
   char** send;       /* per local rank, max_bytes each: host memory (GPU mode: staging) */
   char** recv;
   char** expected;
-  struct bench_gpu gpu; /* gpu.rt NULL: host mode */
+  struct bench_gpu gpu;  /* gpu.rt NULL: host mode */
   char** dsend;          /* the buffers the calls get: device memory in GPU mode, else send */
   char** drecv;          /* ... else recv */
   int* devs;             /* per local rank: its CUDA device (GPU mode) */
   cudaStream_t* streams; /* per local rank: its stream (GPU mode; NULL in host mode) */
   int shared_device;     /* GPU mode: two local ranks use one device (the NULL stream would deadlock) */
-  void** send_reg; /* -R handles (ncclCommRegister or window) */
+  void** send_reg;       /* -R handles (ncclCommRegister or window) */
   void** recv_reg;
   struct bench_thread* threads;
   atomic_int corrupt;     /* BRAID_BENCH_CORRUPT: checks left to corrupt on rank 0 */

@@ -22,7 +22,9 @@ void bench_gpu_open(struct bench_gpu* g, int allowed, const char* why_not) {
   if (g->ndev > 0) g->rt = bench_cuda_load(NULL, 0);
 }
 
-int bench_gpu_device(const struct bench_gpu* g, int idx) { return g->ndev > 0 ? idx % g->ndev : 0; }
+int bench_gpu_device(const struct bench_gpu* g, int idx) {
+  return g->ndev > 0 ? idx % g->ndev : 0;
+}
 
 void bench_gpu_describe(const struct bench_gpu* g, int dev, char* name, size_t len, int pci[3]) {
   static const int attrs[3] = {BENCH_CUDA_ATTR_PCI_DOMAIN, BENCH_CUDA_ATTR_PCI_BUS, BENCH_CUDA_ATTR_PCI_DEVICE};

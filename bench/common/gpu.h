@@ -47,13 +47,13 @@ enum bench_result bench_gpu_copy(const struct bench_gpu* g, void* dst, const voi
 /* Wait until everything queued on s has finished. */
 enum bench_result bench_gpu_sync(const struct bench_gpu* g, cudaStream_t s);
 
-#define BENCH_CUDACHECK(g, call, what)                       \
-  do {                                                       \
-    int err_ = (call);                                       \
-    if (err_ != BENCH_CUDA_SUCCESS) {                        \
-      bench_fail_cuda(__FILE__, __LINE__, (what), err_);     \
-      return BENCH_CUDA_ERROR;                               \
-    }                                                        \
+#define BENCH_CUDACHECK(g, call, what)                   \
+  do {                                                   \
+    int err_ = (call);                                   \
+    if (err_ != BENCH_CUDA_SUCCESS) {                    \
+      bench_fail_cuda(__FILE__, __LINE__, (what), err_); \
+      return BENCH_CUDA_ERROR;                           \
+    }                                                    \
   } while (0)
 
 #endif /* BENCH_GPU_H */

@@ -12,7 +12,6 @@
 #include "nccl.h"
 
 #define BRAID_API __attribute__((visibility("default")))
-#define BRAID_PROFILE_ALIAS(name) \
-  extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
+#define BRAID_PROFILE_ALIAS(name) extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")));
 
 #endif /* BRAID_API_H */

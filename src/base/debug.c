@@ -34,11 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl.h"
 #include "base/param.h"
 #include "base/version.h"
+#include "nccl.h"
 
-#define DEBUG_MSG_MAX 2048                 /* longest message kept; longer ones are cut */
+#define DEBUG_MSG_MAX 2048                   /* longest message kept; longer ones are cut */
 #define DEBUG_LINE_MAX (DEBUG_MSG_MAX + 512) /* message plus prefix */
 
 int braid_debug_level = -1;
@@ -48,11 +48,11 @@ uint64_t braid_debug_mask = BRAID_LOG_INIT | BRAID_LOG_BOOTSTRAP | BRAID_LOG_ENV
 static pthread_mutex_t debug_init_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Guards the output settings below and serialises writes. */
 static pthread_mutex_t debug_out_lock = PTHREAD_MUTEX_INITIALIZER;
-static int debug_fd = -1;                 /* NCCL_DEBUG_FILE, -1: stdout */
-static unsigned debug_ts_levels;          /* bit (1 << level): lines of that level get a timestamp */
-static char debug_ts_format[256];         /* NCCL_DEBUG_TIMESTAMP_FORMAT */
-static char debug_host[256];              /* hostname up to the first '.' */
-static struct timespec debug_start;       /* TRACE times are ms since the first init */
+static int debug_fd = -1;           /* NCCL_DEBUG_FILE, -1: stdout */
+static unsigned debug_ts_levels;    /* bit (1 << level): lines of that level get a timestamp */
+static char debug_ts_format[256];   /* NCCL_DEBUG_TIMESTAMP_FORMAT */
+static char debug_host[256];        /* hostname up to the first '.' */
+static struct timespec debug_start; /* TRACE times are ms since the first init */
 
 /* The last BRAID_WARN text (ncclGetLastError). */
 static pthread_mutex_t debug_err_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -98,10 +98,10 @@ struct subsys_parse {
 
 static void subsys_token(const char* tok, size_t len, void* arg) {
   struct subsys_parse* p = arg;
-#define BRAID_X(name, bit)          \
+#define BRAID_X(name, bit)         \
   if (token_is(tok, len, #name)) { \
-    p->mask |= (bit);               \
-    return;                         \
+    p->mask |= (bit);              \
+    return;                        \
   }
   BRAID_LOG_SUBSYS(BRAID_X)
 #undef BRAID_X
@@ -303,8 +303,8 @@ void braid_debug_log(int level, uint64_t subsys, const char* file, int line, con
   }
   int record = level == BRAID_LOG_WARN && subsys == (uint64_t)BRAID_LOG_ALL;
   /* INFO, ABORT and TRACE lines need one of their subsystems enabled; WARN and VERSION do not. */
-  int print = cur >= level &&
-              (level <= BRAID_LOG_WARN || (__atomic_load_n(&braid_debug_mask, __ATOMIC_ACQUIRE) & subsys));
+  int print =
+      cur >= level && (level <= BRAID_LOG_WARN || (__atomic_load_n(&braid_debug_mask, __ATOMIC_ACQUIRE) & subsys));
   if (!record && !print) return;
 
   char msg[DEBUG_MSG_MAX];
@@ -331,7 +331,9 @@ const char* braid_debug_last_error(void) {
   return debug_err_copy;
 }
 
-void braid_debug_set_device(int dev) { debug_dev = dev; }
+void braid_debug_set_device(int dev) {
+  debug_dev = dev;
+}
 
 void braid_debug_banner(void) {
   static int done;

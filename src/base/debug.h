@@ -45,7 +45,7 @@ enum braid_log_subsys {
 #define BRAID_X(name, bit) BRAID_LOG_##name = bit,
   BRAID_LOG_SUBSYS(BRAID_X)
 #undef BRAID_X
-  BRAID_LOG_ALL = ~0
+      BRAID_LOG_ALL = ~0
 };
 
 /* Current settings; read (once) by braid_debug_init. */
@@ -62,21 +62,21 @@ void braid_debug_set_device(int dev);
 /* Prints the version banner once per process (rank 0, or any rank when level >= INFO). */
 void braid_debug_banner(void);
 
-#define BRAID_LOG_ENABLED(level, subsys)                                             \
-  (__builtin_expect(braid_debug_level < 0, 0) ? (braid_debug_init(), 0) : 0,         \
+#define BRAID_LOG_ENABLED(level, subsys)                                     \
+  (__builtin_expect(braid_debug_level < 0, 0) ? (braid_debug_init(), 0) : 0, \
    braid_debug_level >= (level) && (braid_debug_mask & (uint64_t)(subsys)))
 
 /* WARN is always recorded for ncclGetLastError, printed when NCCL_DEBUG >= WARN. */
 #define BRAID_WARN(...) braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_ALL, __FILE__, __LINE__, __VA_ARGS__)
-#define BRAID_INFO(subsys, ...)                                                      \
-  do {                                                                               \
-    if (BRAID_LOG_ENABLED(BRAID_LOG_INFO, subsys))                                   \
-      braid_debug_log(BRAID_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__);    \
+#define BRAID_INFO(subsys, ...)                                                   \
+  do {                                                                            \
+    if (BRAID_LOG_ENABLED(BRAID_LOG_INFO, subsys))                                \
+      braid_debug_log(BRAID_LOG_INFO, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define BRAID_TRACE(subsys, ...)                                                     \
-  do {                                                                               \
-    if (BRAID_LOG_ENABLED(BRAID_LOG_TRACE, subsys))                                  \
-      braid_debug_log(BRAID_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__);   \
+#define BRAID_TRACE(subsys, ...)                                                   \
+  do {                                                                             \
+    if (BRAID_LOG_ENABLED(BRAID_LOG_TRACE, subsys))                                \
+      braid_debug_log(BRAID_LOG_TRACE, (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 #endif /* BRAID_DEBUG_H */

@@ -16,9 +16,9 @@
  * here while it initialises would recurse. Instead each state keeps a list of messages (the
  * `set by` lines, unknown-variable and malformed-value advice) that the first accessor call
  * after the logger is configured prints, once per load. An accessor configures the logger
- * first when nobody has, and braid_debug_init() ends with such a call. The advice is logged at WARN level with the ENV subsystem, which debug.c
- * prints like any WARN but does not record as the ncclGetLastError text: it is advice, not
- * the error of a call.
+ * first when nobody has, and braid_debug_init() ends with such a call. The advice is logged at WARN level with the ENV
+ * subsystem, which debug.c prints like any WARN but does not record as the ncclGetLastError text: it is advice, not the
+ * error of a call.
  */
 #include "base/param.h"
 
@@ -108,8 +108,7 @@ static const char* state_keep(struct param_state* st, const char* s, size_t len)
   return copy;
 }
 
-static void state_msg(struct param_state* st, int warn, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void state_msg(struct param_state* st, int warn, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 static void state_msg(struct param_state* st, int warn, const char* fmt, ...) {
   struct param_msg* m = calloc(1, sizeof(*m));
   if (m == NULL) return;
@@ -191,7 +190,7 @@ static int parse_int(const char* text, int64_t* out_p) {
 /* Sets parameter `id` from `text` found at `source`, unless an earlier source set it. */
 static void state_set(struct param_state* st, int id, const char* text, const char* source) {
   struct param_value* v = &st->v[id];
-  if (v->decided) return; /* a higher-priority source won */
+  if (v->decided) return;      /* a higher-priority source won */
   if (text[0] == '\0') return; /* empty means unset */
   const char* where = source == SOURCE_ENV ? "environment" : source;
   const char* kept = state_keep(st, text, strlen(text));
@@ -302,7 +301,9 @@ static struct param_state* param_load(void) {
   return st;
 }
 
-static void param_load_first(void) { __atomic_store_n(&param_current, param_load(), __ATOMIC_RELEASE); }
+static void param_load_first(void) {
+  __atomic_store_n(&param_current, param_load(), __ATOMIC_RELEASE);
+}
 
 /* Prints the messages of `st` once, as soon as the logger has its settings. */
 static void state_report(struct param_state* st) {

@@ -20,7 +20,9 @@ static const char* const transports[] = {
 static char build_options[256];
 static pthread_once_t build_options_once = PTHREAD_ONCE_INIT;
 
-const char* braid_version_string(void) { return BRAID_VERSION_STRING; }
+const char* braid_version_string(void) {
+  return BRAID_VERSION_STRING;
+}
 
 int braid_version_cuda_built(void) {
 #ifdef BRAID_CUDA_BUILT
@@ -39,8 +41,7 @@ static void build_options_fill(void) {
   size_t len = (size_t)snprintf(build_options, sizeof(build_options), "CUDA kernels %s; transports:",
                                 braid_version_cuda_built() ? "built" : "not built (host mode only)");
   for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]) && len < sizeof(build_options); i++)
-    len += (size_t)snprintf(build_options + len, sizeof(build_options) - len, "%s %s", i ? "," : "",
-                            transports[i]);
+    len += (size_t)snprintf(build_options + len, sizeof(build_options) - len, "%s %s", i ? "," : "", transports[i]);
 }
 
 const char* braid_build_options(void) {

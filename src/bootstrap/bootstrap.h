@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nccl.h"
 #include "base/socket.h"
+#include "nccl.h"
 
 struct braid_bootstrap; /* opaque */
 

@@ -27,10 +27,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
 #include "base/debug.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
 
 #define NS_PER_S 1000000000LL
 #define BS_LINGER_MS 3000 /* after a failure, ranks arriving late still get the verdict this long */

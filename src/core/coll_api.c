@@ -21,8 +21,7 @@ static const char* const func_names[] = {
 
 /* Checks common to every call (the communicator first: nothing else is read before it is
  * known to be live). `per_rank`: a buffer holds nranks times `count` elements. */
-static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count, ncclDataType_t dtype,
-                                 int per_rank) {
+static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count, ncclDataType_t dtype, int per_rank) {
   BRAID_CHECK(braid_comm_check(handle, fn));
   size_t scale = per_rank ? (size_t)braid_comm_of(handle)->nranks : 1;
   if ((int)dtype < 0 || (int)dtype >= ncclNumTypes) {
@@ -31,8 +30,8 @@ static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count
   }
   size_t es = (size_t)braid_dtype_size(dtype);
   if (count > SIZE_MAX / es / scale) {
-    BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu overflows the address space", fn, count,
-               (int)dtype, es, scale);
+    BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu overflows the address space", fn, count, (int)dtype,
+               es, scale);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
@@ -81,8 +80,8 @@ static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const 
     BRAID_INFO(BRAID_LOG_COLL,
                "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
                "stream %p",
-               func_names[func], (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype, op,
-               root, (void*)comm, comm->nranks, (void*)stream);
+               func_names[func], (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype, op, root,
+               (void*)comm, comm->nranks, (void*)stream);
     comm->op_count++;
   }
   return braid_group_add(t);
@@ -148,8 +147,8 @@ BRAID_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_
   BRAID_CHECK(check_root(fn, "root", root, comm->nranks));
   if (root == comm->rank) BRAID_CHECK(check_buf(fn, "sendbuff", sendbuff, count));
   BRAID_CHECK(check_buf(fn, "recvbuff", recvbuff, count));
-  return add_task(BRAID_TASK_COLL, BRAID_FUNC_Broadcast, comm, sendbuff, recvbuff, count, datatype,
-                  copy_op(datatype), ncclSum, root, stream);
+  return add_task(BRAID_TASK_COLL, BRAID_FUNC_Broadcast, comm, sendbuff, recvbuff, count, datatype, copy_op(datatype),
+                  ncclSum, root, stream);
 }
 BRAID_PROFILE_ALIAS(ncclBroadcast)
 
@@ -169,8 +168,8 @@ static ncclResult_t p2p(const char* fn, int kind, void* buff, size_t count, nccl
                   kind == BRAID_TASK_RECV ? buff : NULL, count, datatype, copy_op(datatype), ncclSum, peer, stream);
 }
 
-BRAID_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                                ncclComm_t comm, cudaStream_t stream) {
+BRAID_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                cudaStream_t stream) {
   return p2p("ncclSend", BRAID_TASK_SEND, (void*)sendbuff, count, datatype, peer, comm, stream);
 }
 BRAID_PROFILE_ALIAS(ncclSend)
@@ -183,9 +182,8 @@ BRAID_PROFILE_ALIAS(ncclRecv)
 
 /* AlltoAll, Gather and Scatter: sends and receives in a group of their own. `root` < 0 means
  * every rank sends to and receives from everyone. */
-static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, int gather, ncclComm_t handle,
-                           cudaStream_t stream) {
+static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           int root, int gather, ncclComm_t handle, cudaStream_t stream) {
   struct braid_comm* comm = braid_comm_of(handle);
   BRAID_CHECK(check_common(fn, handle, count, datatype, 1));
   if (root >= 0) BRAID_CHECK(check_root(fn, "root", root, comm->nranks));
@@ -223,9 +221,10 @@ static ncclResult_t alltoall_in_place(const void* buff, size_t count, ncclDataTy
   struct braid_comm* comm = braid_comm_of(handle);
   size_t bytes = count * (size_t)braid_dtype_size(datatype) * (size_t)comm->nranks;
   if (!comm->host_mode) {
-    BRAID_WARN("%s: in-place operation (sendbuff == recvbuff = %p) is not supported on a GPU communicator; use "
-               "separate send and receive buffers",
-               fn, buff);
+    BRAID_WARN(
+        "%s: in-place operation (sendbuff == recvbuff = %p) is not supported on a GPU communicator; use "
+        "separate send and receive buffers",
+        fn, buff);
     return ncclInvalidArgument;
   }
   void* copy = malloc(bytes);
@@ -250,8 +249,8 @@ BRAID_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t
 }
 BRAID_PROFILE_ALIAS(ncclAlltoAll)
 
-BRAID_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                                  int root, ncclComm_t comm, cudaStream_t stream) {
+BRAID_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream) {
   if (root < 0) {
     BRAID_WARN("ncclGather: invalid root %d", root);
     return ncclInvalidArgument;

@@ -3,6 +3,8 @@
  * communicators (a handle is checked on every call, so a destroyed or garbage handle gives an
  * error instead of a crash), host identity, and the simple queries (count, rank, device).
  */
+#include "core/comm.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -14,9 +16,8 @@
 
 #include "base/api.h"
 #include "base/check.h"
-#include "core/comm.h"
-#include "device/launch.h"
 #include "base/param.h"
+#include "device/launch.h"
 
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_comm** registry;
@@ -122,10 +123,11 @@ ncclResult_t braid_comm_check(ncclComm_t handle, const char* fn) {
     return ncclInvalidUsage;
   }
   switch (comm->state) {
-    case BRAID_COMM_READY: return ncclSuccess;
+    case BRAID_COMM_READY:
+      return ncclSuccess;
     case BRAID_COMM_INITIALIZING:
-      BRAID_WARN("%s: rank %d: communicator %p is still initializing (poll ncclCommGetAsyncError)", fn,
-                 comm->rank, (void*)comm);
+      BRAID_WARN("%s: rank %d: communicator %p is still initializing (poll ncclCommGetAsyncError)", fn, comm->rank,
+                 (void*)comm);
       return ncclInvalidUsage;
     case BRAID_COMM_FINALIZED:
       BRAID_WARN("%s: rank %d: communicator %p was finalized", fn, comm->rank, (void*)comm);

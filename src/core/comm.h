@@ -25,16 +25,16 @@ struct braid_launch_state;
 struct braid_peer_info {
   int rank;
   int pid;
-  uint64_t host_hash;   /* hostname + boot id, or NCCL_HOSTID: equal -> same node */
-  uint64_t pid_hash;    /* pid + pid namespace + host: equal -> same process */
-  uint64_t shm_dev;     /* st_dev of /dev/shm: equal -> shared memory can connect */
-  uint64_t kernel_hash; /* the running kernel (boot id, else hostname), whatever NCCL_HOSTID
-                           says: equal -> the same machine's cores */
+  uint64_t host_hash;             /* hostname + boot id, or NCCL_HOSTID: equal -> same node */
+  uint64_t pid_hash;              /* pid + pid namespace + host: equal -> same process */
+  uint64_t shm_dev;               /* st_dev of /dev/shm: equal -> shared memory can connect */
+  uint64_t kernel_hash;           /* the running kernel (boot id, else hostname), whatever NCCL_HOSTID
+                                     says: equal -> the same machine's cores */
   uint64_t cpus[BRAID_CPU_WORDS]; /* the CPUs this process may run on (sched_getaffinity) */
-  int cuda_dev;         /* -1 in host mode */
-  int64_t bus_id;       /* -1 in host mode */
+  int cuda_dev;                   /* -1 in host mode */
+  int64_t bus_id;                 /* -1 in host mode */
   int host_mode;
-  int version;          /* NCCL_VERSION_CODE */
+  int version; /* NCCL_VERSION_CODE */
   char hostname[BRAID_HOSTNAME_MAX];
 };
 
@@ -42,17 +42,17 @@ struct braid_peer_info {
 struct braid_connector {
   struct braid_conn conn;
   const struct braid_transport* transport;
-  void* res;           /* owned by the transport */
+  void* res; /* owned by the transport */
   int connected;
 };
 
 /* A channel on the host side. */
 struct braid_channel {
   int id;
-  int* ring_ranks;                  /* ring order, nranks entries */
-  struct braid_dev_channel dev;     /* what the executors run on */
+  int* ring_ranks;              /* ring order, nranks entries */
+  struct braid_dev_channel dev; /* what the executors run on */
   struct braid_connector ring_send, ring_recv;
-  struct braid_connector tree_up_send, tree_up_recv;   /* to/from tree.up (connected with the trees) */
+  struct braid_connector tree_up_send, tree_up_recv; /* to/from tree.up (connected with the trees) */
   struct braid_connector tree_down_send[BRAID_MAX_TREE_ARITY], tree_down_recv[BRAID_MAX_TREE_ARITY];
   struct braid_connector* p2p_send; /* [nranks], connected on first use */
   struct braid_connector* p2p_recv; /* [nranks] */
@@ -64,8 +64,8 @@ struct braid_channel {
 struct braid_user_redop {
   int in_use;
   int dtype;
-  int residence;        /* ncclScalarResidence_t */
-  uint64_t scalar;      /* HostImmediate: value bits in dtype's format */
+  int residence;          /* ncclScalarResidence_t */
+  uint64_t scalar;        /* HostImmediate: value bits in dtype's format */
   const void* scalar_ptr; /* Device residence: read at each call */
 };
 
@@ -84,44 +84,44 @@ enum braid_comm_state {
 };
 
 struct braid_comm {
-  uint64_t magic;               /* BRAID_COMM_MAGIC while alive */
+  uint64_t magic; /* BRAID_COMM_MAGIC while alive */
   int rank, nranks;
   int node, nnodes, local_rank, local_nranks;
-  int* rank_to_node;            /* [nranks] */
-  int cuda_dev;                 /* -1: host mode */
+  int* rank_to_node; /* [nranks] */
+  int cuda_dev;      /* -1: host mode */
   int host_mode;
-  int64_t bus_id;               /* PCI bus id of cuda_dev (NCCL's encoding); -1 in host mode */
+  int64_t bus_id;                        /* PCI bus id of cuda_dev (NCCL's encoding); -1 in host mode */
   const struct braid_device_ops* device; /* device.h; NULL in host mode */
-  void* dev_self;               /* device mode: this struct lives in pinned, mapped memory and
-                                   this is its device address (kernels poll abort_flag there) */
-  struct braid_launch_state* launch; /* device mode: channel mirror, launch buffers (launch.c) */
-  uint64_t comm_hash;           /* commId in logs */
-  ncclConfig_t config;          /* resolved copy */
+  void* dev_self;                        /* device mode: this struct lives in pinned, mapped memory and
+                                            this is its device address (kernels poll abort_flag there) */
+  struct braid_launch_state* launch;     /* device mode: channel mirror, launch buffers (launch.c) */
+  uint64_t comm_hash;                    /* commId in logs */
+  ncclConfig_t config;                   /* resolved copy */
   struct braid_bootstrap* bootstrap;
   struct braid_peer_info* peers; /* [nranks] */
 
   volatile uint32_t abort_flag; /* braid_exec_status value when raised; polled everywhere */
   volatile int state;           /* enum braid_comm_state */
   volatile ncclResult_t async_error;
-  int claimed;                  /* someone (abort, or a failed init) frees it: under the registry lock */
-  char abort_reason[256];       /* why braid itself raised abort_flag (net proxy, watchdog): the
-                                   message the failed call repeats */
-  int failed_peer;              /* once abort_reason is set: the rank blamed, or -1 */
-  pthread_t init_thread;        /* non-blocking init */
+  int claimed;            /* someone (abort, or a failed init) frees it: under the registry lock */
+  char abort_reason[256]; /* why braid itself raised abort_flag (net proxy, watchdog): the
+                             message the failed call repeats */
+  int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
+  pthread_t init_thread;  /* non-blocking init */
   int init_thread_running;
-  int blocking_init_active;     /* a blocking init runs on the caller's thread (under mutex) */
-  pthread_cond_t init_cond;     /* signalled when it returns: an aborting thread waits on it */
+  int blocking_init_active; /* a blocking init runs on the caller's thread (under mutex) */
+  pthread_cond_t init_cond; /* signalled when it returns: an aborting thread waits on it */
 
   int nchannels;
   struct braid_channel channels[BRAID_MAX_CHANNELS];
-  struct braid_channel_graph* graph; /* rings and trees from the topology (graph.h) */
-  struct braid_tuner* tuner;         /* algorithm/protocol/channels per call (tuner.h) */
-  int trees_connected;               /* tree connections are made the first time a call uses a tree */
+  struct braid_channel_graph* graph;   /* rings and trees from the topology (graph.h) */
+  struct braid_tuner* tuner;           /* algorithm/protocol/channels per call (tuner.h) */
+  int trees_connected;                 /* tree connections are made the first time a call uses a tree */
   size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
 
-  uint64_t op_count;            /* collectives issued (logs) */
-  volatile int inflight;        /* group runs using this comm now: abort waits for them */
-  pthread_mutex_t mutex;        /* redops, registrations */
+  uint64_t op_count;     /* collectives issued (logs) */
+  volatile int inflight; /* group runs using this comm now: abort waits for them */
+  pthread_mutex_t mutex; /* redops, registrations */
   struct braid_user_redop* redops;
   int nredops;
   struct braid_reg* regs;
@@ -129,13 +129,15 @@ struct braid_comm {
   /* Split bookkeeping for logs. */
   struct braid_comm* parent;
   int split_color, split_key;
-  uint64_t split_count;         /* splits/shrinks made from this comm: tags their bootstraps */
-  double init_start;            /* seconds, for Init timings */
+  uint64_t split_count; /* splits/shrinks made from this comm: tags their bootstraps */
+  double init_start;    /* seconds, for Init timings */
 };
 
 #define BRAID_COMM_MAGIC 0x62726169645f636dULL /* "braid_cm" */
 
-static inline struct braid_comm* braid_comm_of(ncclComm_t c) { return (struct braid_comm*)c; }
+static inline struct braid_comm* braid_comm_of(ncclComm_t c) {
+  return (struct braid_comm*)c;
+}
 
 /* The registry of live communicators: catches use after destroy and garbage handles. */
 void braid_comm_registry_add(struct braid_comm* comm);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "transport/net/net.h"
 #include "transport/transport.h"
 

@@ -14,10 +14,10 @@
 #include "algo/alltoall.h"
 #include "base/check.h"
 #include "base/param.h"
-#include "kernels/executor.h"
 #include "core/group.h"
-#include "device/launch.h"
 #include "core/plan.h"
+#include "device/launch.h"
+#include "kernels/executor.h"
 
 /* Plans are kept per thread and reused: a small collective then costs no allocation for its
  * plan or its work items (they keep their capacity). Freed when the thread exits. */
@@ -34,7 +34,9 @@ static void cache_free(void* p) {
   free(cache->plans);
   free(cache);
 }
-static void cache_init(void) { pthread_key_create(&cache_key, cache_free); }
+static void cache_init(void) {
+  pthread_key_create(&cache_key, cache_free);
+}
 
 static struct plan_cache* thread_cache(void) {
   pthread_once(&cache_once, cache_init);

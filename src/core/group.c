@@ -4,11 +4,12 @@
  * on threads and are joined here). Only the outermost ncclGroupEnd runs anything;
  * ncclGroupSimulateEnd ends a group the same way but only asks the tuner what it would cost.
  */
+#include "core/group.h"
+
 #include <stdlib.h>
 
 #include "base/api.h"
 #include "base/check.h"
-#include "core/group.h"
 #include "core/init_internal.h"
 #include "topo/tuner.h"
 
@@ -53,7 +54,9 @@ static void free_kept(void) {
   }
 }
 
-int braid_group_depth(void) { return depth; }
+int braid_group_depth(void) {
+  return depth;
+}
 
 ncclResult_t braid_group_add(struct braid_task* task) {
   task->next = NULL;
@@ -172,18 +175,24 @@ static ncclResult_t sim_info_check(const ncclSimInfo_t* s) {
     return ncclInvalidArgument;
   }
   if (s->size < sizeof(ncclSimInfo_t)) {
-    BRAID_WARN("ncclGroupSimulateEnd: simInfo->size %zu is smaller than sizeof(ncclSimInfo_t) %zu (initialize it with "
-               "NCCL_SIM_INFO_INITIALIZER)", s->size, sizeof(ncclSimInfo_t));
+    BRAID_WARN(
+        "ncclGroupSimulateEnd: simInfo->size %zu is smaller than sizeof(ncclSimInfo_t) %zu (initialize it with "
+        "NCCL_SIM_INFO_INITIALIZER)",
+        s->size, sizeof(ncclSimInfo_t));
     return ncclInvalidArgument;
   }
   if (s->magic != BRAID_SIM_INFO_MAGIC) {
-    BRAID_WARN("ncclGroupSimulateEnd: simInfo->magic 0x%x is not 0x%x: ncclSimInfo_t argument not initialized via "
-               "NCCL_SIM_INFO_INITIALIZER", s->magic, BRAID_SIM_INFO_MAGIC);
+    BRAID_WARN(
+        "ncclGroupSimulateEnd: simInfo->magic 0x%x is not 0x%x: ncclSimInfo_t argument not initialized via "
+        "NCCL_SIM_INFO_INITIALIZER",
+        s->magic, BRAID_SIM_INFO_MAGIC);
     return ncclInvalidArgument;
   }
   if (s->version < BRAID_SIM_INFO_MIN_VERSION) {
-    BRAID_WARN("ncclGroupSimulateEnd: simInfo->version %u is older than %d, the first with ncclSimInfo_t (initialize it "
-               "with NCCL_SIM_INFO_INITIALIZER)", s->version, BRAID_SIM_INFO_MIN_VERSION);
+    BRAID_WARN(
+        "ncclGroupSimulateEnd: simInfo->version %u is older than %d, the first with ncclSimInfo_t (initialize it "
+        "with NCCL_SIM_INFO_INITIALIZER)",
+        s->version, BRAID_SIM_INFO_MIN_VERSION);
     return ncclInvalidArgument;
   }
   return ncclSuccess;

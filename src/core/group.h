@@ -9,7 +9,7 @@
 #include "core/comm.h"
 
 enum braid_task_kind {
-  BRAID_TASK_COLL = 0,   /* a collective: func in task->func */
+  BRAID_TASK_COLL = 0, /* a collective: func in task->func */
   BRAID_TASK_SEND,
   BRAID_TASK_RECV,
 };
@@ -18,16 +18,16 @@ struct braid_task {
   struct braid_task* next;
   struct braid_comm* comm;
   int kind;
-  int func;              /* enum braid_func for collectives */
+  int func; /* enum braid_func for collectives */
   const void* sendbuff;
   void* recvbuff;
   size_t count;
   int dtype;
-  int op;                /* ncclRedOp_t */
-  int root;              /* collectives with a root; peer for send/recv */
+  int op;                   /* ncclRedOp_t */
+  int root;                 /* collectives with a root; peer for send/recv */
   struct braid_redop redop; /* resolved at enqueue time (PreMulSum scalars are read then) */
-  int on_stack;          /* a lone call's task lives on its caller's stack: not freed */
-  cudaStream_t stream;   /* the user's stream (device mode: the kernel runs there) */
+  int on_stack;             /* a lone call's task lives on its caller's stack: not freed */
+  cudaStream_t stream;      /* the user's stream (device mode: the kernel runs there) */
 };
 
 /* Depth of the calling thread's group nesting. */

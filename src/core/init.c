@@ -10,19 +10,19 @@
 #include <unistd.h>
 
 #include "base/api.h"
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
+#include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "device/device.h"
-#include "kernels/executor.h"
-#include "topo/graph.h"
 #include "core/group.h"
 #include "core/init_internal.h"
+#include "device/device.h"
 #include "device/launch.h"
-#include "base/param.h"
+#include "kernels/executor.h"
+#include "topo/graph.h"
 #include "topo/topo.h"
-#include "transport/transport.h"
 #include "topo/tuner.h"
+#include "transport/transport.h"
 
 /* Nodes: distinct host identities, numbered in order of their first rank. */
 static ncclResult_t compute_nodes(struct braid_comm* comm) {
@@ -109,8 +109,8 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   BRAID_CALLOC_GOTO(by_node, comm->nnodes, res, out);
   for (int r = 0; r < n; r++) {
     int node = comm->rank_to_node[r];
-    ranks[r] = (struct braid_topo_rank){r, comm->peers[r].host_hash, node, 0, comm->peers[r].cuda_dev,
-                                        comm->peers[r].bus_id};
+    ranks[r] =
+        (struct braid_topo_rank){r, comm->peers[r].host_hash, node, 0, comm->peers[r].cuda_dev, comm->peers[r].bus_id};
     for (int q = 0; q < r; q++) ranks[r].local_rank += comm->rank_to_node[q] == node;
   }
   BRAID_CHECK_GOTO(braid_topo_detect(&sys), res, out);
@@ -177,9 +177,10 @@ static ncclResult_t setup_buffers(struct braid_comm* comm) {
   const int64_t min_bytes = BRAID_NSTEPS * 4096, max_bytes = (int64_t)1 << 31;
   if (simple < min_bytes || simple > max_bytes || ll < min_bytes || ll > max_bytes || ll128 < min_bytes ||
       ll128 > max_bytes) {
-    BRAID_WARN("Invalid buffer size: NCCL_BUFFSIZE=%lld NCCL_LL_BUFFSIZE=%lld NCCL_LL128_BUFFSIZE=%lld (each must be "
-               "between %lld and %lld bytes)",
-               (long long)simple, (long long)ll, (long long)ll128, (long long)min_bytes, (long long)max_bytes);
+    BRAID_WARN(
+        "Invalid buffer size: NCCL_BUFFSIZE=%lld NCCL_LL_BUFFSIZE=%lld NCCL_LL128_BUFFSIZE=%lld (each must be "
+        "between %lld and %lld bytes)",
+        (long long)simple, (long long)ll, (long long)ll128, (long long)min_bytes, (long long)max_bytes);
     return ncclInvalidArgument;
   }
   /* Whole lines per slot. */
@@ -197,8 +198,7 @@ static void log_init_complete(struct braid_comm* comm, const char* fn, double t_
   BRAID_INFO(BRAID_LOG_INIT,
              "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE", fn,
              (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev,
-             (long)(comm->bus_id < 0 ? 0 : comm->bus_id),
-             (unsigned long long)comm->comm_hash);
+             (long)(comm->bus_id < 0 ? 0 : comm->bus_id), (unsigned long long)comm->comm_hash);
   double total = braid_time_now() - comm->init_start;
   BRAID_INFO(BRAID_LOG_INIT,
              "Init timings - %s: rank %d nranks %d total %.2f (kernels %.2f, alloc %.2f, bootstrap %.2f, allgathers "
@@ -245,8 +245,7 @@ ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, c
   ncclConfig_t def = NCCL_CONFIG_INITIALIZER;
   if (user != NULL) {
     if (user->magic != 0xcafebeef) {
-      BRAID_WARN("%s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER (magic 0x%x)", fn,
-                 user->magic);
+      BRAID_WARN("%s: ncclConfig_t argument not initialized via NCCL_CONFIG_INITIALIZER (magic 0x%x)", fn, user->magic);
       return ncclInvalidArgument;
     }
     if (user->size < offsetof(ncclConfig_t, blocking) + sizeof(int) || user->size > (1 << 20)) {
@@ -281,8 +280,8 @@ ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, c
     return ncclInvalidArgument;
   }
   if (def.minCTAs < 1 || def.maxCTAs < 1 || def.minCTAs > def.maxCTAs || def.maxCTAs > BRAID_MAX_CHANNELS) {
-    BRAID_WARN("%s: config.minCTAs %d / maxCTAs %d out of range (1 <= min <= max <= %d)", fn, def.minCTAs,
-               def.maxCTAs, BRAID_MAX_CHANNELS);
+    BRAID_WARN("%s: config.minCTAs %d / maxCTAs %d out of range (1 <= min <= max <= %d)", fn, def.minCTAs, def.maxCTAs,
+               BRAID_MAX_CHANNELS);
     return ncclInvalidArgument;
   }
   *out = def;
@@ -393,16 +392,15 @@ static ncclResult_t init_run(struct init_args* a) {
   /* The device is per thread: an init on its own thread binds to the communicator's. */
   if (comm->device != NULL) res = comm->device->set_current(comm->cuda_dev);
   if (res == ncclSuccess && a->parent_bs != NULL) {
-    res = braid_bootstrap_split(a->parent_bs, comm->rank, comm->nranks, a->parent_ranks, a->split_tag,
-                                &comm->bootstrap);
+    res =
+        braid_bootstrap_split(a->parent_bs, comm->rank, comm->nranks, a->parent_ranks, a->split_tag, &comm->bootstrap);
     /* A split bootstrap watches no abort flag until told: the parent may die first. */
     if (res == ncclSuccess) braid_bootstrap_set_abort_flag(comm->bootstrap, &comm->abort_flag);
   } else if (res == ncclSuccess) {
     res = braid_bootstrap_init(a->ids, a->nids, comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap);
   }
   if (res == ncclSuccess) res = braid_init_finish(comm, a->fn, braid_time_now() - t0);
-  if (res != ncclSuccess && comm->abort_flag)
-    BRAID_WARN("%s: rank %d: initialization aborted", a->fn, comm->rank);
+  if (res != ncclSuccess && comm->abort_flag) BRAID_WARN("%s: rank %d: initialization aborted", a->fn, comm->rank);
   comm->state = res == ncclSuccess ? BRAID_COMM_READY : BRAID_COMM_FAILED;
   __atomic_store_n(&comm->async_error, res, __ATOMIC_RELEASE);
   return res;
@@ -427,8 +425,7 @@ ncclResult_t braid_init_start(struct init_args* a) {
   struct braid_comm* comm = a->comm;
   BRAID_INFO(BRAID_LOG_INIT, "%s comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init START",
              a->fn, (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm->cuda_dev,
-             (long)(comm->bus_id < 0 ? 0 : comm->bus_id),
-             (unsigned long long)comm->comm_hash);
+             (long)(comm->bus_id < 0 ? 0 : comm->bus_id), (unsigned long long)comm->comm_hash);
   int in_group = braid_group_depth() > 0;
   if (comm->config.blocking && !in_group) {
     /* blocking_init_active was set by braid_comm_alloc, before the handle was visible. */

@@ -7,13 +7,13 @@
 #include <string.h>
 
 #include "base/api.h"
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
-#include "device/device.h"
-#include "core/init_internal.h"
-#include "core/group.h"
-#include "device/launch.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
+#include "core/group.h"
+#include "core/init_internal.h"
+#include "device/device.h"
+#include "device/launch.h"
 
 BRAID_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   braid_debug_banner();
@@ -186,16 +186,18 @@ BRAID_API ncclResult_t ncclCommAbort(ncclComm_t handle) {
   if (handle == NULL) return ncclSuccess;
   BRAID_CHECK(check_alive(handle, "ncclCommAbort", &comm));
   if (!braid_comm_registry_claim(comm)) {
-    BRAID_WARN("ncclCommAbort: comm %p is being freed by another thread (its init failed, or it is already "
-               "aborting)", (void*)comm);
+    BRAID_WARN(
+        "ncclCommAbort: comm %p is being freed by another thread (its init failed, or it is already "
+        "aborting)",
+        (void*)comm);
     return ncclInvalidArgument;
   }
   if (comm->bootstrap != NULL) braid_bootstrap_abort(comm->bootstrap);
   braid_init_join_thread(comm); /* an init waiting for a missing rank sees the flag and returns */
   /* Collectives running on other threads see the flag within a few polls; let them leave. */
   while (__atomic_load_n(&comm->inflight, __ATOMIC_ACQUIRE) > 0) sched_yield();
-  BRAID_INFO(BRAID_LOG_INIT, "comm %p rank %d nranks %d cudaDev %d busId %lx - Abort COMPLETE", (void*)comm,
-             comm->rank, comm->nranks, comm->cuda_dev, (long)(comm->bus_id < 0 ? 0 : comm->bus_id));
+  BRAID_INFO(BRAID_LOG_INIT, "comm %p rank %d nranks %d cudaDev %d busId %lx - Abort COMPLETE", (void*)comm, comm->rank,
+             comm->nranks, comm->cuda_dev, (long)(comm->bus_id < 0 ? 0 : comm->bus_id));
   braid_comm_free(comm);
   return ncclSuccess;
 }

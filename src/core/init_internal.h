@@ -9,11 +9,11 @@
 /* One init to run: from unique ids (a root), or from a parent's bootstrap (split/shrink). */
 struct init_args {
   struct braid_comm* comm;
-  ncclUniqueId* ids;          /* owned */
+  ncclUniqueId* ids; /* owned */
   int nids;
-  const char* fn;             /* API name for logs */
+  const char* fn; /* API name for logs */
   struct braid_bootstrap* parent_bs;
-  int* parent_ranks;          /* owned; new rank -> parent rank */
+  int* parent_ranks; /* owned; new rank -> parent rank */
   uint64_t split_tag;
 };
 

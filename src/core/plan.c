@@ -3,15 +3,16 @@
  * per-channel shares, point-to-point rounds. The tuner (tuner.h) picks algorithm, protocol and
  * channels for each collective; the host caps channels at what the communicator has.
  */
+#include "core/plan.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/alltoall.h"
 #include "base/check.h"
 #include "base/param.h"
-#include "core/plan.h"
-#include "topo/tuner.h"
 #include "kernels/prims.h"
+#include "topo/tuner.h"
 
 /* Two-rank all-reduces up to this size swap inputs instead of running the ring: measured
  * with all_reduce_perf -P 2 on 2 cores, one hop wins while latency dominates. */
@@ -91,8 +92,10 @@ static ncclResult_t match_self(struct braid_plan* plan, struct braid_task* tasks
       recv = recv->next;
     size_t bytes = t->count * braid_dtype_size(t->dtype);
     if (recv == NULL || recv->count * braid_dtype_size(recv->dtype) != bytes) {
-      BRAID_WARN("ncclSend: rank %d sends %zu bytes to itself without a matching ncclRecv of the same size in the "
-                 "same group", comm->rank, bytes);
+      BRAID_WARN(
+          "ncclSend: rank %d sends %zu bytes to itself without a matching ncclRecv of the same size in the "
+          "same group",
+          comm->rank, bytes);
       return ncclInvalidUsage;
     }
     plan->copies[plan->ncopies++] = (struct braid_self_copy){recv->recvbuff, t->sendbuff, bytes};
@@ -201,7 +204,8 @@ ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase) {
 
 void braid_plan_self_copies(struct braid_plan* plan) {
   for (int i = 0; i < plan->ncopies; i++)
-    if (plan->copies[i].dst != plan->copies[i].src) memmove(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes);
+    if (plan->copies[i].dst != plan->copies[i].src)
+      memmove(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes);
 }
 
 void braid_plan_free(struct braid_plan* plan) {

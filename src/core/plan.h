@@ -6,8 +6,8 @@
 #define BRAID_PLAN_H
 
 #include "core/comm.h"
-#include "kernels/executor.h"
 #include "core/group.h"
+#include "kernels/executor.h"
 
 struct braid_self_copy {
   void* dst;
@@ -17,20 +17,20 @@ struct braid_self_copy {
 
 struct braid_plan {
   struct braid_comm* comm;
-  struct braid_work* works;        /* channel-major: channel c's items start at c * stride */
-  size_t works_cap;                /* items allocated (plans are reused per thread) */
+  struct braid_work* works; /* channel-major: channel c's items start at c * stride */
+  size_t works_cap;         /* items allocated (plans are reused per thread) */
   int stride;
   int njobs;
-  struct braid_p2p_op* ops;        /* sends and receives with other ranks, sorted by round */
+  struct braid_p2p_op* ops; /* sends and receives with other ranks, sorted by round */
   int nops;
-  int* connect_send;               /* peers whose p2p send connection must be made first */
+  int* connect_send; /* peers whose p2p send connection must be made first */
   int nconnect_send;
   int* connect_recv;
   int nconnect_recv;
-  int connect_trees;               /* a collective uses trees not connected yet */
-  int nthreads;                    /* device mode: threads per block, the most any item asked for */
-  cudaStream_t stream;             /* device mode: the stream of the comm's first task (the kernel's) */
-  struct braid_self_copy* copies;  /* sends to self, matched with receives from self */
+  int connect_trees;              /* a collective uses trees not connected yet */
+  int nthreads;                   /* device mode: threads per block, the most any item asked for */
+  cudaStream_t stream;            /* device mode: the stream of the comm's first task (the kernel's) */
+  struct braid_self_copy* copies; /* sends to self, matched with receives from self */
   int ncopies;
   struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */
 };

@@ -3,15 +3,18 @@
  * (ncclRedOpCreatePreMulSum / ncclRedOpDestroy), whose handles are ncclNumOps + a slot index
  * in the communicator's table.
  */
+#include "core/redop.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/api.h"
 #include "base/check.h"
 #include "device/device.h"
-#include "core/redop.h"
 
-static int is_floating(int dtype) { return dtype >= ncclFloat16 && dtype != ncclNumTypes; }
+static int is_floating(int dtype) {
+  return dtype >= ncclFloat16 && dtype != ncclNumTypes;
+}
 
 /* The scalar's bits, zero-extended, read from memory holding one element of `dtype`. On a
  * device communicator a ncclScalarDevice scalar is device memory: it is copied out, at call
@@ -32,10 +35,18 @@ ncclResult_t braid_redop_resolve(struct braid_comm* comm, const char* fn, ncclRe
   out->dtype = (uint8_t)dtype;
   out->scalar = 0;
   switch ((int)op) {
-    case ncclSum: out->kind = BRAID_RED_SUM; return ncclSuccess;
-    case ncclProd: out->kind = BRAID_RED_PROD; return ncclSuccess;
-    case ncclMax: out->kind = BRAID_RED_MAX; return ncclSuccess;
-    case ncclMin: out->kind = BRAID_RED_MIN; return ncclSuccess;
+    case ncclSum:
+      out->kind = BRAID_RED_SUM;
+      return ncclSuccess;
+    case ncclProd:
+      out->kind = BRAID_RED_PROD;
+      return ncclSuccess;
+    case ncclMax:
+      out->kind = BRAID_RED_MAX;
+      return ncclSuccess;
+    case ncclMin:
+      out->kind = BRAID_RED_MIN;
+      return ncclSuccess;
     case ncclAvg:
       if (is_floating(dtype)) {
         out->kind = BRAID_RED_PREMULSUM;
@@ -45,7 +56,8 @@ ncclResult_t braid_redop_resolve(struct braid_comm* comm, const char* fn, ncclRe
         out->scalar = (uint64_t)comm->nranks;
       }
       return ncclSuccess;
-    default: break;
+    default:
+      break;
   }
   int slot = (int)op - ncclNumOps;
   ncclResult_t res = ncclSuccess;

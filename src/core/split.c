@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "base/api.h"
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
-#include "device/device.h"
+#include "bootstrap/bootstrap.h"
 #include "core/init_internal.h"
+#include "device/device.h"
 
 /* The parent may be revoked (abort flag raised by ncclCommRevoke) but must be otherwise live. */
 static ncclResult_t check_parent(ncclComm_t handle, const char* fn, struct braid_comm** comm_p) {
@@ -64,8 +64,7 @@ static int by_key_then_rank(const void* x, const void* y) {
   return a->rank - b->rank;
 }
 
-BRAID_API ncclResult_t ncclCommSplit(ncclComm_t handle, int color, int key, ncclComm_t* newcomm,
-                                     ncclConfig_t* config) {
+BRAID_API ncclResult_t ncclCommSplit(ncclComm_t handle, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   struct braid_comm* parent = NULL;
   ncclResult_t res = ncclSuccess;
   BRAID_CHECK(check_parent(handle, "ncclCommSplit", &parent));

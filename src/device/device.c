@@ -7,12 +7,13 @@
  *                                 or without a visible device lands here, quietly (INFO).
  * Also ncclMemAlloc's memory: device memory on a device, page-aligned host memory otherwise.
  */
+#include "device/device.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/check.h"
-#include "device/device.h"
 #include "base/param.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -21,8 +21,8 @@
 
 /* Where a pointer lives, as the CUDA runtime reports it. */
 enum braid_mem_kind {
-  BRAID_MEM_HOST = 0,    /* pageable host memory (or unknown to the runtime) */
-  BRAID_MEM_PINNED = 1,  /* host memory the device can reach */
+  BRAID_MEM_HOST = 0,   /* pageable host memory (or unknown to the runtime) */
+  BRAID_MEM_PINNED = 1, /* host memory the device can reach */
   BRAID_MEM_DEVICE = 2,
   BRAID_MEM_MANAGED = 3,
 };
@@ -52,7 +52,7 @@ struct braid_device_ops {
   ncclResult_t (*can_access_peer)(int dev, int peer_dev, int* yes);
 
   /* Memory. All allocations are zeroed. */
-  ncclResult_t (*alloc)(void** ptr, size_t bytes);                 /* device memory */
+  ncclResult_t (*alloc)(void** ptr, size_t bytes); /* device memory */
   void (*free)(void* ptr);
   ncclResult_t (*host_alloc)(void** host, void** dev, size_t bytes); /* pinned, mapped */
   void (*host_free)(void* host);
@@ -61,7 +61,7 @@ struct braid_device_ops {
   ncclResult_t (*host_register)(void* host, size_t bytes, void** dev);
   void (*host_unregister)(void* host);
   ncclResult_t (*memcpy_sync)(void* dst, const void* src, size_t bytes); /* any direction */
-  ncclResult_t (*pointer_kind)(const void* p, int* kind, int* dev);    /* enum braid_mem_kind */
+  ncclResult_t (*pointer_kind)(const void* p, int* kind, int* dev);      /* enum braid_mem_kind */
 
   /* Inter-process device memory. */
   ncclResult_t (*ipc_export)(void* dptr, struct braid_ipc_handle* h);

@@ -29,7 +29,8 @@ BRAID_DTYPES(BRAID_X)
 static const void* kernel_of(int dtype) {
   switch (dtype) {
 #define BRAID_X(id, short_name, type, size, str) \
-  case id: return (const void*)braid_kernel_##short_name;
+  case id:                                       \
+    return (const void*)braid_kernel_##short_name;
     BRAID_DTYPES(BRAID_X)
 #undef BRAID_X
   }
@@ -37,13 +38,13 @@ static const void* kernel_of(int dtype) {
 }
 
 /* Log a failed runtime call once, where it failed, and map it to ncclUnhandledCudaError. */
-#define CUDA_CHECK(call)                                                                               \
-  do {                                                                                                 \
-    cudaError_t e_ = (call);                                                                           \
-    if (e_ != cudaSuccess) {                                                                           \
-      BRAID_WARN("Cuda failure %d '%s' in %s", (int)e_, cudaGetErrorString(e_), #call);                \
-      return ncclUnhandledCudaError;                                                                   \
-    }                                                                                                  \
+#define CUDA_CHECK(call)                                                                \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      BRAID_WARN("Cuda failure %d '%s' in %s", (int)e_, cudaGetErrorString(e_), #call); \
+      return ncclUnhandledCudaError;                                                    \
+    }                                                                                   \
   } while (0)
 
 static ncclResult_t cuda_count(int* n) {
@@ -90,8 +91,8 @@ static ncclResult_t cuda_can_access_peer(int dev, int peer_dev, int* yes) {
 }
 
 /* Allocation and synchronous copies in relaxed capture mode (see the file comment). */
-#define RELAXED_BEGIN                                                   \
-  enum cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;      \
+#define RELAXED_BEGIN                                              \
+  enum cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed; \
   cudaThreadExchangeStreamCaptureMode(&mode_)
 #define RELAXED_END cudaThreadExchangeStreamCaptureMode(&mode_)
 
@@ -165,8 +166,7 @@ static void cuda_host_unregister(void* host) {
   RELAXED_BEGIN;
   cudaError_t e = cudaHostUnregister(host);
   RELAXED_END;
-  if (e != cudaSuccess)
-    BRAID_WARN("Cuda failure %d '%s': cudaHostUnregister(%p)", (int)e, cudaGetErrorString(e), host);
+  if (e != cudaSuccess) BRAID_WARN("Cuda failure %d '%s': cudaHostUnregister(%p)", (int)e, cudaGetErrorString(e), host);
 }
 static ncclResult_t cuda_memcpy_sync(void* dst, const void* src, size_t bytes) {
   RELAXED_BEGIN;
@@ -188,10 +188,18 @@ static ncclResult_t cuda_pointer_kind(const void* p, int* kind, int* dev) {
     return ncclSuccess;
   }
   switch (a.type) {
-    case cudaMemoryTypeDevice: *kind = BRAID_MEM_DEVICE; break;
-    case cudaMemoryTypeHost: *kind = BRAID_MEM_PINNED; break;
-    case cudaMemoryTypeManaged: *kind = BRAID_MEM_MANAGED; break;
-    default: *kind = BRAID_MEM_HOST; break;
+    case cudaMemoryTypeDevice:
+      *kind = BRAID_MEM_DEVICE;
+      break;
+    case cudaMemoryTypeHost:
+      *kind = BRAID_MEM_PINNED;
+      break;
+    case cudaMemoryTypeManaged:
+      *kind = BRAID_MEM_MANAGED;
+      break;
+    default:
+      *kind = BRAID_MEM_HOST;
+      break;
   }
   *dev = *kind == BRAID_MEM_HOST ? -1 : a.device;
   return ncclSuccess;
@@ -213,7 +221,8 @@ static ncclResult_t cuda_ipc_import(const struct braid_ipc_handle* h, void** dpt
 }
 static void cuda_ipc_close(void* dptr) {
   cudaError_t e = cudaIpcCloseMemHandle(dptr);
-  if (e != cudaSuccess) BRAID_WARN("Cuda failure %d '%s': cudaIpcCloseMemHandle(%p)", (int)e, cudaGetErrorString(e), dptr);
+  if (e != cudaSuccess)
+    BRAID_WARN("Cuda failure %d '%s': cudaIpcCloseMemHandle(%p)", (int)e, cudaGetErrorString(e), dptr);
 }
 
 static ncclResult_t cuda_launch(const struct braid_kernel_args* args, int dtype, int nblocks, int nthreads,

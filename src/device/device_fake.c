@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "base/param.h"
 #include "device/device.h"
 #include "kernels/executor.h"
 #include "kernels/kernel.cuh"
-#include "base/param.h"
 #include "topo/topo.h"
 
 #define FAKE_IPC_MAGIC 0x66616b65u /* "fake" */
@@ -184,7 +184,9 @@ static ncclResult_t fake_host_alloc(void** host, void** dev, size_t bytes) {
   *dev = p;
   return ncclSuccess;
 }
-static void fake_host_free(void* host) { free(host); }
+static void fake_host_free(void* host) {
+  free(host);
+}
 static ncclResult_t fake_host_register(void* host, size_t bytes, void** dev) {
   *dev = host;
   return ncclSuccess;
@@ -300,13 +302,13 @@ struct fake_op {
 struct fake_stream {
   struct fake_stream* next;
   cudaStream_t handle;
-  int dev;                        /* for the NULL stream: one per device */
+  int dev; /* for the NULL stream: one per device */
   pthread_t thread;
-  pthread_cond_t cond;            /* work queued */
+  pthread_cond_t cond; /* work queued */
   struct fake_op *head, *tail;
   uint64_t queued, done;
-  int held;                       /* test hook: start nothing while set */
-  int capturing;                  /* test hook: stream_capturing says yes */
+  int held;      /* test hook: start nothing while set */
+  int capturing; /* test hook: stream_capturing says yes */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -322,7 +324,9 @@ static void after_fork_child(void) {
   streams = NULL;
   mems = NULL; /* the parent's segments stay mapped here; the parent owns them */
 }
-static void install_atfork(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+static void install_atfork(void) {
+  pthread_atfork(NULL, NULL, after_fork_child);
+}
 
 static void event_unref(struct fake_event* ev) { /* under mu */
   if (--ev->refs == 0) free(ev);
@@ -466,7 +470,9 @@ static ncclResult_t fake_launch(const struct braid_kernel_args* args, int dtype,
 }
 
 /* Host memory is everyone's: nothing to enable. */
-static ncclResult_t fake_enable_peer_access(int peer_dev) { return ncclSuccess; }
+static ncclResult_t fake_enable_peer_access(int peer_dev) {
+  return ncclSuccess;
+}
 
 static ncclResult_t fake_memcpy_async(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   struct fake_op* op = NULL;
@@ -552,8 +558,12 @@ static ncclResult_t set_flag(cudaStream_t stream, int which, int on) {
   pthread_mutex_unlock(&mu);
   return res;
 }
-ncclResult_t braid_device_fake_hold(cudaStream_t stream, int on) { return set_flag(stream, 0, on); }
-ncclResult_t braid_device_fake_capture(cudaStream_t stream, int on) { return set_flag(stream, 1, on); }
+ncclResult_t braid_device_fake_hold(cudaStream_t stream, int on) {
+  return set_flag(stream, 0, on);
+}
+ncclResult_t braid_device_fake_capture(cudaStream_t stream, int on) {
+  return set_flag(stream, 1, on);
+}
 
 static ncclResult_t fake_stream_capturing(cudaStream_t stream, int* yes) {
   pthread_once(&atfork_once, install_atfork);

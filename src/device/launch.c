@@ -14,16 +14,17 @@
  * its kernel completed; a buffer used by a launch into a capturing stream belongs to the
  * graph and is never rewritten (freed with the communicator).
  */
+#include "device/launch.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
+#include "base/param.h"
 #include "device/device.h"
 #include "kernels/kernel.cuh"
-#include "device/launch.h"
-#include "base/param.h"
 #include "transport/net/net.h"
 
 _Static_assert(sizeof(struct braid_kernel_args) <= 4096, "kernel arguments fit CUDA's 4 KiB parameter space");
@@ -36,22 +37,22 @@ struct launch_buf {
   char* host;
   char* dev;
   size_t bytes;
-  braid_event_t done;  /* recorded behind the kernel that reads it */
-  int busy;            /* a launch may still read it */
-  int graph;           /* captured: owned by the graph for the comm's lifetime */
-  int nblocks;         /* statuses to check */
+  braid_event_t done; /* recorded behind the kernel that reads it */
+  int busy;           /* a launch may still read it */
+  int graph;          /* captured: owned by the graph for the comm's lifetime */
+  int nblocks;        /* statuses to check */
 };
 
 struct braid_launch_state {
   const struct braid_device_ops* dev;
-  int slots;                        /* connections per channel: FIXED_CONNS + 2 nranks */
+  int slots; /* connections per channel: FIXED_CONNS + 2 nranks */
   struct braid_dev_channel* d_channels;
-  struct braid_conn* d_conns;       /* [nchannels * slots] */
-  int* d_ring_ranks;                /* [nchannels * nranks] */
-  struct braid_conn** d_p2p;        /* [nchannels * 2 nranks] */
-  uint8_t* mirrored;                /* [nchannels * slots] host flags */
-  struct braid_conn** h_p2p;        /* staging for d_p2p */
-  braid_event_t join;               /* cross-stream ordering */
+  struct braid_conn* d_conns; /* [nchannels * slots] */
+  int* d_ring_ranks;          /* [nchannels * nranks] */
+  struct braid_conn** d_p2p;  /* [nchannels * 2 nranks] */
+  uint8_t* mirrored;          /* [nchannels * slots] host flags */
+  struct braid_conn** h_p2p;  /* staging for d_p2p */
+  braid_event_t join;         /* cross-stream ordering */
   struct launch_buf* bufs;
   int error_reported;
 };
@@ -177,7 +178,8 @@ static ncclResult_t status_error(struct braid_comm* comm, int status, int block)
       BRAID_WARN("%s", comm->abort_reason[0] ? comm->abort_reason : "kernel timed out waiting for a peer");
       return ncclSystemError;
     case BRAID_EXEC_PEER_FAILED:
-      BRAID_WARN("rank %d: kernel failed: %s", comm->rank, comm->abort_reason[0] ? comm->abort_reason : "a peer failed");
+      BRAID_WARN("rank %d: kernel failed: %s", comm->rank,
+                 comm->abort_reason[0] ? comm->abort_reason : "a peer failed");
       return ncclRemoteError;
     default:
       BRAID_WARN("rank %d: kernel failed with status %d (channel block %d)", comm->rank, status, block);

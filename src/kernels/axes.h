@@ -7,18 +7,18 @@
 #define BRAID_AXES_H
 
 /* X(nccl enum value, short name, storage type, size in bytes, nccl-tests name) */
-#define BRAID_DTYPES(X)                                     \
-  X(0, i8, int8_t, 1, "int8")                               \
-  X(1, u8, uint8_t, 1, "uint8")                             \
-  X(2, i32, int32_t, 4, "int32")                            \
-  X(3, u32, uint32_t, 4, "uint32")                          \
-  X(4, i64, int64_t, 8, "int64")                            \
-  X(5, u64, uint64_t, 8, "uint64")                          \
-  X(6, f16, uint16_t, 2, "half")                            \
-  X(7, f32, float, 4, "float")                              \
-  X(8, f64, double, 8, "double")                            \
-  X(9, bf16, uint16_t, 2, "bfloat16")                       \
-  X(10, f8e4m3, uint8_t, 1, "f8e4m3")                       \
+#define BRAID_DTYPES(X)               \
+  X(0, i8, int8_t, 1, "int8")         \
+  X(1, u8, uint8_t, 1, "uint8")       \
+  X(2, i32, int32_t, 4, "int32")      \
+  X(3, u32, uint32_t, 4, "uint32")    \
+  X(4, i64, int64_t, 8, "int64")      \
+  X(5, u64, uint64_t, 8, "uint64")    \
+  X(6, f16, uint16_t, 2, "half")      \
+  X(7, f32, float, 4, "float")        \
+  X(8, f64, double, 8, "double")      \
+  X(9, bf16, uint16_t, 2, "bfloat16") \
+  X(10, f8e4m3, uint8_t, 1, "f8e4m3") \
   X(11, f8e5m2, uint8_t, 1, "f8e5m2")
 
 /* The user-visible operators: X(nccl enum value, short name, nccl-tests name). */
@@ -43,22 +43,22 @@
   X(5, SUMPOSTDIV)
 
 /* Collective functions: X(id, NCCL's name as in logs). */
-#define BRAID_FUNCS(X)      \
-  X(0, Broadcast)           \
-  X(1, Reduce)              \
-  X(2, AllGather)           \
-  X(3, ReduceScatter)       \
-  X(4, AllReduce)           \
+#define BRAID_FUNCS(X) \
+  X(0, Broadcast)      \
+  X(1, Reduce)         \
+  X(2, AllGather)      \
+  X(3, ReduceScatter)  \
+  X(4, AllReduce)      \
   X(5, SendRecv)
 
 /* Algorithms, NCCL's ids and names (NCCL_ALGO). */
-#define BRAID_ALGOS(X)        \
-  X(0, TREE, "Tree")          \
-  X(1, RING, "Ring")          \
+#define BRAID_ALGOS(X)                  \
+  X(0, TREE, "Tree")                    \
+  X(1, RING, "Ring")                    \
   X(2, COLLNET_DIRECT, "CollNetDirect") \
   X(3, COLLNET_CHAIN, "CollNetChain")   \
-  X(4, NVLS, "NVLS")          \
-  X(5, NVLS_TREE, "NVLSTree") \
+  X(4, NVLS, "NVLS")                    \
+  X(5, NVLS_TREE, "NVLSTree")           \
   X(6, PAT, "PAT")
 
 /* Protocols, NCCL's ids and names (NCCL_PROTO). */
@@ -71,25 +71,25 @@ enum braid_redkind {
 #define BRAID_X(id, name) BRAID_RED_##name = id,
   BRAID_REDKINDS(BRAID_X)
 #undef BRAID_X
-  BRAID_NUM_REDKINDS
+      BRAID_NUM_REDKINDS
 };
 enum braid_func {
 #define BRAID_X(id, name) BRAID_FUNC_##name = id,
   BRAID_FUNCS(BRAID_X)
 #undef BRAID_X
-  BRAID_NUM_FUNCS
+      BRAID_NUM_FUNCS
 };
 enum braid_algo {
 #define BRAID_X(id, name, str) BRAID_ALGO_##name = id,
   BRAID_ALGOS(BRAID_X)
 #undef BRAID_X
-  BRAID_NUM_ALGOS
+      BRAID_NUM_ALGOS
 };
 enum braid_proto {
 #define BRAID_X(id, name, str) BRAID_PROTO_##name = id,
   BRAID_PROTOS(BRAID_X)
 #undef BRAID_X
-  BRAID_NUM_PROTOS
+      BRAID_NUM_PROTOS
 };
 #define BRAID_NUM_DTYPES 12
 

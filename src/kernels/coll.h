@@ -18,7 +18,9 @@
 #include "algo/tree.h"
 #include "kernels/prims.h"
 
-HD size_t braid_min_sz(size_t a, size_t b) { return a < b ? a : b; }
+HD size_t braid_min_sz(size_t a, size_t b) {
+  return a < b ? a : b;
+}
 
 /* Position of `rank` in a ring order. */
 HD int braid_ring_pos_of(const struct braid_dev_ring* ring, int nranks, int rank) {
@@ -28,8 +30,7 @@ HD int braid_ring_pos_of(const struct braid_dev_ring* ring, int nranks, int rank
 }
 
 /* AllReduce: each loop covers nranks chunks; chunk c of the loop is the same range on every rank. */
-HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w,
-                                const struct braid_dev_channel* ch) {
+HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
   int n = w->nranks, es = p->esize, nsteps = braid_ring_allreduce_nsteps(n);
   size_t size = w->chan_count, loop = (size_t)n * w->chunk_elems;
   const char* in = (const char*)w->sendbuff + w->chan_off * es;
@@ -92,12 +93,12 @@ HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_w
 }
 
 /* Broadcast / Reduce: a pipelined chain along the ring, one step per chunk. */
-HD int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w,
-                            const struct braid_dev_channel* ch, int is_bcast) {
+HD int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
+                            int is_bcast) {
   int n = w->nranks, es = p->esize;
   int root_pos = braid_ring_pos_of(&ch->ring, n, w->root);
-  int rel = is_bcast ? braid_ring_bcast_pos(n, ch->ring.index, root_pos)
-                     : braid_ring_reduce_pos(n, ch->ring.index, root_pos);
+  int rel =
+      is_bcast ? braid_ring_bcast_pos(n, ch->ring.index, root_pos) : braid_ring_reduce_pos(n, ch->ring.index, root_pos);
   struct braid_step st = {0, 0};
   if (is_bcast)
     braid_ring_broadcast_step(n, rel, 0, &st);
@@ -130,8 +131,7 @@ HD int braid_tree_conns(int dir, struct braid_conn* up, struct braid_conn* const
 
 /* Tree AllReduce: reduce up the tree then broadcast down, software-pipelined a few chunks
  * deep (algo/tree.h), each chunk one FIFO slot. */
-HD int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w,
-                                const struct braid_dev_channel* ch) {
+HD int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
   struct braid_conn* down_send[BRAID_MAX_TREE_ARITY];
   struct braid_conn* down_recv[BRAID_MAX_TREE_ARITY];
   int ndown = 0, has_up = ch->tree.up >= 0, es = p->esize;
@@ -176,8 +176,7 @@ HD int braid_conn_can_recv(struct braid_conn* c) {
 /* Ops to one peer in one direction run in call order: op k waits for earlier unfinished ones. */
 HD int braid_p2p_blocked(const struct braid_work* w, int first, int k) {
   for (int j = first; j < k; j++)
-    if (w->ops[j].peer == w->ops[k].peer && w->ops[j].is_send == w->ops[k].is_send &&
-        w->ops[j].done < w->ops[j].bytes)
+    if (w->ops[j].peer == w->ops[k].peer && w->ops[j].is_send == w->ops[k].is_send && w->ops[j].done < w->ops[j].bytes)
       return 1;
   return 0;
 }
@@ -187,8 +186,7 @@ HD int braid_p2p_blocked(const struct braid_work* w, int first, int k) {
  * ready, so a rank sending a large message to one peer keeps draining another's. Each op
  * moves ceil(bytes / chunk) steps (none for 0 bytes), identically on both ends.
  */
-HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w,
-                     const struct braid_dev_channel* ch) {
+HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
   size_t chunk = w->p2p_chunk_bytes;
   for (int i = 0, end; i < w->nops; i = end) {
     for (end = i; end < w->nops && w->ops[end].round == w->ops[i].round; end++)
@@ -239,8 +237,8 @@ HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w,
 }
 
 /* Run one work item on one channel. Returns 0 or a braid_exec_status. */
-HD int braid_run_work(struct braid_prims* p, const struct braid_work* w,
-                      const struct braid_dev_channel* ch, const volatile uint32_t* abort_flag) {
+HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
+                      const volatile uint32_t* abort_flag) {
   p->op = &w->redop;
   p->proto = w->proto;
   p->esize = w->func == BRAID_FUNC_SendRecv ? 1 : braid_dtype_size(w->dtype);
@@ -257,11 +255,16 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w,
     case BRAID_FUNC_AllReduce:
       if (w->algo == BRAID_ALGO_TREE) return braid_run_tree_allreduce(p, w, ch);
       return w->exchange ? braid_run_pair_allreduce(p, w) : braid_run_ring_allreduce(p, w, ch);
-    case BRAID_FUNC_AllGather: return braid_run_ring_gather_scatter(p, w, ch, 1);
-    case BRAID_FUNC_ReduceScatter: return braid_run_ring_gather_scatter(p, w, ch, 0);
-    case BRAID_FUNC_Broadcast: return braid_run_ring_chain(p, w, ch, 1);
-    case BRAID_FUNC_Reduce: return braid_run_ring_chain(p, w, ch, 0);
-    case BRAID_FUNC_SendRecv: return braid_run_p2p(p, w, ch);
+    case BRAID_FUNC_AllGather:
+      return braid_run_ring_gather_scatter(p, w, ch, 1);
+    case BRAID_FUNC_ReduceScatter:
+      return braid_run_ring_gather_scatter(p, w, ch, 0);
+    case BRAID_FUNC_Broadcast:
+      return braid_run_ring_chain(p, w, ch, 1);
+    case BRAID_FUNC_Reduce:
+      return braid_run_ring_chain(p, w, ch, 0);
+    case BRAID_FUNC_SendRecv:
+      return braid_run_p2p(p, w, ch);
   }
   return 0;
 }

@@ -61,7 +61,7 @@
 
 struct braid_direct_pend {
   struct braid_conn* conn;
-  uint64_t step;        /* done once *conn->head > step */
+  uint64_t step; /* done once *conn->head > step */
   const char* src;
   size_t bytes;
 };
@@ -74,7 +74,7 @@ struct braid_direct_rpend {
 
 /* One executor thread's direct sends and receives in flight. */
 struct braid_direct {
-  int scratch_out;      /* the current work item's output may hold partial results */
+  int scratch_out; /* the current work item's output may hold partial results */
   int npend, nrpend;
   struct braid_direct_pend pend[BRAID_DIRECT_MAX_PEND];
   struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
@@ -136,7 +136,9 @@ static inline int braid_direct_overlaps(struct braid_direct* d, const char* dst,
 }
 
 /* Receive end of an rdirect connection: has the executor declared the current step? */
-static inline int braid_recv_declared(const struct braid_conn* c) { return simt_ld_acquire_u64(c->want) > c->step; }
+static inline int braid_recv_declared(const struct braid_conn* c) {
+  return simt_ld_acquire_u64(c->want) > c->step;
+}
 
 /* Declare where the current step lands: `dst` (user memory, `bytes` expected) or NULL for its
  * slot. A receive into user memory is remembered until it arrives (d may be NULL for slots);

@@ -12,11 +12,11 @@
 
 struct braid_host_job {
   struct braid_dev_channel* ch;
-  struct braid_work* works;            /* run in order on this channel */
+  struct braid_work* works; /* run in order on this channel */
   int nworks;
   const volatile uint32_t* abort_flag;
-  int status;                          /* out: enum braid_exec_status of the first failure */
-  volatile int done;                   /* set by the runner */
+  int status;        /* out: enum braid_exec_status of the first failure */
+  volatile int done; /* set by the runner */
 };
 
 /* Run every job to completion (or failure); job statuses say which failed. */

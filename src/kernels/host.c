@@ -13,9 +13,9 @@
 #include <stdlib.h>
 
 #include "base/check.h"
-#include "kernels/executor.h"
-#include "kernels/coll.h"
 #include "base/param.h"
+#include "kernels/coll.h"
+#include "kernels/executor.h"
 
 struct worker {
   pthread_t thread;
@@ -23,13 +23,13 @@ struct worker {
   pthread_cond_t cond;
   struct braid_host_job* job; /* assigned work, NULL while idle (under mutex) */
   int stop;
-  struct worker* next;        /* idle list / all-workers list */
+  struct worker* next; /* idle list / all-workers list */
 };
 
 int braid_spin_before_yield = BRAID_SPIN_BEFORE_YIELD;
 
 static pthread_mutex_t pool_mutex = PTHREAD_MUTEX_INITIALIZER;
-static struct worker* idle;     /* workers ready for a job */
+static struct worker* idle; /* workers ready for a job */
 static int pool_refs;
 
 struct worker_link {

@@ -26,12 +26,12 @@
 #define BRAID_KERNEL_MAX_THREADS 512
 
 struct braid_kernel_args {
-  struct braid_dev_channel* channels; /* device: the communicator's channels, by channel id */
-  const struct braid_work* works;     /* device-visible overflow buffer, or NULL: inline_works */
+  struct braid_dev_channel* channels;  /* device: the communicator's channels, by channel id */
+  const struct braid_work* works;      /* device-visible overflow buffer, or NULL: inline_works */
   const volatile uint32_t* abort_flag; /* host-mapped: ncclCommAbort raises it */
-  int* status;                        /* device-visible [nblocks] out: enum braid_exec_status */
+  int* status;                         /* device-visible [nblocks] out: enum braid_exec_status */
   int nblocks;
-  int nworks;                         /* total over blocks */
+  int nworks;                                /* total over blocks */
   uint8_t block_channel[BRAID_MAX_CHANNELS]; /* channel id block b runs */
   uint32_t block_first[BRAID_MAX_CHANNELS];  /* block b's items: [first, first + n) */
   uint32_t block_nworks[BRAID_MAX_CHANNELS];

@@ -53,7 +53,7 @@ struct braid_prims {
   const volatile uint32_t* abort_flag; /* non-zero: stop waiting (value = braid_exec_status) */
   volatile int status;                 /* first failure seen by thread 0, read by all */
 #if !BRAID_DEVICE_COMPILE
-  struct braid_direct* direct;         /* host executor: direct sends in flight (direct.h) */
+  struct braid_direct* direct; /* host executor: direct sends in flight (direct.h) */
 #endif
 };
 
@@ -149,8 +149,7 @@ HD void braid_ll_store(volatile uint64_t* line, const char* src, int bytes, uint
   uint32_t w[2] = {0, 0};
   char* d = (char*)w;
   for (int i = 0; i < bytes; i++) d[i] = src[i];
-  simt_st_volatile_u64x2(line, (uint64_t)w[0] | ((uint64_t)flag << 32),
-                         (uint64_t)w[1] | ((uint64_t)flag << 32));
+  simt_st_volatile_u64x2(line, (uint64_t)w[0] | ((uint64_t)flag << 32), (uint64_t)w[1] | ((uint64_t)flag << 32));
 }
 
 /* Wait for a line carrying `flag` and copy its payload (<= 8 bytes) to dst. */
@@ -203,8 +202,8 @@ HD int braid_ll128_load(const volatile uint64_t* line, char* dst, int bytes, uin
  * destination (the post-op with the last of them), the result copied to the others.
  * `rbuf`/`sbuf` hold contiguous payload: Simple slots, or a line's staging for LL/LL128.
  */
-HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in, char* out,
-                           const char* const* rbuf, char* const* sbuf, size_t nelem, int post) {
+HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in, char* out, const char* const* rbuf,
+                           char* const* sbuf, size_t nelem, int post) {
   int reads_in = braid_prim_reads_input(prim);
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   const void* src[BRAID_MAX_FAN + 1] = {0, 0, 0, 0};
@@ -223,8 +222,8 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
   } else {
     for (int k = 1; k < nsrc; k++) {
       int last = k == nsrc - 1;
-      BRAID_REDUCE_COPY(p->op, dst[0], last && ndst > 1 ? dst[1] : 0, k == 1 ? src[0] : dst[0],
-                        k == 1 && reads_in, src[k], 0, last && do_post, nelem);
+      BRAID_REDUCE_COPY(p->op, dst[0], last && ndst > 1 ? dst[1] : 0, k == 1 ? src[0] : dst[0], k == 1 && reads_in,
+                        src[k], 0, last && do_post, nelem);
       simt_bar_sync(); /* the next pass reads dst[0] elements other threads wrote */
     }
   }
@@ -347,8 +346,8 @@ static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const 
 /* The step itself: the received payload is in my output already (rdst) or gets computed
  * there (nothing for a plain SEND); the sends go from `src` (publish the address, remember
  * the sends until they complete) or, without one, from a copy in their slots. */
-static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, const char* in, char* out,
-                                           size_t nelem, int post, const char* src, const char* rdst, int scratch) {
+static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
+                                           int post, const char* src, const char* rdst, int scratch) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   size_t bytes = nelem * p->esize;
   if (braid_prims_wait(p, nr, ns, 1)) return p->status;
@@ -386,8 +385,7 @@ static inline void braid_p2p_recv_declare(struct braid_prims* p, struct braid_co
 #endif
 
 /* Simple protocol: one slot per step. */
-HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
-                         int post) {
+HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
 #if !BRAID_DEVICE_COMPILE
   {
@@ -414,8 +412,7 @@ HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* 
  * whole lines (stride nthreads), stages one line's payload in registers, reduces it with the
  * matching bytes of the input, and stores the outgoing line.
  */
-HD int braid_prim_lines(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
-                        int post) {
+HD int braid_prim_lines(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
   int proto = p->proto, ll = proto == BRAID_PROTO_LL;
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   int payload = ll ? BRAID_LL_PAYLOAD : BRAID_LL128_PAYLOAD;
@@ -466,8 +463,7 @@ HD int braid_prim_lines(struct braid_prims* p, int prim, const char* in, char* o
 }
 
 /* One step of a primitive over at most one slot of payload. Returns 0 or an exec status. */
-HD int braid_prim_step(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
-                       int post) {
+HD int braid_prim_step(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
   if (prim == BRAID_PRIM_LOCAL_COPY) {
     braid_prim_compute(p, prim, in, out, 0, 0, nelem, post);
     simt_bar_sync();

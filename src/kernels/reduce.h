@@ -306,7 +306,7 @@ HD double braid_red_fmin_f64(double x, double y) {
         BRAID_RED_RUN1(sh, MUL1);                                                                                 \
       else if (kind == BRAID_RED_SUMPOSTDIV && post)                                                              \
         BRAID_RED_RUN1(sh, DIV1);                                                                                 \
-      else if (!BRAID_DEVICE_COMPILE && nt == 1 && d0 != a && d1ok) {                                            \
+      else if (!BRAID_DEVICE_COMPILE && nt == 1 && d0 != a && d1ok) {                                             \
         memcpy(d0, a, n * sizeof(T)); /* host: one call (gcc makes the loop a call per 16 elements) */            \
         if (d1 != NULL) memcpy(d1, a, n * sizeof(T));                                                             \
       } else if (d0 != a || d1 != NULL)                                                                           \

@@ -33,9 +33,9 @@
 /* The control block of a connection; it lives in memory both ends map (the receiver owns it).
  * Counters sit on their own 128-byte lines so the two writers never share a cache line. */
 struct braid_conn_ctrl {
-  volatile uint64_t tail;  /* sender: number of steps published */
+  volatile uint64_t tail; /* sender: number of steps published */
   char pad0[120];
-  volatile uint64_t head;  /* receiver: number of steps consumed */
+  volatile uint64_t head; /* receiver: number of steps consumed */
   char pad1[120];
   volatile uint64_t sizes[BRAID_NSTEPS]; /* bytes in each slot as they travel (LL/LL128: whole lines):
                                           * the net proxy sends this many; its receiver sets them */
@@ -46,26 +46,26 @@ struct braid_conn_ctrl {
                                           * receive end (braid_conn.rdirect): where the step lands
                                           * (0: its slot), with sizes[] the bytes expected there;
                                           * written before `want` */
-  volatile uint64_t want;  /* receive end of an rdirect connection: steps whose destination the
-                            * executor has declared; the proxy posts no receive beyond it */
+  volatile uint64_t want;                /* receive end of an rdirect connection: steps whose destination the
+                                          * executor has declared; the proxy posts no receive beyond it */
   char pad2[56];
 };
 
 /* One end of a connection as the data path sees it. */
 struct braid_conn {
-  volatile uint64_t* tail;              /* ctrl->tail of the shared block */
-  volatile uint64_t* head;              /* ctrl->head */
-  volatile uint64_t* sizes;             /* ctrl->sizes */
-  volatile uint64_t* ptrs;              /* ctrl->ptrs */
-  volatile uint64_t* want;              /* ctrl->want */
-  char* buff[BRAID_NUM_PROTOS];         /* slot 0 of each protocol's FIFO */
+  volatile uint64_t* tail;               /* ctrl->tail of the shared block */
+  volatile uint64_t* head;               /* ctrl->head */
+  volatile uint64_t* sizes;              /* ctrl->sizes */
+  volatile uint64_t* ptrs;               /* ctrl->ptrs */
+  volatile uint64_t* want;               /* ctrl->want */
+  char* buff[BRAID_NUM_PROTOS];          /* slot 0 of each protocol's FIFO */
   uint32_t slot_bytes[BRAID_NUM_PROTOS]; /* bytes of one slot (lines included for LL/LL128) */
-  uint64_t step;                        /* this end's step counter */
-  int wait_tail;                        /* LL/LL128 receive: wait for tail before reading lines
-                                           (their bytes arrive through a proxy, not as flagged
-                                           stores). Set on both ends of a proxied (net)
-                                           connection: its sender publishes tail with release
-                                           semantics for every protocol. */
+  uint64_t step;                         /* this end's step counter */
+  int wait_tail;                         /* LL/LL128 receive: wait for tail before reading lines
+                                            (their bytes arrive through a proxy, not as flagged
+                                            stores). Set on both ends of a proxied (net)
+                                            connection: its sender publishes tail with release
+                                            semantics for every protocol. */
   /* Host executor only (device code never reads it): the sender may publish a Simple step by
    * pointer (ctrl->ptrs) instead of copying it into the slot; set by the net transport on the
    * send end of host-mode connections whose plugin sends from any host memory. On such a
@@ -87,26 +87,26 @@ struct braid_conn {
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */
 struct braid_dev_ring {
-  int prev, next;       /* ranks */
-  int index;            /* my position in ring order */
-  const int* ranks;     /* ring order: ranks[i] is the rank at position i (nranks entries) */
+  int prev, next;   /* ranks */
+  int index;        /* my position in ring order */
+  const int* ranks; /* ring order: ranks[i] is the rank at position i (nranks entries) */
 };
 struct braid_dev_tree {
-  int up;                            /* -1 at the root */
-  int down[BRAID_MAX_TREE_ARITY];    /* -1 when absent */
+  int up;                         /* -1 at the root */
+  int down[BRAID_MAX_TREE_ARITY]; /* -1 when absent */
 };
 struct braid_dev_channel {
   int id;
   struct braid_dev_ring ring;
   struct braid_dev_tree tree;
-  struct braid_conn* ring_send;     /* to ring.next */
-  struct braid_conn* ring_recv;     /* from ring.prev */
-  struct braid_conn* tree_up_send;   /* to tree.up */
-  struct braid_conn* tree_up_recv;   /* from tree.up */
+  struct braid_conn* ring_send;    /* to ring.next */
+  struct braid_conn* ring_recv;    /* from ring.prev */
+  struct braid_conn* tree_up_send; /* to tree.up */
+  struct braid_conn* tree_up_recv; /* from tree.up */
   struct braid_conn* tree_down_send[BRAID_MAX_TREE_ARITY];
   struct braid_conn* tree_down_recv[BRAID_MAX_TREE_ARITY];
-  struct braid_conn** p2p_send;     /* [nranks], NULL where not connected */
-  struct braid_conn** p2p_recv;     /* [nranks] */
+  struct braid_conn** p2p_send; /* [nranks], NULL where not connected */
+  struct braid_conn** p2p_recv; /* [nranks] */
 };
 
 /* One piece of point-to-point work in a channel: a send or a receive of a byte range. Ops
@@ -116,27 +116,27 @@ struct braid_p2p_op {
   int round;
   int peer;
   int is_send;
-  char* buff;          /* recv: destination; send: source */
+  char* buff; /* recv: destination; send: source */
   size_t bytes;
-  size_t done;         /* progress, kept by the executor (reset when the op starts) */
+  size_t done; /* progress, kept by the executor (reset when the op starts) */
 };
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
 struct braid_work {
-  uint8_t func;        /* enum braid_func */
-  uint8_t algo;        /* enum braid_algo */
-  uint8_t proto;       /* enum braid_proto */
-  uint8_t dtype;       /* ncclDataType_t */
+  uint8_t func;  /* enum braid_func */
+  uint8_t algo;  /* enum braid_algo */
+  uint8_t proto; /* enum braid_proto */
+  uint8_t dtype; /* ncclDataType_t */
   struct braid_redop redop;
   int nranks, rank, root;
   const void* sendbuff;
   void* recvbuff;
-  size_t count;        /* elements per rank as the API counts them */
+  size_t count; /* elements per rank as the API counts them */
   /* This channel's share: elements [chan_off, chan_off + chan_count) of the per-chunk range. */
   size_t chan_off, chan_count;
-  uint32_t chunk_elems; /* elements per step (at most one FIFO slot of payload) */
-  uint8_t exchange;     /* AllReduce of 2 ranks, small: swap whole inputs and reduce locally
-                           (one hop instead of the ring's two; the same bytes on the wire) */
+  uint32_t chunk_elems;     /* elements per step (at most one FIFO slot of payload) */
+  uint8_t exchange;         /* AllReduce of 2 ranks, small: swap whole inputs and reduce locally
+                               (one hop instead of the ring's two; the same bytes on the wire) */
   uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */
   /* SendRecv: the channel's p2p ops, run in order (sends and receives interleaved per round). */
   int nops;
@@ -147,7 +147,8 @@ struct braid_work {
 HD int braid_dtype_size(int dtype) {
   switch (dtype) {
 #define BRAID_X(id, short_name, type, size, str) \
-  case id: return size;
+  case id:                                       \
+    return size;
     BRAID_DTYPES(BRAID_X)
 #undef BRAID_X
   }
@@ -157,8 +158,8 @@ HD int braid_dtype_size(int dtype) {
 /* Status the executors return: 0 ok, else why the work stopped. */
 enum braid_exec_status {
   BRAID_EXEC_OK = 0,
-  BRAID_EXEC_ABORTED = 1,   /* the communicator's abort flag was raised */
-  BRAID_EXEC_TIMEOUT = 2,   /* BRAID_TIMEOUT elapsed waiting for a peer */
+  BRAID_EXEC_ABORTED = 1,     /* the communicator's abort flag was raised */
+  BRAID_EXEC_TIMEOUT = 2,     /* BRAID_TIMEOUT elapsed waiting for a peer */
   BRAID_EXEC_PEER_FAILED = 3, /* a peer died or its connection broke (comm->abort_reason says which) */
 };
 

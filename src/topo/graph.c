@@ -16,11 +16,12 @@
  * then the next device in index order, so an NVSwitch node yields 0 1 2 ... rotated per
  * channel. A step budget bounds each channel's backtracking.
  */
+#include "topo/graph.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
-#include "topo/graph.h"
 #include "base/param.h"
 
 /* Per-channel speeds tried (GB/s), NCCL's ladders. */
@@ -41,14 +42,14 @@ struct hop {
 struct search {
   const struct braid_topo_system* sys;
   int ndev, nnics, multi;
-  const int* dev;      /* sys node of each device */
-  int* link_off;       /* first flat index of each sys node's links */
-  float* cap;          /* link bandwidths, flat */
-  float* rem;          /* remaining, flat */
+  const int* dev;          /* sys node of each device */
+  int* link_off;           /* first flat index of each sys node's links */
+  float* cap;              /* link bandwidths, flat */
+  float* rem;              /* remaining, flat */
   float *net_in, *net_out; /* NIC network side remaining (GB/s) */
-  struct hop* dd;      /* ndev x ndev */
-  struct hop* dn;      /* device -> NIC, ndev x nnics */
-  struct hop* nd;      /* NIC -> device, nnics x ndev */
+  struct hop* dd;          /* ndev x ndev */
+  struct hop* dn;          /* device -> NIC, ndev x nnics */
+  struct hop* nd;          /* NIC -> device, nnics x ndev */
   /* current attempt */
   float speed;
   int tmax_intra, tmax_inter, cross;

@@ -16,8 +16,8 @@
 
 #include "algo/tree.h"
 #include "base/check.h"
-#include "topo/graph.h"
 #include "base/param.h"
+#include "topo/graph.h"
 
 void braid_graph_free(struct braid_channel_graph* g) {
   if (g == NULL) return;
@@ -40,8 +40,8 @@ void braid_graph_ring_from(const struct braid_channel_graph* g, int c, int rank,
 }
 
 /* Check the rank table; fills node sizes and the local rank -> rank map. */
-static ncclResult_t check_ranks(int nranks, const struct braid_topo_rank* ranks, int* nnodes_p, int* count,
-                                int* local, int* host_p) {
+static ncclResult_t check_ranks(int nranks, const struct braid_topo_rank* ranks, int* nnodes_p, int* count, int* local,
+                                int* host_p) {
   int nnodes = 0, host = ranks[0].bus_id < 0;
   for (int i = 0; i < nranks; i++) {
     const struct braid_topo_rank* r = &ranks[i];
@@ -331,12 +331,14 @@ static ncclResult_t search_one(const struct braid_topo_system* sys, const struct
   info->cpu_vendor = sys->ncpus > 0 ? sys->nodes[sys->cpus[0]].vendor : BRAID_CPU_VENDOR_OTHER;
   info->cpu_arch = sys->ncpus > 0 ? sys->nodes[sys->cpus[0]].arch : BRAID_CPU_ARCH_X86;
   info->nnics = sys->nnics;
-  info->nvls = !l->host && known && ndev > 1 && braid_topo_nvls_capable(sys) && braid_param_int(BRAID_PARAM_NVLS_ENABLE) != 0;
+  info->nvls =
+      !l->host && known && ndev > 1 && braid_topo_nvls_capable(sys) && braid_param_int(BRAID_PARAM_NVLS_ENABLE) != 0;
   return ncclSuccess;
 }
 
-ncclResult_t braid_graph_node_search(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
-                                     int node, struct braid_graph_node_info* info) {
+ncclResult_t braid_graph_node_search(const struct braid_topo_system* sys, int nranks,
+                                     const struct braid_topo_rank* ranks, int node,
+                                     struct braid_graph_node_info* info) {
   ncclResult_t res = ncclSuccess;
   struct layout l;
   struct braid_topo_system* own = NULL;
@@ -366,9 +368,12 @@ out:
 /* An info that came over the network: does it fit node k? */
 static ncclResult_t check_info(const struct braid_graph_node_info* info, int k, int count) {
   const char* bad = NULL;
-  if (info->ndev != count) bad = "ndev";
-  else if (info->nrings < 1 || info->nrings > BRAID_GRAPH_MAX_RINGS) bad = "nrings";
-  else if (!(info->bw_intra > 0) || info->bw_inter < 0) bad = "bandwidth";
+  if (info->ndev != count)
+    bad = "ndev";
+  else if (info->nrings < 1 || info->nrings > BRAID_GRAPH_MAX_RINGS)
+    bad = "nrings";
+  else if (!(info->bw_intra > 0) || info->bw_inter < 0)
+    bad = "bandwidth";
   for (int r = 0; r < info->nrings && !bad; r++) {
     uint8_t seen[BRAID_GRAPH_MAX_LOCAL] = {0};
     for (int i = 0; i < count && !bad; i++) {
@@ -376,7 +381,8 @@ static ncclResult_t check_info(const struct braid_graph_node_info* info, int k, 
     }
     if (info->relay_in[r] < -1 || info->relay_in[r] >= count || info->relay_out[r] < -1 || info->relay_out[r] >= count)
       bad = "relay";
-    if (info->nic_in[r] < -1 || info->nic_in[r] >= info->nnics || info->nic_out[r] < -1 || info->nic_out[r] >= info->nnics)
+    if (info->nic_in[r] < -1 || info->nic_in[r] >= info->nnics || info->nic_out[r] < -1 ||
+        info->nic_out[r] >= info->nnics)
       bad = "nic";
   }
   if (bad) {
@@ -386,8 +392,8 @@ static ncclResult_t check_info(const struct braid_graph_node_info* info, int k, 
   return ncclSuccess;
 }
 
-ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks, const struct braid_graph_node_info* infos,
-                               struct braid_channel_graph** graph_p) {
+ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
+                               const struct braid_graph_node_info* infos, struct braid_channel_graph** graph_p) {
   ncclResult_t res = ncclSuccess;
   struct braid_channel_graph* g = NULL;
   struct node_tree *tree0 = NULL, *tree1 = NULL;
@@ -445,7 +451,8 @@ ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks, 
   BRAID_CALLOC_GOTO(tree1, l.nnodes, res, out);
   BRAID_CHECK_GOTO(node_trees(l.nnodes, tree0, tree1), res, out);
   struct node_tree* trees[2] = {tree0, tree1};
-  for (int c = 0; c < g->nchannels; c++) BRAID_CHECK_GOTO(lay_channel(g, c, l.node_ranks, l.count, infos, trees), res, out);
+  for (int c = 0; c < g->nchannels; c++)
+    BRAID_CHECK_GOTO(lay_channel(g, c, l.node_ranks, l.count, infos, trees), res, out);
   *graph_p = g;
   g = NULL;
 out:
@@ -481,8 +488,10 @@ ncclResult_t braid_graph_compute(const struct braid_topo_system* sys, int nranks
       for (int i = 0; i < l.count[k] && eq; i++) eq = dev[l.node_ranks[j][i]] == dev[l.node_ranks[k][i]];
       if (eq) same = j;
     }
-    if (same >= 0) memcpy(&infos[k], &infos[same], sizeof(infos[k]));
-    else BRAID_CHECK_GOTO(search_one(use, &l, dev, k, &infos[k]), res, out);
+    if (same >= 0)
+      memcpy(&infos[k], &infos[same], sizeof(infos[k]));
+    else
+      BRAID_CHECK_GOTO(search_one(use, &l, dev, k, &infos[k]), res, out);
   }
   BRAID_CHECK_GOTO(braid_graph_build(nranks, ranks, infos, graph_p), res, out);
 out:

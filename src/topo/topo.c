@@ -7,6 +7,8 @@
  * Gen1..6; NVLink per link by GPU generation; C2C = bw x count; CPU to CPU by vendor/model;
  * a NIC's PCIe link is capped by its port speed (Mb/s / 8000).
  */
+#include "topo/topo.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +16,6 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "topo/topo.h"
 
 /* ---- bandwidth rules ------------------------------------------------------------------ */
 
@@ -28,8 +29,10 @@ float braid_topo_nvlink_bw(int sm) {
 
 float braid_topo_pci_bw(const char* speed, int width) {
   /* Per-lane rate x 8/10 (Gen1-2) or ~128/130 folded into NCCL's table: GB/s x80 per lane. */
-  static const struct { double gts; int per_lane; } gens[] = {
-      {2.5, 15}, {5.0, 30}, {8.0, 60}, {16.0, 120}, {32.0, 240}, {64.0, 480}};
+  static const struct {
+    double gts;
+    int per_lane;
+  } gens[] = {{2.5, 15}, {5.0, 30}, {8.0, 60}, {16.0, 120}, {32.0, 240}, {64.0, 480}};
   if (speed == NULL || width <= 0) return BRAID_TOPO_BW_PCI_DEFAULT;
   double gts = atof(speed);
   for (size_t i = 0; i < sizeof(gens) / sizeof(gens[0]); i++)
@@ -114,7 +117,8 @@ ncclResult_t braid_topo_busid_parse(const char* s, int64_t* id_p) {
   for (const char* c = s;; c++) {
     if (isxdigit((unsigned char)*c)) {
       if (++digits > 4 || n > 3) return ncclInvalidArgument;
-      part[n] = part[n] * 16 + (unsigned long)(isdigit((unsigned char)*c) ? *c - '0' : tolower((unsigned char)*c) - 'a' + 10);
+      part[n] =
+          part[n] * 16 + (unsigned long)(isdigit((unsigned char)*c) ? *c - '0' : tolower((unsigned char)*c) - 'a' + 10);
       continue;
     }
     if (digits == 0 || n > 3 || (*c != ':' && *c != '.' && *c != '\0')) return ncclInvalidArgument;
@@ -123,9 +127,12 @@ ncclResult_t braid_topo_busid_parse(const char* s, int64_t* id_p) {
     if (*c == '\0') break;
   }
   unsigned long dom, bus, dev, fn;
-  if (n == 4 && sep[0] == ':' && sep[1] == ':' && sep[2] == '.') dom = part[0], bus = part[1], dev = part[2], fn = part[3];
-  else if (n == 3 && sep[0] == ':' && sep[1] == '.') dom = 0, bus = part[0], dev = part[1], fn = part[2];
-  else return ncclInvalidArgument;
+  if (n == 4 && sep[0] == ':' && sep[1] == ':' && sep[2] == '.')
+    dom = part[0], bus = part[1], dev = part[2], fn = part[3];
+  else if (n == 3 && sep[0] == ':' && sep[1] == '.')
+    dom = 0, bus = part[0], dev = part[1], fn = part[2];
+  else
+    return ncclInvalidArgument;
   if (bus > 0xff || dev > 0x1f || fn > 7) return ncclInvalidArgument;
   *id_p = ((int64_t)dom << 20) | ((int64_t)bus << 12) | ((int64_t)dev << 4) | (int64_t)fn;
   return ncclSuccess;
@@ -147,15 +154,19 @@ struct topo_build {
   struct braid_topo_system* sys;
   /* nvlink/c2c elements are resolved once every GPU exists */
   int npending, cap_pending;
-  struct { const struct braid_topo_xml* x; int gpu; int cpu; } * pending;
+  struct {
+    const struct braid_topo_xml* x;
+    int gpu;
+    int cpu;
+  } * pending;
 };
 
-#define TOPO_BAD(x, ...)                                                        \
-  do {                                                                          \
-    char braid_msg_[256];                                                       \
-    snprintf(braid_msg_, sizeof(braid_msg_), __VA_ARGS__);                      \
+#define TOPO_BAD(x, ...)                                                            \
+  do {                                                                              \
+    char braid_msg_[256];                                                           \
+    snprintf(braid_msg_, sizeof(braid_msg_), __VA_ARGS__);                          \
     BRAID_WARN("Topology XML line %d: <%s>: %s", (x)->line, (x)->name, braid_msg_); \
-    return ncclInvalidArgument;                                                 \
+    return ncclInvalidArgument;                                                     \
   } while (0)
 
 static ncclResult_t xml_int(const struct braid_topo_xml* x, const char* name, int64_t def, int* v) {
@@ -174,8 +185,8 @@ static int xml_has_device(const struct braid_topo_xml* x) {
   return 0;
 }
 
-static ncclResult_t build_gpu(struct topo_build* b, const struct braid_topo_xml* x, int64_t busid,
-                              int parent, float bw, int cpu) {
+static ncclResult_t build_gpu(struct topo_build* b, const struct braid_topo_xml* x, int64_t busid, int parent, float bw,
+                              int cpu) {
   struct braid_topo_system* sys = b->sys;
   int idx;
   for (int i = 0; i < sys->nnodes; i++)
@@ -212,8 +223,8 @@ static ncclResult_t build_gpu(struct topo_build* b, const struct braid_topo_xml*
   return ncclSuccess;
 }
 
-static ncclResult_t build_nic(struct topo_build* b, const struct braid_topo_xml* x, int64_t busid,
-                              int parent, float bw, int link_kind) {
+static ncclResult_t build_nic(struct topo_build* b, const struct braid_topo_xml* x, int64_t busid, int parent, float bw,
+                              int link_kind) {
   struct braid_topo_system* sys = b->sys;
   for (int i = 0; i < x->nkids; i++) {
     const struct braid_topo_xml* k = x->kids[i];
@@ -277,8 +288,7 @@ static ncclResult_t build_cpu(struct topo_build* b, const struct braid_topo_xml*
   BRAID_CHECK(xml_int(x, "numaid", -1, &numa));
   if (numa < 0) numa = sys->ncpus;
   for (int i = 0; i < sys->nnodes; i++)
-    if (sys->nodes[i].kind == BRAID_TOPO_CPU && sys->nodes[i].id == numa)
-      TOPO_BAD(x, "numaid=%d appears twice", numa);
+    if (sys->nodes[i].kind == BRAID_TOPO_CPU && sys->nodes[i].id == numa) TOPO_BAD(x, "numaid=%d appears twice", numa);
   BRAID_CHECK(braid_topo_node_add(sys, BRAID_TOPO_CPU, numa, &idx));
   sys->ncpus++;
   struct braid_topo_node* c = &sys->nodes[idx];
@@ -421,9 +431,8 @@ ncclResult_t braid_topo_from_xml(struct braid_topo_xml* xml, struct braid_topo_s
   BRAID_CHECK_GOTO(build_index(sys), res, err_free);
   for (int i = 1; i < sys->nnics; i++)
     if (sys->nodes[sys->nics[i]].dev >= 0 && sys->nodes[sys->nics[i]].dev == sys->nodes[sys->nics[i - 1]].dev) {
-      BRAID_WARN("Topology XML line %d: <net dev=\"%d\">: the same dev as line %d",
-                 sys->nodes[sys->nics[i]].xml_line, sys->nodes[sys->nics[i]].dev,
-                 sys->nodes[sys->nics[i - 1]].xml_line);
+      BRAID_WARN("Topology XML line %d: <net dev=\"%d\">: the same dev as line %d", sys->nodes[sys->nics[i]].xml_line,
+                 sys->nodes[sys->nics[i]].dev, sys->nodes[sys->nics[i - 1]].xml_line);
       res = ncclInvalidArgument;
       goto err_free;
     }
@@ -439,8 +448,7 @@ err:
   return res;
 }
 
-ncclResult_t braid_topo_load_xml_string(const char* text, const char* name,
-                                        struct braid_topo_system** sys_p) {
+ncclResult_t braid_topo_load_xml_string(const char* text, const char* name, struct braid_topo_system** sys_p) {
   ncclResult_t res = ncclSuccess;
   struct braid_topo_xml* xml = NULL;
   BRAID_CHECK(braid_topo_xml_parse(text, name, &xml));
@@ -462,8 +470,8 @@ ncclResult_t braid_topo_load_xml(const char* path, struct braid_topo_system** sy
   res = braid_topo_load_xml_string(text, path, sys_p);
   free(text);
   if (res == ncclSuccess)
-    BRAID_INFO(BRAID_LOG_GRAPH | BRAID_LOG_INIT, "Loaded topology from %s: %d GPUs, %d NICs, %d CPUs",
-               path, (*sys_p)->ngpus, (*sys_p)->nnics, (*sys_p)->ncpus);
+    BRAID_INFO(BRAID_LOG_GRAPH | BRAID_LOG_INIT, "Loaded topology from %s: %d GPUs, %d NICs, %d CPUs", path,
+               (*sys_p)->ngpus, (*sys_p)->nnics, (*sys_p)->ncpus);
   return res;
 }
 
@@ -514,8 +522,7 @@ void braid_topo_free(struct braid_topo_system* sys) {
   free(sys);
 }
 
-ncclResult_t braid_topo_add_pseudo_gpus(const struct braid_topo_system* sys, int n,
-                                        struct braid_topo_system** copy_p) {
+ncclResult_t braid_topo_add_pseudo_gpus(const struct braid_topo_system* sys, int n, struct braid_topo_system** copy_p) {
   ncclResult_t res = ncclSuccess;
   struct braid_topo_system* c = NULL;
   if (sys == NULL || n < 1) {

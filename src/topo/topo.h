@@ -44,7 +44,7 @@ enum braid_path_type {
 #define BRAID_X(id, name, doc) BRAID_PATH_##id,
   BRAID_PATH_TYPES(BRAID_X)
 #undef BRAID_X
-  BRAID_NUM_PATH_TYPES
+      BRAID_NUM_PATH_TYPES
 };
 
 /* Kinds of nodes in the system graph. */
@@ -92,11 +92,11 @@ struct braid_topo_node {
   int nlinks, cap_links;
   struct braid_topo_link* links;
   /* GPU */
-  int dev;    /* CUDA device index (GPU), net device index (NIC) */
-  int sm;     /* compute capability x10 (90 = Hopper); 0 pseudo-GPU */
-  int rank;   /* rank attribute of the XML (-1 absent) */
-  int gdr;    /* GPU/NIC supports GPUDirect RDMA */
-  int pseudo; /* host-mode pseudo-GPU: its index among the pseudo-GPUs, else -1 */
+  int dev;       /* CUDA device index (GPU), net device index (NIC) */
+  int sm;        /* compute capability x10 (90 = Hopper); 0 pseudo-GPU */
+  int rank;      /* rank attribute of the XML (-1 absent) */
+  int gdr;       /* GPU/NIC supports GPUDirect RDMA */
+  int pseudo;    /* host-mode pseudo-GPU: its index among the pseudo-GPUs, else -1 */
   int nvl_count; /* NVLinks of a GPU, all targets together */
   /* CPU */
   int arch;   /* enum braid_cpu_arch */
@@ -104,8 +104,8 @@ struct braid_topo_node {
   int family, model;
   char affinity[160]; /* the cpumask as in sysfs, e.g. "0000ffff,0000ffff" */
   /* NIC */
-  char name[64];  /* e.g. "mlx5_0", "eth0" */
-  int speed;      /* Mb/s */
+  char name[64]; /* e.g. "mlx5_0", "eth0" */
+  int speed;     /* Mb/s */
   int port;
   int latency;
   uint64_t guid;
@@ -124,13 +124,13 @@ enum braid_cpu_vendor {
  * may not use P2P and goes through host memory) are the path to the relay, then the
  * relay's own path. */
 struct braid_topo_path {
-  uint8_t type;  /* enum braid_path_type */
-  uint8_t hops;  /* links on the path */
+  uint8_t type;   /* enum braid_path_type */
+  uint8_t hops;   /* links on the path */
   uint8_t direct; /* type of the breadth-first path (before a host-memory re-route) */
-  int16_t prev;  /* node before the destination (-1: none / relay path) */
-  int16_t plink; /* index of the link of `prev` that reaches the destination */
-  int16_t relay; /* relay node, or -1 */
-  float bw;      /* GB/s: the narrowest link */
+  int16_t prev;   /* node before the destination (-1: none / relay path) */
+  int16_t plink;  /* index of the link of `prev` that reaches the destination */
+  int16_t relay;  /* relay node, or -1 */
+  float bw;       /* GB/s: the narrowest link */
 };
 
 /* A PXN alternative for a GPU->NIC path that is worse than PXB: through `relay`, a GPU linked
@@ -146,10 +146,10 @@ struct braid_topo_system {
   struct braid_topo_xml* xml; /* the document the graph was built from */
   int nnodes, cap_nodes;
   struct braid_topo_node* nodes;
-  int ngpus, nnics, ncpus, nvs; /* nvs: index of the NVSwitch node, -1 none */
-  int* gpus;                    /* node index of GPU i (sorted by dev) */
-  int* nics;                    /* node index of NIC i (sorted by net dev) */
-  int* cpus;                    /* node index of CPU i (sorted by numa id) */
+  int ngpus, nnics, ncpus, nvs;  /* nvs: index of the NVSwitch node, -1 none */
+  int* gpus;                     /* node index of GPU i (sorted by dev) */
+  int* nics;                     /* node index of NIC i (sorted by net dev) */
+  int* cpus;                     /* node index of CPU i (sorted by numa id) */
   struct braid_topo_path* paths; /* nnodes x nnodes, after braid_topo_compute_paths */
   struct braid_topo_pxn* pxn;    /* ngpus x nnics */
   int pseudo;                    /* number of host-mode pseudo-GPUs */
@@ -182,13 +182,11 @@ struct braid_topo_detect_opts {
   const char* sysfs_root; /* "" or NULL: "/"; tests point it at a fake tree */
   int no_nvml;            /* 1: do not load NVML */
 };
-ncclResult_t braid_topo_detect_ex(const struct braid_topo_detect_opts* opts,
-                                  struct braid_topo_system** sys_p);
+ncclResult_t braid_topo_detect_ex(const struct braid_topo_detect_opts* opts, struct braid_topo_system** sys_p);
 
 ncclResult_t braid_topo_load_xml(const char* path, struct braid_topo_system** sys_p);
 /* The same from text in memory; `name` is used in messages. */
-ncclResult_t braid_topo_load_xml_string(const char* text, const char* name,
-                                        struct braid_topo_system** sys_p);
+ncclResult_t braid_topo_load_xml_string(const char* text, const char* name, struct braid_topo_system** sys_p);
 ncclResult_t braid_topo_dump_xml(const struct braid_topo_system* sys, const char* path);
 /* The XML text (malloc'd, caller frees). */
 ncclResult_t braid_topo_dump_xml_string(const struct braid_topo_system* sys, char** text_p);
@@ -196,8 +194,7 @@ void braid_topo_free(struct braid_topo_system* sys);
 
 /* A copy of `sys` with n host-mode pseudo-GPUs, pseudo-GPU i on CPU i % ncpus, paths
  * computed. */
-ncclResult_t braid_topo_add_pseudo_gpus(const struct braid_topo_system* sys, int n,
-                                        struct braid_topo_system** copy_p);
+ncclResult_t braid_topo_add_pseudo_gpus(const struct braid_topo_system* sys, int n, struct braid_topo_system** copy_p);
 
 /* ---------------------------------------------------------------------------------------
  * Queries. GPU and NIC indices are positions in sys->gpus / sys->nics. */
@@ -210,8 +207,8 @@ int braid_topo_nic_find(const struct braid_topo_system* sys, const char* name);
 const struct braid_topo_path* braid_topo_path(const struct braid_topo_system* sys, int a, int b);
 /* The nodes a path goes through, a and b included, written to nodes[0..*n_p-1]; with
  * links[i] the index of the link of nodes[i] that leads to nodes[i+1]. max: capacity. */
-ncclResult_t braid_topo_path_walk(const struct braid_topo_system* sys, int a, int b, int max,
-                                  int* nodes, int* links, int* n_p);
+ncclResult_t braid_topo_path_walk(const struct braid_topo_system* sys, int a, int b, int max, int* nodes, int* links,
+                                  int* n_p);
 /* The CPU node (index into nodes) a node hangs under; -1 for none. */
 int braid_topo_node_cpu(const struct braid_topo_system* sys, int node);
 
@@ -223,12 +220,10 @@ ncclResult_t braid_topo_path_parse(const char* s, int* type_p);
  * (default PXB; SYS on AMD with <= 2 GPUs), and NCCL_P2P_DISABLE is not set. Host mode
  * (-1) or a bus id this system lacks: not allowed. A malformed NCCL_P2P_LEVEL:
  * ncclInvalidUsage. */
-ncclResult_t braid_topo_p2p_allowed(const struct braid_topo_system* sys, int64_t bus_a,
-                                    int64_t bus_b, int* allowed_p);
+ncclResult_t braid_topo_p2p_allowed(const struct braid_topo_system* sys, int64_t bus_a, int64_t bus_b, int* allowed_p);
 /* GPUDirect RDMA between a GPU (bus id) and a NIC (index): both capable and the path (the
  * relay GPU's for PXN) within NCCL_NET_GDR_LEVEL (default PXB; P2C also counts). */
-ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t gpu_bus,
-                                    int nic, int* allowed_p);
+ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t gpu_bus, int nic, int* allowed_p);
 /* The P2P and GDR path limits from the environment (and the system's CPUs). */
 ncclResult_t braid_topo_p2p_level(const struct braid_topo_system* sys, int* level_p);
 ncclResult_t braid_topo_gdr_level(int* level_p);
@@ -271,18 +266,15 @@ ncclResult_t braid_topo_xml_parse(const char* text, const char* name, struct bra
 /* Text of a document, NCCL's layout (one element per line, one space per level). */
 ncclResult_t braid_topo_xml_print(const struct braid_topo_xml* root, char** text_p);
 void braid_topo_xml_free(struct braid_topo_xml* x);
-ncclResult_t braid_topo_xml_new(struct braid_topo_xml* parent, const char* name,
-                                struct braid_topo_xml** x_p);
+ncclResult_t braid_topo_xml_new(struct braid_topo_xml* parent, const char* name, struct braid_topo_xml** x_p);
 ncclResult_t braid_topo_xml_set(struct braid_topo_xml* x, const char* name, const char* value);
 ncclResult_t braid_topo_xml_setf(struct braid_topo_xml* x, const char* name, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The attribute's value, NULL when absent. */
 const char* braid_topo_xml_get(const struct braid_topo_xml* x, const char* name);
 /* Integer attribute (decimal or 0x hex); `def` when absent. Malformed: WARN with the line. */
-ncclResult_t braid_topo_xml_get_int(const struct braid_topo_xml* x, const char* name, int64_t def,
-                                    int64_t* v_p);
-ncclResult_t braid_topo_xml_get_float(const struct braid_topo_xml* x, const char* name, double def,
-                                      double* v_p);
+ncclResult_t braid_topo_xml_get_int(const struct braid_topo_xml* x, const char* name, int64_t def, int64_t* v_p);
+ncclResult_t braid_topo_xml_get_float(const struct braid_topo_xml* x, const char* name, double def, double* v_p);
 /* The first child with this name, NULL if none. */
 struct braid_topo_xml* braid_topo_xml_child(const struct braid_topo_xml* x, const char* name);
 ncclResult_t braid_topo_xml_read_file(const char* path, char** text_p);

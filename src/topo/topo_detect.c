@@ -31,10 +31,10 @@
 #include "topo/topo.h"
 
 struct detect {
-  const char* root;            /* prefix of /sys and /proc */
-  struct braid_topo_xml* doc;  /* the document */
-  struct braid_topo_xml* sys;  /* its <system> */
-  int gdr;                     /* a GPUDirect RDMA peer-memory module is loaded */
+  const char* root;           /* prefix of /sys and /proc */
+  struct braid_topo_xml* doc; /* the document */
+  struct braid_topo_xml* sys; /* its <system> */
+  int gdr;                    /* a GPUDirect RDMA peer-memory module is loaded */
 };
 
 /* Read the first line of root+path (trailing newline removed); 0 when unreadable. */
@@ -130,8 +130,7 @@ static struct braid_topo_xml* find_busid(struct braid_topo_xml* parent, const ch
 
 /* Copy sysfs attributes of one PCI function into a <pci> element; `down` is its parent
  * bridge (downstream port) whose link caps the device's. */
-static ncclResult_t pci_attrs(struct detect* d, struct braid_topo_xml* x, const char* dir,
-                              const char* down) {
+static ncclResult_t pci_attrs(struct detect* d, struct braid_topo_xml* x, const char* dir, const char* down) {
   static const char* const attrs[][2] = {{"class", "class"},
                                          {"vendor", "vendor"},
                                          {"device", "device"},
@@ -145,13 +144,15 @@ static ncclResult_t pci_attrs(struct detect* d, struct braid_topo_xml* x, const 
   snprintf(path, sizeof(path), "%s/max_link_speed", dir);
   if (read_line(d, path, v, sizeof(v)) && v[0] && strcmp(v, "Unknown") != 0) {
     snprintf(path, sizeof(path), "%s/max_link_speed", down ? down : "");
-    if (down && read_line(d, path, dv, sizeof(dv)) && atof(dv) > 0 && atof(dv) < atof(v)) snprintf(v, sizeof(v), "%s", dv);
+    if (down && read_line(d, path, dv, sizeof(dv)) && atof(dv) > 0 && atof(dv) < atof(v))
+      snprintf(v, sizeof(v), "%s", dv);
     BRAID_CHECK(braid_topo_xml_set(x, "link_speed", v));
   }
   snprintf(path, sizeof(path), "%s/max_link_width", dir);
   if (read_line(d, path, v, sizeof(v)) && atoi(v) > 0) {
     snprintf(path, sizeof(path), "%s/max_link_width", down ? down : "");
-    if (down && read_line(d, path, dv, sizeof(dv)) && atoi(dv) > 0 && atoi(dv) < atoi(v)) snprintf(v, sizeof(v), "%s", dv);
+    if (down && read_line(d, path, dv, sizeof(dv)) && atoi(dv) > 0 && atoi(dv) < atoi(v))
+      snprintf(v, sizeof(v), "%s", dv);
     BRAID_CHECK(braid_topo_xml_set(x, "link_width", v));
   }
   return ncclSuccess;
@@ -258,8 +259,8 @@ static void nvml_close(struct nvml* m) {
   dlclose(m->lib);
 }
 
-static ncclResult_t detect_gpu(struct detect* d, struct nvml* m, const char* busid, int dev, int sm,
-                               char (*all)[32], int nall) {
+static ncclResult_t detect_gpu(struct detect* d, struct nvml* m, const char* busid, int dev, int sm, char (*all)[32],
+                               int nall) {
   struct braid_topo_xml *pci, *gpu;
   void* h = NULL;
   BRAID_CHECK(pci_place(d, busid, &pci));
@@ -328,7 +329,9 @@ static int sysfs_gpus(const struct detect* d, char (*out)[32], int max) {
 
 /* ---- NICs ----------------------------------------------------------------------------- */
 
-static int cmp_str(const void* a, const void* b) { return strcmp((const char*)a, (const char*)b); }
+static int cmp_str(const void* a, const void* b) {
+  return strcmp((const char*)a, (const char*)b);
+}
 
 /* Names in root+dir, sorted; only those with a `device` link (real hardware). */
 static int list_devices(const struct detect* d, const char* dir, char (*out)[64], int max) {
@@ -366,8 +369,8 @@ static void class_busid(const struct detect* d, const char* dir, const char* nam
   }
 }
 
-static ncclResult_t add_net(struct detect* d, const char* busid, const char* name, int dev, int speed,
-                            int port, const char* guid, int gdr) {
+static ncclResult_t add_net(struct detect* d, const char* busid, const char* name, int dev, int speed, int port,
+                            const char* guid, int gdr) {
   struct braid_topo_xml *parent, *nic, *net;
   if (busid[0]) {
     BRAID_CHECK(pci_place(d, busid, &parent));
@@ -400,7 +403,9 @@ static ncclResult_t detect_nics(struct detect* d) {
     if (read_line(d, path, v, sizeof(v)) && v[0]) {
       unsigned long long g = 0;
       for (char* c = v; *c; c++)
-        if (*c != ':') g = g * 16 + (unsigned long long)(isdigit((unsigned char)*c) ? *c - '0' : (tolower((unsigned char)*c) - 'a' + 10));
+        if (*c != ':')
+          g = g * 16 +
+              (unsigned long long)(isdigit((unsigned char)*c) ? *c - '0' : (tolower((unsigned char)*c) - 'a' + 10));
       snprintf(guid, sizeof(guid), "0x%llx", g);
     }
     class_busid(d, "/sys/class/infiniband", names[i], busid, sizeof(busid));
@@ -466,8 +471,8 @@ ncclResult_t braid_topo_detect_ex(const struct braid_topo_detect_opts* opts, str
   nvml_close(&m);
   sort_tree(d.doc);
   BRAID_CHECK_GOTO(braid_topo_from_xml(d.doc, sys_p), res, err_free);
-  BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_GRAPH, "Topology detected: %d GPUs, %d NICs, %d CPUs%s",
-             (*sys_p)->ngpus, (*sys_p)->nnics, (*sys_p)->ncpus, m.lib ? ", NVML" : "");
+  BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_GRAPH, "Topology detected: %d GPUs, %d NICs, %d CPUs%s", (*sys_p)->ngpus,
+             (*sys_p)->nnics, (*sys_p)->ncpus, m.lib ? ", NVML" : "");
   return ncclSuccess;
 err_nvml:
   nvml_close(&m);

@@ -80,16 +80,21 @@ static int hop_type(const struct braid_topo_system* sys, int src, int u, const s
     }
   }
   switch (l->kind) {
-    case BRAID_LINK_NVL: return BRAID_PATH_NVL;
-    case BRAID_LINK_C2C: return BRAID_PATH_C2C;
-    case BRAID_LINK_SYS: return BRAID_PATH_SYS;
-    case BRAID_LINK_SHM: return BRAID_PATH_PHB;
+    case BRAID_LINK_NVL:
+      return BRAID_PATH_NVL;
+    case BRAID_LINK_C2C:
+      return BRAID_PATH_C2C;
+    case BRAID_LINK_SYS:
+      return BRAID_PATH_SYS;
+    case BRAID_LINK_SHM:
+      return BRAID_PATH_PHB;
     case BRAID_LINK_PCI:
       if (nu->kind == BRAID_TOPO_CPU || nv->kind == BRAID_TOPO_CPU)
         return (u != src && pu->type == BRAID_PATH_C2C && pu->hops == 1) ? BRAID_PATH_P2C : BRAID_PATH_PHB;
       if (nu->kind == BRAID_TOPO_PCI && nv->kind == BRAID_TOPO_PCI) return BRAID_PATH_PXB;
       return BRAID_PATH_PIX;
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
@@ -146,8 +151,7 @@ static ncclResult_t level_param(enum braid_param id, int def, int* level_p) {
     return ncclSuccess;
   }
   if (braid_topo_path_parse(s, level_p) == ncclSuccess && *level_p <= BRAID_PATH_SYS) return ncclSuccess;
-  BRAID_WARN("%s=%s is not a path level (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS, or 0-5)",
-             braid_param_name(id), s);
+  BRAID_WARN("%s=%s is not a path level (LOC NVL NVB C2C PIX PXB P2C PXN PHB SYS, or 0-5)", braid_param_name(id), s);
   return ncclInvalidUsage;
 }
 
@@ -158,7 +162,8 @@ ncclResult_t braid_topo_p2p_level(const struct braid_topo_system* sys, int* leve
     return ncclSuccess;
   }
   for (int i = 0; sys != NULL && i < sys->ncpus; i++)
-    amd |= sys->nodes[sys->cpus[i]].vendor == BRAID_CPU_VENDOR_AMD && sys->nodes[sys->cpus[i]].arch == BRAID_CPU_ARCH_X86;
+    amd |=
+        sys->nodes[sys->cpus[i]].vendor == BRAID_CPU_VENDOR_AMD && sys->nodes[sys->cpus[i]].arch == BRAID_CPU_ARCH_X86;
   if (amd && sys->ngpus <= 2) def = BRAID_PATH_SYS;
   return level_param(BRAID_PARAM_P2P_LEVEL, def, level_p);
 }
@@ -167,8 +172,7 @@ ncclResult_t braid_topo_gdr_level(int* level_p) {
   return level_param(BRAID_PARAM_NET_GDR_LEVEL, BRAID_PATH_PXB, level_p);
 }
 
-ncclResult_t braid_topo_p2p_allowed(const struct braid_topo_system* sys, int64_t bus_a, int64_t bus_b,
-                                    int* allowed_p) {
+ncclResult_t braid_topo_p2p_allowed(const struct braid_topo_system* sys, int64_t bus_a, int64_t bus_b, int* allowed_p) {
   int level, a, b;
   if (sys == NULL || allowed_p == NULL) {
     BRAID_WARN("braid_topo_p2p_allowed: %s is NULL", sys == NULL ? "sys" : "allowed_p");
@@ -186,8 +190,7 @@ ncclResult_t braid_topo_p2p_allowed(const struct braid_topo_system* sys, int64_t
   return ncclSuccess;
 }
 
-ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t gpu_bus, int nic,
-                                    int* allowed_p) {
+ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t gpu_bus, int nic, int* allowed_p) {
   int level, g;
   if (sys == NULL || allowed_p == NULL || nic < 0 || nic >= (sys ? sys->nnics : 0)) {
     BRAID_WARN("braid_topo_gdr_allowed: bad argument (sys %p, nic %d)", (const void*)sys, nic);
@@ -286,8 +289,8 @@ err:
 }
 
 /* The nodes of the breadth-first tree path a -> b (ignoring re-routes), appended. */
-static ncclResult_t walk_tree(const struct braid_topo_system* sys, int a, int b, int max, int* nodes,
-                              int* links, int* n_p) {
+static ncclResult_t walk_tree(const struct braid_topo_system* sys, int a, int b, int max, int* nodes, int* links,
+                              int* n_p) {
   int rev[256], rlink[256], k = 0, v = b;
   while (v != a) {
     const struct braid_topo_path* p = braid_topo_path(sys, a, v);
@@ -313,8 +316,8 @@ static ncclResult_t walk_tree(const struct braid_topo_system* sys, int a, int b,
   return ncclSuccess;
 }
 
-ncclResult_t braid_topo_path_walk(const struct braid_topo_system* sys, int a, int b, int max, int* nodes,
-                                  int* links, int* n_p) {
+ncclResult_t braid_topo_path_walk(const struct braid_topo_system* sys, int a, int b, int max, int* nodes, int* links,
+                                  int* n_p) {
   const struct braid_topo_path* p = braid_topo_path(sys, a, b);
   *n_p = 0;
   if (p->type == BRAID_PATH_DIS) {

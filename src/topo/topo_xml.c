@@ -27,8 +27,7 @@ static char* xml_strdup(const char* s, size_t n) {
   return d;
 }
 
-ncclResult_t braid_topo_xml_new(struct braid_topo_xml* parent, const char* name,
-                                struct braid_topo_xml** x_p) {
+ncclResult_t braid_topo_xml_new(struct braid_topo_xml* parent, const char* name, struct braid_topo_xml** x_p) {
   ncclResult_t res = ncclSuccess;
   struct braid_topo_xml* x = NULL;
   BRAID_CALLOC_GOTO(x, 1, res, err);
@@ -76,8 +75,7 @@ void braid_topo_xml_free(struct braid_topo_xml* x) {
 }
 
 /* Set (or replace) an attribute from n bytes of value. */
-static ncclResult_t xml_set_n(struct braid_topo_xml* x, const char* name, size_t nlen,
-                              const char* value, size_t vlen) {
+static ncclResult_t xml_set_n(struct braid_topo_xml* x, const char* name, size_t nlen, const char* value, size_t vlen) {
   char* v = xml_strdup(value, vlen);
   if (v == NULL) goto err_nomem;
   for (int i = 0; i < x->nattrs; i++) {
@@ -125,8 +123,7 @@ const char* braid_topo_xml_get(const struct braid_topo_xml* x, const char* name)
   return NULL;
 }
 
-ncclResult_t braid_topo_xml_get_int(const struct braid_topo_xml* x, const char* name, int64_t def,
-                                    int64_t* v_p) {
+ncclResult_t braid_topo_xml_get_int(const struct braid_topo_xml* x, const char* name, int64_t def, int64_t* v_p) {
   const char* s = braid_topo_xml_get(x, name);
   char* end = NULL;
   long long v;
@@ -144,8 +141,7 @@ ncclResult_t braid_topo_xml_get_int(const struct braid_topo_xml* x, const char* 
   return ncclSuccess;
 }
 
-ncclResult_t braid_topo_xml_get_float(const struct braid_topo_xml* x, const char* name, double def,
-                                      double* v_p) {
+ncclResult_t braid_topo_xml_get_float(const struct braid_topo_xml* x, const char* name, double def, double* v_p) {
   const char* s = braid_topo_xml_get(x, name);
   char* end = NULL;
   double v;
@@ -177,12 +173,12 @@ struct xml_parser {
   int line;
 };
 
-#define XML_FAIL(ps, ...)                                                        \
-  do {                                                                           \
-    char braid_msg_[256];                                                        \
-    snprintf(braid_msg_, sizeof(braid_msg_), __VA_ARGS__);                       \
-    BRAID_WARN("Topology XML %s:%d: %s", (ps)->name, (ps)->line, braid_msg_);    \
-    return ncclInvalidArgument;                                                  \
+#define XML_FAIL(ps, ...)                                                     \
+  do {                                                                        \
+    char braid_msg_[256];                                                     \
+    snprintf(braid_msg_, sizeof(braid_msg_), __VA_ARGS__);                    \
+    BRAID_WARN("Topology XML %s:%d: %s", (ps)->name, (ps)->line, braid_msg_); \
+    return ncclInvalidArgument;                                               \
   } while (0)
 
 static void xml_skip_space(struct xml_parser* ps) {
@@ -212,8 +208,10 @@ static int xml_name_char(char c) {
 
 /* Decode entities of an attribute value in place; returns its new length or -1. */
 static int xml_unescape(char* s) {
-  static const struct { const char* ent; char c; } ents[] = {
-      {"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
+  static const struct {
+    const char* ent;
+    char c;
+  } ents[] = {{"&lt;", '<'}, {"&gt;", '>'}, {"&amp;", '&'}, {"&quot;", '"'}, {"&apos;", '\''}};
   char* w = s;
   for (char* r = s; *r;) {
     if (*r != '&') {
@@ -270,8 +268,7 @@ static ncclResult_t xml_parse_attrs(struct xml_parser* ps, struct braid_topo_xml
     ps->p++;
     xml_skip_space(ps);
     char q = *ps->p;
-    if (q != '"' && q != '\'')
-      XML_FAIL(ps, "value of attribute %.*s of <%s> is not quoted", (int)alen, an, x->name);
+    if (q != '"' && q != '\'') XML_FAIL(ps, "value of attribute %.*s of <%s> is not quoted", (int)alen, an, x->name);
     const char* v = ++ps->p;
     while (*ps->p && *ps->p != q) {
       if (*ps->p == '<') XML_FAIL(ps, "'<' inside attribute %.*s of <%s>", (int)alen, an, x->name);
@@ -329,8 +326,7 @@ static ncclResult_t xml_parse_content(struct xml_parser* ps, struct braid_topo_x
       while (xml_name_char(*e)) e++;
       if (depth == 0) XML_FAIL(ps, "end tag </%.*s> without a start tag", (int)(e - n), n);
       if ((size_t)(e - n) != strlen(parent->name) || strncmp(n, parent->name, (size_t)(e - n)) != 0)
-        XML_FAIL(ps, "end tag </%.*s> does not match <%s> (line %d)", (int)(e - n), n, parent->name,
-                 parent->line);
+        XML_FAIL(ps, "end tag </%.*s> does not match <%s> (line %d)", (int)(e - n), n, parent->name, parent->line);
       ps->p = e;
       xml_skip_space(ps);
       if (*ps->p != '>') XML_FAIL(ps, "end tag </%s> is not closed by '>'", parent->name);
@@ -441,16 +437,27 @@ static void xml_put(struct xml_buf* b, const char* s, size_t n) {
   b->s[b->len] = '\0';
 }
 
-static void xml_puts(struct xml_buf* b, const char* s) { xml_put(b, s, strlen(s)); }
+static void xml_puts(struct xml_buf* b, const char* s) {
+  xml_put(b, s, strlen(s));
+}
 
 static void xml_put_escaped(struct xml_buf* b, const char* s) {
   for (; *s; s++) {
     switch (*s) {
-      case '<': xml_puts(b, "&lt;"); break;
-      case '>': xml_puts(b, "&gt;"); break;
-      case '&': xml_puts(b, "&amp;"); break;
-      case '"': xml_puts(b, "&quot;"); break;
-      default: xml_put(b, s, 1);
+      case '<':
+        xml_puts(b, "&lt;");
+        break;
+      case '>':
+        xml_puts(b, "&gt;");
+        break;
+      case '&':
+        xml_puts(b, "&amp;");
+        break;
+      case '"':
+        xml_puts(b, "&quot;");
+        break;
+      default:
+        xml_put(b, s, 1);
     }
   }
 }

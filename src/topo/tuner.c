@@ -20,18 +20,19 @@
  * 128-byte stores arrive whole: intra-node paths NVL/NVB, network paths PXB (PXN on sm90+),
  * one GPU generation >= sm70; never in host mode unless NCCL_PROTO names it.
  */
+#include "topo/tuner.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
 #include "base/param.h"
-#include "topo/tuner.h"
 #include "topo/tuner_tables.h"
 
 struct braid_tuner {
   int nranks, nnodes, ppn, host_mode, log;
-  int nchannels; /* of the graph */
+  int nchannels;         /* of the graph */
   int multi_plateau_old; /* pre-Ampere ring plateau factor */
   float lat[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   float bw[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]; /* algBw; 0 unavailable */
@@ -41,7 +42,9 @@ struct braid_tuner {
   char algo_env[128], proto_env[128];
 };
 
-int braid_tuner_implemented(int algo) { return algo == BRAID_ALGO_RING || algo == BRAID_ALGO_TREE; }
+int braid_tuner_implemented(int algo) {
+  return algo == BRAID_ALGO_RING || algo == BRAID_ALGO_TREE;
+}
 
 void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
   if (t != NULL) t->log = enabled;
@@ -51,7 +54,9 @@ void braid_tuner_cap_channels(struct braid_tuner* t, int n) {
   if (t != NULL && n >= 1 && n < t->nchannels) t->nchannels = n;
 }
 
-void braid_tuner_free(struct braid_tuner* t) { free(t); }
+void braid_tuner_free(struct braid_tuner* t) {
+  free(t);
+}
 
 static int arch_of(const struct braid_channel_graph* g) {
   if (g->host_mode) return BRAID_ARCH_HOST;
@@ -61,7 +66,9 @@ static int arch_of(const struct braid_channel_graph* g) {
   return BRAID_ARCH_VOLTA;
 }
 
-static float minf(float a, float b) { return a < b ? a : b; }
+static float minf(float a, float b) {
+  return a < b ? a : b;
+}
 
 static int ll128_default(const struct braid_channel_graph* g) {
   int inter_max = g->min_sm >= 90 ? BRAID_PATH_PXN : BRAID_PATH_PXB;
@@ -91,7 +98,8 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
     int ninter = nodes > 1 ? (ar ? 2 * (nodes - 1) : nodes - 1) : 0;
     if (nsteps < 1) nsteps = 1;
     for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
-      const float* base = g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_RING] : braid_tuner_base_lat[BRAID_ALGO_RING];
+      const float* base =
+          g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_RING] : braid_tuner_base_lat[BRAID_ALGO_RING];
       int proto_ok = p != BRAID_PROTO_LL128 || ll128 || t->proto_named[f][p];
       /* Ring */
       float intra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_RING][p];
@@ -109,7 +117,8 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
       }
       /* Tree: AllReduce only */
       if (ar && proto_ok) {
-        const float* tb = g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_TREE] : braid_tuner_base_lat[BRAID_ALGO_TREE];
+        const float* tb =
+            g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_TREE] : braid_tuner_base_lat[BRAID_ALGO_TREE];
         float tintra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_TREE][p];
         float tinter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_TREE][p];
         float tbus = minf(bus0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
@@ -128,7 +137,8 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
     if (ar && g->nvls && braid_tuner_nvls_eff[arch] > 0) {
       float nvls_bw = g->nvl_bw * braid_tuner_nvls_eff[arch];
       if (nodes == 1) {
-        t->lat[f][BRAID_ALGO_NVLS][BRAID_PROTO_SIMPLE] = braid_tuner_hw_lat[BRAID_HW_NVLINK][BRAID_ALGO_NVLS][BRAID_PROTO_SIMPLE];
+        t->lat[f][BRAID_ALGO_NVLS][BRAID_PROTO_SIMPLE] =
+            braid_tuner_hw_lat[BRAID_HW_NVLINK][BRAID_ALGO_NVLS][BRAID_PROTO_SIMPLE];
         t->bw[f][BRAID_ALGO_NVLS][BRAID_PROTO_SIMPLE] = nvls_bw;
       } else {
         float tree_bw = t->bw[f][BRAID_ALGO_TREE][BRAID_PROTO_SIMPLE];
@@ -181,9 +191,10 @@ ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, i
   const char* proto = braid_param_str(BRAID_PARAM_PROTO);
   snprintf(t->algo_env, sizeof(t->algo_env), "%s", algo ? algo : "");
   snprintf(t->proto_env, sizeof(t->proto_env), "%s", proto ? proto : "");
-  BRAID_CHECK_GOTO(braid_tuner_parse_list(algo, BRAID_TUNER_LIST_ALGO, "NCCL_ALGO", t->algo_on, t->algo_named), res, err_free);
-  BRAID_CHECK_GOTO(braid_tuner_parse_list(proto, BRAID_TUNER_LIST_PROTO, "NCCL_PROTO", t->proto_on, t->proto_named), res,
+  BRAID_CHECK_GOTO(braid_tuner_parse_list(algo, BRAID_TUNER_LIST_ALGO, "NCCL_ALGO", t->algo_on, t->algo_named), res,
                    err_free);
+  BRAID_CHECK_GOTO(braid_tuner_parse_list(proto, BRAID_TUNER_LIST_PROTO, "NCCL_PROTO", t->proto_on, t->proto_named),
+                   res, err_free);
   int nt = threads_param(BRAID_PARAM_NTHREADS, 0), nt128 = threads_param(BRAID_PARAM_LL128_NTHREADS, 0);
   for (int a = 0; a < BRAID_NUM_ALGOS; a++)
     for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
@@ -243,11 +254,15 @@ static void size_op(const struct braid_tuner* t, int a, int p, size_t bytes, str
   if (t->host_mode) {
     nc = host_channels(t, bytes);
   } else {
-    size_t thr = (size_t)braid_tuner_thread_threshold[p] * (a == BRAID_ALGO_RING && p == BRAID_PROTO_LL ? (size_t)t->nranks : 1);
+    size_t thr =
+        (size_t)braid_tuner_thread_threshold[p] * (a == BRAID_ALGO_RING && p == BRAID_PROTO_LL ? (size_t)t->nranks : 1);
     while (bytes < (size_t)nc * (size_t)nt * thr) {
-      if (nc >= 2) nc--;
-      else if (nt % 128 == 0) nt /= 2;
-      else break;
+      if (nc >= 2)
+        nc--;
+      else if (nt % 128 == 0)
+        nt /= 2;
+      else
+        break;
     }
     if (a == BRAID_ALGO_RING && p == BRAID_PROTO_SIMPLE) nt += 32; /* one warp more for synchronisation */
     if (nt < 96) nt = 96;
@@ -288,11 +303,13 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
 ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out) {
   BRAID_CHECK(best_of(t, func, bytes, 1, out));
   if (t->log)
-    BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}", braid_tuner_func_name(func),
-               (long)bytes, braid_tuner_algo_name(out->algo), braid_tuner_proto_name(out->proto), 0, out->nchannels - 1);
+    BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}",
+               braid_tuner_func_name(func), (long)bytes, braid_tuner_algo_name(out->algo),
+               braid_tuner_proto_name(out->proto), 0, out->nchannels - 1);
   return ncclSuccess;
 }
 
-ncclResult_t braid_tuner_model_best(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out) {
+ncclResult_t braid_tuner_model_best(const struct braid_tuner* t, int func, size_t bytes,
+                                    struct braid_tuner_choice* out) {
   return best_of(t, func, bytes, 0, out);
 }

@@ -22,17 +22,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "topo/graph.h"
 #include "kernels/axes.h"
 #include "nccl.h"
+#include "topo/graph.h"
 
 struct braid_tuner;
 
 struct braid_tuner_choice {
-  int algo, proto;  /* enum braid_algo / braid_proto */
-  int nchannels;    /* channels 0..nchannels-1 of the graph */
-  int nthreads;     /* threads per channel (1 in host mode) */
-  float time_us;    /* predicted */
+  int algo, proto; /* enum braid_algo / braid_proto */
+  int nchannels;   /* channels 0..nchannels-1 of the graph */
+  int nthreads;    /* threads per channel (1 in host mode) */
+  float time_us;   /* predicted */
 };
 
 ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, int nnodes, struct braid_tuner** t_p);
@@ -47,7 +47,8 @@ ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t by
  * NCCL_ALGO/NCCL_PROTO). Model-only algorithms (NVLS, PAT) do get a value. */
 float braid_tuner_predict(const struct braid_tuner* t, int func, int algo, int proto, size_t bytes);
 /* The fastest choice over everything the model prices, implemented or not (for tools). */
-ncclResult_t braid_tuner_model_best(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out);
+ncclResult_t braid_tuner_model_best(const struct braid_tuner* t, int func, size_t bytes,
+                                    struct braid_tuner_choice* out);
 
 /* TUNING lines from braid_tuner_choose: init turns them off on ranks other than 0. */
 void braid_tuner_set_log(struct braid_tuner* t, int enabled);

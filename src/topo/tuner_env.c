@@ -28,9 +28,15 @@ static const char* const proto_names[BRAID_NUM_PROTOS] = {
 #undef BRAID_X
 };
 
-const char* braid_tuner_func_name(int f) { return f >= 0 && f < BRAID_NUM_FUNCS ? func_names[f] : "?"; }
-const char* braid_tuner_algo_name(int a) { return a >= 0 && a < BRAID_NUM_ALGOS ? algo_names[a] : "?"; }
-const char* braid_tuner_proto_name(int p) { return p >= 0 && p < BRAID_NUM_PROTOS ? proto_names[p] : "?"; }
+const char* braid_tuner_func_name(int f) {
+  return f >= 0 && f < BRAID_NUM_FUNCS ? func_names[f] : "?";
+}
+const char* braid_tuner_algo_name(int a) {
+  return a >= 0 && a < BRAID_NUM_ALGOS ? algo_names[a] : "?";
+}
+const char* braid_tuner_proto_name(int p) {
+  return p >= 0 && p < BRAID_NUM_PROTOS ? proto_names[p] : "?";
+}
 
 /* Copy [s, e) without surrounding spaces into buf. */
 static void trim(const char* s, const char* e, char* buf, size_t len) {
@@ -65,7 +71,8 @@ static ncclResult_t apply_list(const char* list, int kind, const char* var, cons
     for (int i = 0; i < n; i++)
       if (strcasecmp(tok, names[i]) == 0) x = i;
     if (x < 0) {
-      BRAID_WARN("%s=\"%s\": unknown %s \"%s\"", var, str, kind == BRAID_TUNER_LIST_ALGO ? "algorithm" : "protocol", tok);
+      BRAID_WARN("%s=\"%s\": unknown %s \"%s\"", var, str, kind == BRAID_TUNER_LIST_ALGO ? "algorithm" : "protocol",
+                 tok);
       return ncclInvalidUsage;
     }
     in[x] = 1;

@@ -24,9 +24,9 @@ enum braid_tuner_hw {
 
 /* GPU generations the bandwidth caps depend on; HOST for host mode. */
 enum braid_tuner_arch {
-  BRAID_ARCH_VOLTA = 0, /* sm70-sm75 (and older) */
-  BRAID_ARCH_AMPERE = 1, /* sm80-sm89 */
-  BRAID_ARCH_HOPPER = 2, /* sm90 */
+  BRAID_ARCH_VOLTA = 0,     /* sm70-sm75 (and older) */
+  BRAID_ARCH_AMPERE = 1,    /* sm80-sm89 */
+  BRAID_ARCH_HOPPER = 2,    /* sm90 */
   BRAID_ARCH_BLACKWELL = 3, /* sm100 and later */
   BRAID_ARCH_HOST = 4,
   BRAID_NUM_ARCH
@@ -62,57 +62,63 @@ static const float braid_tuner_base_lat_host[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] 
 
 /* Latency of one step over a link class, per algorithm and protocol. Algorithms that only run
  * Simple have only that column. */
-static const float braid_tuner_hw_lat[BRAID_NUM_HW][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] = {
-    /* NVLink inside a node */
-    [BRAID_HW_NVLINK] = {
-        [BRAID_ALGO_TREE] = {.6f, 1.25f, 4.0f},
-        [BRAID_ALGO_RING] = {.6f, 1.9f, 3.4f},
-        [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 3.7f},
-        [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 2.8f},
-        [BRAID_ALGO_NVLS] = {0, 0, 25.0f},
-        [BRAID_ALGO_NVLS_TREE] = {0, 0, 25.0f},
-        [BRAID_ALGO_PAT] = {0, 0, 4.0f},
-    },
-    /* PCIe (or host memory) inside a node */
-    [BRAID_HW_PCI] = {
-        [BRAID_ALGO_TREE] = {1.0f, 1.9f, 4.0f},
-        [BRAID_ALGO_RING] = {1.0f, 2.5f, 5.7f},
-        [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 3.7f}, /* braid: NCCL's NVLink value */
-        [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 2.8f},  /* braid: NCCL's NVLink value */
-        [BRAID_ALGO_NVLS] = {0, 0, 0},
-        [BRAID_ALGO_NVLS_TREE] = {0, 0, 0},
-        [BRAID_ALGO_PAT] = {0, 0, 4.0f},
-    },
-    /* network between GPU nodes */
-    [BRAID_HW_NET] = {
-        [BRAID_ALGO_TREE] = {5.0f, 8.5f, 14.0f},
-        [BRAID_ALGO_RING] = {2.7f, 4.0f, 14.0f},
-        [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 31.0f},
-        [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 30.0f},
-        [BRAID_ALGO_NVLS] = {0, 0, 18.0f},
-        [BRAID_ALGO_NVLS_TREE] = {0, 0, 20.9f},
-        [BRAID_ALGO_PAT] = {0, 0, 14.0f},
-    },
-    /* host mode, shared memory: a fenced slot (Simple) costs no more than a flagged line on x86
-     * (a release store is a plain store), and LL/LL128 waits line by line: measured with
-     * all_reduce_perf -P 2 and NCCL_PROTO forced, Simple is as fast at 8 B and far faster from
-     * 512 B. braid */
-    [BRAID_HW_SHM] = {
-        [BRAID_ALGO_TREE] = {1.0f, 1.0f, 0.5f},
-        [BRAID_ALGO_RING] = {1.0f, 1.0f, 0.5f},
-    },
-    /* host mode, TCP sockets through the proxy: one step of one channel, a send/recv round. Line
-     * protocols also wait for the proxy's tail, so they save nothing (same value in all three).
-     * Measured (bench/tree-vs-ring.sh: 4 fake nodes, one rank each, on this 2-core machine,
-     * 11 rounds, least disturbed round): one channel at 8 B - 32 KiB, ring ~98 us = 4 + 6 steps
-     * x 15.8, tree ~45-55 us = 4 + 4 steps x 10.25; two channels (64 KiB on) cost twice per
-     * step (BRAID_TUNER_HOST_CHANNEL_STEP_SHARE). braid */
-    [BRAID_HW_SOCKET] = {
-        [BRAID_ALGO_TREE] = {BRAID_TUNER_SOCKET_TREE_STEP_US, BRAID_TUNER_SOCKET_TREE_STEP_US,
-                             BRAID_TUNER_SOCKET_TREE_STEP_US},
-        [BRAID_ALGO_RING] = {BRAID_TUNER_SOCKET_RING_STEP_US, BRAID_TUNER_SOCKET_RING_STEP_US,
-                             BRAID_TUNER_SOCKET_RING_STEP_US},
-    },
+static const float braid_tuner_hw_lat[BRAID_NUM_HW][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS] =
+    {
+        /* NVLink inside a node */
+        [BRAID_HW_NVLINK] =
+            {
+                [BRAID_ALGO_TREE] = {.6f, 1.25f, 4.0f},
+                [BRAID_ALGO_RING] = {.6f, 1.9f, 3.4f},
+                [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 3.7f},
+                [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 2.8f},
+                [BRAID_ALGO_NVLS] = {0, 0, 25.0f},
+                [BRAID_ALGO_NVLS_TREE] = {0, 0, 25.0f},
+                [BRAID_ALGO_PAT] = {0, 0, 4.0f},
+            },
+        /* PCIe (or host memory) inside a node */
+        [BRAID_HW_PCI] =
+            {
+                [BRAID_ALGO_TREE] = {1.0f, 1.9f, 4.0f},
+                [BRAID_ALGO_RING] = {1.0f, 2.5f, 5.7f},
+                [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 3.7f}, /* braid: NCCL's NVLink value */
+                [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 2.8f},  /* braid: NCCL's NVLink value */
+                [BRAID_ALGO_NVLS] = {0, 0, 0},
+                [BRAID_ALGO_NVLS_TREE] = {0, 0, 0},
+                [BRAID_ALGO_PAT] = {0, 0, 4.0f},
+            },
+        /* network between GPU nodes */
+        [BRAID_HW_NET] =
+            {
+                [BRAID_ALGO_TREE] = {5.0f, 8.5f, 14.0f},
+                [BRAID_ALGO_RING] = {2.7f, 4.0f, 14.0f},
+                [BRAID_ALGO_COLLNET_DIRECT] = {0, 0, 31.0f},
+                [BRAID_ALGO_COLLNET_CHAIN] = {0, 0, 30.0f},
+                [BRAID_ALGO_NVLS] = {0, 0, 18.0f},
+                [BRAID_ALGO_NVLS_TREE] = {0, 0, 20.9f},
+                [BRAID_ALGO_PAT] = {0, 0, 14.0f},
+            },
+        /* host mode, shared memory: a fenced slot (Simple) costs no more than a flagged line on x86
+         * (a release store is a plain store), and LL/LL128 waits line by line: measured with
+         * all_reduce_perf -P 2 and NCCL_PROTO forced, Simple is as fast at 8 B and far faster from
+         * 512 B. braid */
+        [BRAID_HW_SHM] =
+            {
+                [BRAID_ALGO_TREE] = {1.0f, 1.0f, 0.5f},
+                [BRAID_ALGO_RING] = {1.0f, 1.0f, 0.5f},
+            },
+        /* host mode, TCP sockets through the proxy: one step of one channel, a send/recv round. Line
+         * protocols also wait for the proxy's tail, so they save nothing (same value in all three).
+         * Measured (bench/tree-vs-ring.sh: 4 fake nodes, one rank each, on this 2-core machine,
+         * 11 rounds, least disturbed round): one channel at 8 B - 32 KiB, ring ~98 us = 4 + 6 steps
+         * x 15.8, tree ~45-55 us = 4 + 4 steps x 10.25; two channels (64 KiB on) cost twice per
+         * step (BRAID_TUNER_HOST_CHANNEL_STEP_SHARE). braid */
+        [BRAID_HW_SOCKET] =
+            {
+                [BRAID_ALGO_TREE] = {BRAID_TUNER_SOCKET_TREE_STEP_US, BRAID_TUNER_SOCKET_TREE_STEP_US,
+                                     BRAID_TUNER_SOCKET_TREE_STEP_US},
+                [BRAID_ALGO_RING] = {BRAID_TUNER_SOCKET_RING_STEP_US, BRAID_TUNER_SOCKET_RING_STEP_US,
+                                     BRAID_TUNER_SOCKET_RING_STEP_US},
+            },
 };
 
 /* Software overhead of a network step on the GPU side (us); x3 for Simple. */
@@ -128,22 +134,21 @@ static const float braid_tuner_ll_max_bw[BRAID_NUM_ARCH][BRAID_NUM_NODE_CLASSES]
 };
 
 /* Ring LL128 bandwidth one channel can drive. */
-static const float braid_tuner_ring_ll128_per_ch[BRAID_NUM_ARCH] = {
-    [BRAID_ARCH_VOLTA] = 20.0f, [BRAID_ARCH_AMPERE] = 20.0f, [BRAID_ARCH_HOPPER] = 36.7f,
-    [BRAID_ARCH_BLACKWELL] = 40.0f /* braid */, [BRAID_ARCH_HOST] = 1e9f};
+static const float braid_tuner_ring_ll128_per_ch[BRAID_NUM_ARCH] = {[BRAID_ARCH_VOLTA] = 20.0f,
+                                                                    [BRAID_ARCH_AMPERE] = 20.0f,
+                                                                    [BRAID_ARCH_HOPPER] = 36.7f,
+                                                                    [BRAID_ARCH_BLACKWELL] = 40.0f /* braid */,
+                                                                    [BRAID_ARCH_HOST] = 1e9f};
 
 /* Tree bandwidth one channel can drive, by node count. */
 static const float braid_tuner_tree_per_ch[BRAID_NUM_ARCH][BRAID_NUM_NODE_CLASSES] = {
-    [BRAID_ARCH_VOLTA] = {26.5f, 18.5f, 10.0f},
-    [BRAID_ARCH_AMPERE] = {24.0f, 23.6f, 17.8f},
-    [BRAID_ARCH_HOPPER] = {38.7f, 41.4f, 36.0f},
-    [BRAID_ARCH_BLACKWELL] = {70.0f, 42.8f, 40.0f}, /* braid */
+    [BRAID_ARCH_VOLTA] = {26.5f, 18.5f, 10.0f},  [BRAID_ARCH_AMPERE] = {24.0f, 23.6f, 17.8f},
+    [BRAID_ARCH_HOPPER] = {38.7f, 41.4f, 36.0f}, [BRAID_ARCH_BLACKWELL] = {70.0f, 42.8f, 40.0f}, /* braid */
     [BRAID_ARCH_HOST] = {1e9f, 1e9f, 1e9f},
 };
 
 /* NVLink SHARP: share of the NVLink bandwidth an NVLS AllReduce reaches. */
-static const float braid_tuner_nvls_eff[BRAID_NUM_ARCH] = {
-    [BRAID_ARCH_HOPPER] = 0.85f, [BRAID_ARCH_BLACKWELL] = 0.74f};
+static const float braid_tuner_nvls_eff[BRAID_NUM_ARCH] = {[BRAID_ARCH_HOPPER] = 0.85f, [BRAID_ARCH_BLACKWELL] = 0.74f};
 
 /*
  * Tree AllReduce efficiency by message size (bucket b covers 64 << b bytes; the last bucket
@@ -155,12 +160,12 @@ static const float braid_tuner_nvls_eff[BRAID_NUM_ARCH] = {
  */
 #define BRAID_TUNER_TREE_BUCKETS 23
 static const float braid_tuner_tree_corr[BRAID_NUM_PROTOS][BRAID_TUNER_TREE_BUCKETS] = {
-    [BRAID_PROTO_LL] = {1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .7f, .7f, .7f, .7f, .6f, .5f, .4f, .4f, .5f, .6f, .7f,
-                        .8f, .9f, 1.0f, 1.0f, 1.0f, 1.0f},
-    [BRAID_PROTO_LL128] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, .8f, .7f, .6f,
-                           .6f, .6f, .6f, .6f, .6f, .6f, .6f, .6f},
-    [BRAID_PROTO_SIMPLE] = {.9f, .9f, .9f, .9f, .9f, .9f, .9f, .8f, .7f, .6f, .6f, .5f, .5f, .5f, .5f, .6f, .7f,
-                            .8f, .8f, .8f, .8f, .8f, .8f},
+    [BRAID_PROTO_LL] = {1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .7f, .7f,  .7f,  .7f,  .6f, .5f,
+                        .4f,  .4f,  .5f,  .6f,  .7f, .8f, .9f, 1.0f, 1.0f, 1.0f, 1.0f},
+    [BRAID_PROTO_LL128] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f,
+                           .8f,  .7f,  .6f,  .6f,  .6f,  .6f,  .6f,  .6f,  .6f,  .6f,  .6f},
+    [BRAID_PROTO_SIMPLE] = {.9f, .9f, .9f, .9f, .9f, .9f, .9f, .8f, .7f, .6f, .6f, .5f,
+                            .5f, .5f, .5f, .6f, .7f, .8f, .8f, .8f, .8f, .8f, .8f},
 };
 
 /* Most threads per block, and the bytes per thread below which an op gives up channels,

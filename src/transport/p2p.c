@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "base/check.h"
-#include "device/device.h"
 #include "base/param.h"
+#include "device/device.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
 
@@ -232,9 +232,10 @@ static ncclResult_t p2p_send_connect(struct braid_comm* comm, struct braid_conne
       res = d->enable_peer_access(b->cuda_dev);
       braid_transport_device_leave(saved);
       if (res != ncclSuccess) {
-        BRAID_WARN("Rank %d (CUDA device %d) could not enable peer access to CUDA device %d of rank %d: %s; "
-                   "NCCL_P2P_DISABLE=1 uses shared memory instead",
-                   comm->rank, comm->cuda_dev, b->cuda_dev, b->rank, ncclGetErrorString(res));
+        BRAID_WARN(
+            "Rank %d (CUDA device %d) could not enable peer access to CUDA device %d of rank %d: %s; "
+            "NCCL_P2P_DISABLE=1 uses shared memory instead",
+            comm->rank, comm->cuda_dev, b->cuda_dev, b->rank, ncclGetErrorString(res));
         goto err_free_res;
       }
     }

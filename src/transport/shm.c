@@ -26,33 +26,33 @@
 #include <unistd.h>
 
 #include "base/check.h"
-#include "device/device.h"
 #include "base/param.h"
+#include "device/device.h"
 #include "transport/transport.h"
 
 /* The first page of every FIFO: lifetime bookkeeping, never touched by the data path. */
 struct shm_header {
-  atomic_int refs;   /* same-process FIFOs: sides still holding it */
-  int registered;    /* same-process FIFOs: registered with the device layer (device comms) */
-  int cuda_dev;      /* the device current when it was registered */
+  atomic_int refs; /* same-process FIFOs: sides still holding it */
+  int registered;  /* same-process FIFOs: registered with the device layer (device comms) */
+  int cuda_dev;    /* the device current when it was registered */
 };
 #define SHM_HEADER_BYTES 4096
 
 /* What the receiver tells the sender. */
 struct shm_blob {
-  uint64_t pid_hash;  /* the receiver's process */
-  void* ptr;          /* same process: the FIFO itself */
-  void* dptr;         /* same process, device comm: the device's view of ptr */
+  uint64_t pid_hash; /* the receiver's process */
+  void* ptr;         /* same process: the FIFO itself */
+  void* dptr;        /* same process, device comm: the device's view of ptr */
   size_t bytes;
-  char name[96];      /* other process: the segment to map */
+  char name[96]; /* other process: the segment to map */
 };
 
 /* Per-side state. */
 struct shm_res {
-  char* base;         /* mapping (or allocation) including the header */
+  char* base; /* mapping (or allocation) including the header */
   size_t bytes;
   int same_process;
-  int registered;     /* other process: this side's mapping is registered with the device layer */
+  int registered; /* other process: this side's mapping is registered with the device layer */
   int cuda_dev;
   char name[96];
 };
@@ -109,9 +109,10 @@ static ncclResult_t shm_reserve(int fd, size_t bytes, const char* name) {
   if (err == 0) return ncclSuccess;
   struct statvfs vfs;
   unsigned long long avail = statvfs("/dev/shm", &vfs) == 0 ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
-  BRAID_WARN("Failed to allocate %zu bytes of shared memory for %s: %s. /dev/shm has %llu bytes free; "
-             "enlarge it (e.g. docker --shm-size) or lower NCCL_BUFFSIZE (now %lld)",
-             bytes, name, strerror(err), avail, (long long)braid_param_int(BRAID_PARAM_BUFFSIZE));
+  BRAID_WARN(
+      "Failed to allocate %zu bytes of shared memory for %s: %s. /dev/shm has %llu bytes free; "
+      "enlarge it (e.g. docker --shm-size) or lower NCCL_BUFFSIZE (now %lld)",
+      bytes, name, strerror(err), avail, (long long)braid_param_int(BRAID_PARAM_BUFFSIZE));
   return ncclSystemError;
 }
 
@@ -134,8 +135,8 @@ static ncclResult_t shm_recv_setup(struct braid_comm* comm, int peer, int channe
     memset(r->base, 0, r->bytes);
     atomic_store(&((struct shm_header*)r->base)->refs, 2);
   } else {
-    snprintf(r->name, sizeof(r->name), "/braid-%d-%llx-%d-%d-%d-%u", (int)getpid(),
-             (unsigned long long)comm->comm_hash, comm->rank, peer, channel, atomic_fetch_add(&counter, 1));
+    snprintf(r->name, sizeof(r->name), "/braid-%d-%llx-%d-%d-%d-%u", (int)getpid(), (unsigned long long)comm->comm_hash,
+             comm->rank, peer, channel, atomic_fetch_add(&counter, 1));
     BRAID_SYSCHECK_GOTO(fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600), "shm_open", res, err_free_res);
     BRAID_CHECK_GOTO(shm_reserve(fd, r->bytes, r->name), res, err_close);
     r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -198,9 +199,10 @@ static ncclResult_t shm_send_connect(struct braid_comm* comm, struct braid_conne
     /* the receiver registered it for both of us (connect.c refuses host/device pairs) */
     dbase = comm->host_mode ? r->base : blob->dptr;
     if (dbase == NULL) {
-      BRAID_WARN("Rank %d is on CUDA device %d but its shared-memory peer in this process did not register the "
-                 "FIFO for the device",
-                 comm->rank, comm->cuda_dev);
+      BRAID_WARN(
+          "Rank %d is on CUDA device %d but its shared-memory peer in this process did not register the "
+          "FIFO for the device",
+          comm->rank, comm->cuda_dev);
       res = ncclInternalError;
       goto err_free_res;
     }
@@ -258,8 +260,7 @@ static void shm_free(struct braid_connector* c) {
 /* A same-process FIFO whose peer never connected still holds the peer's reference. */
 static void shm_recv_free(struct braid_connector* c) {
   struct shm_res* r = c->res;
-  if (r != NULL && r->same_process && !c->connected)
-    atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1);
+  if (r != NULL && r->same_process && !c->connected) atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1);
   shm_free(c);
 }
 

@@ -21,9 +21,9 @@
 #define P_TYPE(T) printf("type %s size %zu align %zu\n", #T, sizeof(T), (size_t)ALIGNOF(T))
 /* A field: offset, size, and for integers whether the type is signed. */
 #define P_FIELD(T, f) printf("field %s.%s offset %zu size %zu\n", #T, #f, offsetof(T, f), sizeof(((T*)0)->f))
-#define P_IFIELD(T, f)                                                                                  \
+#define P_IFIELD(T, f)                                                                              \
   printf("field %s.%s offset %zu size %zu signed %d\n", #T, #f, offsetof(T, f), sizeof(((T*)0)->f), \
-         (int)((TYPEOF(((T*)0)->f))-1 < 0))
+         (int)((TYPEOF(((T*)0)->f)) - 1 < 0))
 #define P_VALUE(name) printf("value %s %lld\n", #name, (long long)(name))
 #define P_MISSING(name) printf("value %s MISSING\n", #name)
 #define P_INIT(var, f) printf("init %s.%s %lld\n", #var, #f, (long long)(var).f)

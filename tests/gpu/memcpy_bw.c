@@ -16,13 +16,13 @@
 
 #include "cuda_rt.h"
 
-#define CK(call)                                                                   \
-  do {                                                                             \
-    int e_ = (call);                                                               \
-    if (e_ != BENCH_CUDA_SUCCESS) {                                                \
-      fprintf(stderr, "memcpy_bw: %s: %s\n", #call, bench_cuda_error(e_));         \
-      return 1;                                                                    \
-    }                                                                              \
+#define CK(call)                                                           \
+  do {                                                                     \
+    int e_ = (call);                                                       \
+    if (e_ != BENCH_CUDA_SUCCESS) {                                        \
+      fprintf(stderr, "memcpy_bw: %s: %s\n", #call, bench_cuda_error(e_)); \
+      return 1;                                                            \
+    }                                                                      \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   CK(rt->MemsetAsync(a, 1, bytes, s));
   for (int i = 0; i < 3; i++) CK(rt->MemcpyAsync(b, a, bytes, BENCH_CUDA_MEMCPY_DEFAULT, s));
   CK(rt->EventRecord(e0, s));
-  for (int i = 0; i < iters; i++) CK(rt->MemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes, BENCH_CUDA_MEMCPY_DEFAULT, s));
+  for (int i = 0; i < iters; i++)
+    CK(rt->MemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes, BENCH_CUDA_MEMCPY_DEFAULT, s));
   CK(rt->EventRecord(e1, s));
   CK(rt->EventSynchronize(e1));
   float ms = 0;

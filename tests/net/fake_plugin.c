@@ -23,7 +23,9 @@ static ncclResult_t fake_init(braid_net_log_fn log) {
 }
 #else
 #define FAKE_NAME "Nodev"
-static ncclResult_t fake_init(braid_net_log_fn log) { return ncclSuccess; }
+static ncclResult_t fake_init(braid_net_log_fn log) {
+  return ncclSuccess;
+}
 #endif
 static ncclResult_t fake_devices(int* ndev) {
   *ndev = 0;

@@ -24,7 +24,9 @@ void gpu_rt_tag(TCase* tc, int ncases) {
   tagged += ncases;
 }
 
-int gpu_rt_tagged(void) { return tagged; }
+int gpu_rt_tagged(void) {
+  return tagged;
+}
 
 /* What the probing child sends back. */
 struct probe_reply {

@@ -114,9 +114,12 @@ int harness_run(int nranks, enum harness_mode mode, harness_fn fn, void* arg, in
     return nranks;
   }
   switch (mode) {
-    case HARNESS_THREADS: return run_threads(0, nranks, nranks, &id, fn, arg);
-    case HARNESS_PROCS: return run_procs(nranks, 1, &id, fn, arg, timeout_s);
-    case HARNESS_PAIRS: return run_procs(nranks, 2, &id, fn, arg, timeout_s);
+    case HARNESS_THREADS:
+      return run_threads(0, nranks, nranks, &id, fn, arg);
+    case HARNESS_PROCS:
+      return run_procs(nranks, 1, &id, fn, arg, timeout_s);
+    case HARNESS_PAIRS:
+      return run_procs(nranks, 2, &id, fn, arg, timeout_s);
   }
   return nranks;
 }
@@ -144,9 +147,15 @@ static int count_dir(const char* path, const char* prefix) {
   return n;
 }
 
-int harness_count_fds(void) { return count_dir("/proc/self/fd", NULL) - 1; /* minus opendir's own */ }
-int harness_count_threads(void) { return count_dir("/proc/self/task", NULL); }
-int harness_count_shm(void) { return count_dir("/dev/shm", "braid-"); }
+int harness_count_fds(void) {
+  return count_dir("/proc/self/fd", NULL) - 1; /* minus opendir's own */
+}
+int harness_count_threads(void) {
+  return count_dir("/proc/self/task", NULL);
+}
+int harness_count_shm(void) {
+  return count_dir("/dev/shm", "braid-");
+}
 
 const char* harness_mode_name(enum harness_mode mode) {
   return mode == HARNESS_THREADS ? "threads" : mode == HARNESS_PROCS ? "processes" : "pairs";

@@ -22,7 +22,7 @@ enum harness_mode {
 struct harness_rank {
   int rank, nranks;
   ncclUniqueId id;
-  void* arg;           /* the caller's, shared (threads) or copied by fork (processes) */
+  void* arg; /* the caller's, shared (threads) or copied by fork (processes) */
 };
 
 typedef int (*harness_fn)(struct harness_rank* r);

@@ -17,16 +17,26 @@
 
 /* ---- datatypes ---- */
 
-static const char* const dtype_names[REF_NUM_DTYPES] = {"int8",  "uint8", "int32",    "uint32",  "int64",  "uint64",
-                                                        "half",  "float", "double",   "bfloat16", "f8e4m3", "f8e5m2"};
+static const char* const dtype_names[REF_NUM_DTYPES] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                                        "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
 static const size_t dtype_sizes[REF_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 static const char* const op_names[REF_NUM_OPS] = {"sum", "prod", "max", "min", "avg", "premulsum", "premulsum-ptr"};
 
-size_t ref_dtype_size(int dtype) { return dtype >= 0 && dtype < REF_NUM_DTYPES ? dtype_sizes[dtype] : 0; }
-const char* ref_dtype_name(int dtype) { return dtype >= 0 && dtype < REF_NUM_DTYPES ? dtype_names[dtype] : "?"; }
-const char* ref_op_name(int op) { return op >= 0 && op < REF_NUM_OPS ? op_names[op] : "?"; }
-int ref_dtype_is_float(int dtype) { return dtype >= ncclFloat16 && dtype < REF_NUM_DTYPES; }
-static int dtype_is_signed(int dtype) { return dtype == ncclInt8 || dtype == ncclInt32 || dtype == ncclInt64; }
+size_t ref_dtype_size(int dtype) {
+  return dtype >= 0 && dtype < REF_NUM_DTYPES ? dtype_sizes[dtype] : 0;
+}
+const char* ref_dtype_name(int dtype) {
+  return dtype >= 0 && dtype < REF_NUM_DTYPES ? dtype_names[dtype] : "?";
+}
+const char* ref_op_name(int op) {
+  return op >= 0 && op < REF_NUM_OPS ? op_names[op] : "?";
+}
+int ref_dtype_is_float(int dtype) {
+  return dtype >= ncclFloat16 && dtype < REF_NUM_DTYPES;
+}
+static int dtype_is_signed(int dtype) {
+  return dtype == ncclInt8 || dtype == ncclInt32 || dtype == ncclInt64;
+}
 
 enum ref_kind ref_kind_of(int op) {
   if (op == REF_PROD) return REF_KIND_PROD;
@@ -48,10 +58,14 @@ static const struct fmt fmt_e5m2 = {5, 2, 15, 1, 1};
 
 static const struct fmt* fmt_of(int dtype) {
   switch (dtype) {
-    case ncclFloat16: return &fmt_f16;
-    case ncclBfloat16: return &fmt_bf16;
-    case ncclFloat8e4m3: return &fmt_e4m3;
-    case ncclFloat8e5m2: return &fmt_e5m2;
+    case ncclFloat16:
+      return &fmt_f16;
+    case ncclBfloat16:
+      return &fmt_bf16;
+    case ncclFloat8e4m3:
+      return &fmt_e4m3;
+    case ncclFloat8e5m2:
+      return &fmt_e5m2;
   }
   return NULL;
 }
@@ -94,9 +108,9 @@ static uint32_t fmt_encode(const struct fmt* f, double v) {
   int e = e2 - 1, emin = 1 - f->bias;
   if (e < emin) {
     double q = rint(ldexp(a, f->mbits - emin)); /* units of the smallest subnormal; ties to even */
-    bits = (uint32_t)q;                          /* q == one encodes the smallest normal */
+    bits = (uint32_t)q;                         /* q == one encodes the smallest normal */
   } else {
-    double q = rint(ldexp(a, f->mbits - e));     /* in [one, 2 * one] */
+    double q = rint(ldexp(a, f->mbits - e)); /* in [one, 2 * one] */
     if (q >= 2.0 * one) {
       q /= 2;
       e++;
@@ -127,7 +141,8 @@ double ref_to_double(int dtype, const void* elem) {
       return fmt_decode(fmt_of(dtype), b);
     }
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return fmt_decode(fmt_of(dtype), *(const uint8_t*)elem);
+    case ncclFloat8e5m2:
+      return fmt_decode(fmt_of(dtype), *(const uint8_t*)elem);
   }
   return NAN;
 }
@@ -139,7 +154,9 @@ void ref_from_double(int dtype, double v, void* elem) {
       memcpy(elem, &x, sizeof(x));
       return;
     }
-    case ncclFloat64: memcpy(elem, &v, sizeof(v)); return;
+    case ncclFloat64:
+      memcpy(elem, &v, sizeof(v));
+      return;
     case ncclFloat16:
     case ncclBfloat16: {
       uint16_t b = (uint16_t)fmt_encode(fmt_of(dtype), v);
@@ -147,19 +164,27 @@ void ref_from_double(int dtype, double v, void* elem) {
       return;
     }
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2: *(uint8_t*)elem = (uint8_t)fmt_encode(fmt_of(dtype), v); return;
+    case ncclFloat8e5m2:
+      *(uint8_t*)elem = (uint8_t)fmt_encode(fmt_of(dtype), v);
+      return;
   }
 }
 
 /* Machine epsilon (2^-mantissa bits) and the smallest subnormal of a floating type. */
 static double type_eps(int dtype) {
   switch (dtype) {
-    case ncclFloat16: return ldexp(1, -10);
-    case ncclFloat32: return ldexp(1, -23);
-    case ncclFloat64: return ldexp(1, -52);
-    case ncclBfloat16: return ldexp(1, -7);
-    case ncclFloat8e4m3: return ldexp(1, -3);
-    case ncclFloat8e5m2: return ldexp(1, -2);
+    case ncclFloat16:
+      return ldexp(1, -10);
+    case ncclFloat32:
+      return ldexp(1, -23);
+    case ncclFloat64:
+      return ldexp(1, -52);
+    case ncclBfloat16:
+      return ldexp(1, -7);
+    case ncclFloat8e4m3:
+      return ldexp(1, -3);
+    case ncclFloat8e5m2:
+      return ldexp(1, -2);
   }
   return 0;
 }
@@ -186,7 +211,9 @@ static int64_t int_signed(int dtype, uint64_t v) {
   uint64_t m = 1ull << (bits - 1);
   return (int64_t)((v ^ m) - m);
 }
-static void int_store(int dtype, uint64_t v, void* elem) { memcpy(elem, &v, ref_dtype_size(dtype)); }
+static void int_store(int dtype, uint64_t v, void* elem) {
+  memcpy(elem, &v, ref_dtype_size(dtype));
+}
 
 /* ---- inputs ---- */
 
@@ -303,15 +330,21 @@ static void expect_int(const struct ref_red* red, enum ref_kind kind, size_t idx
     x = int_load(dt, tmp);
     switch (red->op) {
       case REF_SUM:
-      case REF_AVG: acc = r ? acc + x : x; break;
-      case REF_PROD: acc = r ? acc * x : x; break;
+      case REF_AVG:
+        acc = r ? acc + x : x;
+        break;
+      case REF_PROD:
+        acc = r ? acc * x : x;
+        break;
       case REF_MAX:
         if (r == 0 || (sgn ? int_signed(dt, x) > int_signed(dt, acc) : x > acc)) acc = x;
         break;
       case REF_MIN:
         if (r == 0 || (sgn ? int_signed(dt, x) < int_signed(dt, acc) : x < acc)) acc = x;
         break;
-      default: acc += x * s; break;
+      default:
+        acc += x * s;
+        break;
     }
   }
   acc &= width_mask(dt);
@@ -339,9 +372,15 @@ static void expect_float(const struct ref_red* red, enum ref_kind kind, size_t i
   for (int r = 0; r < n; r++) {
     double x = input_value(dt, kind, red->seed, r, idx);
     switch (red->op) {
-      case REF_PROD: acc = r ? acc * x : x; break;
-      case REF_MAX: acc = r == 0 || x > acc ? x : acc; break;
-      case REF_MIN: acc = r == 0 || x < acc ? x : acc; break;
+      case REF_PROD:
+        acc = r ? acc * x : x;
+        break;
+      case REF_MAX:
+        acc = r == 0 || x > acc ? x : acc;
+        break;
+      case REF_MIN:
+        acc = r == 0 || x < acc ? x : acc;
+        break;
       default:
         acc += x * s;
         mag += fabs(x * s);
@@ -357,8 +396,7 @@ static void expect_float(const struct ref_red* red, enum ref_kind kind, size_t i
     out->tol = (n + 1) * type_eps(dt) * mag + n * type_tiny(dt);
 }
 
-size_t ref_check_reduce(const struct ref_red* red, size_t first, size_t n, const void* got, char* msg,
-                        size_t msglen) {
+size_t ref_check_reduce(const struct ref_red* red, size_t first, size_t n, const void* got, char* msg, size_t msglen) {
   int dt = red->dtype;
   size_t es = ref_dtype_size(dt), bad = 0;
   enum ref_kind kind = ref_kind_of(red->op);
@@ -413,7 +451,9 @@ size_t ref_check_copy(int dtype, enum ref_kind kind, uint32_t seed, int src_rank
 
 /* ---- guards ---- */
 
-static uint8_t guard_byte(size_t i, uint8_t salt) { return (uint8_t)(0x5a ^ salt ^ (i * 37)); }
+static uint8_t guard_byte(size_t i, uint8_t salt) {
+  return (uint8_t)(0x5a ^ salt ^ (i * 37));
+}
 
 void ref_guard_fill(void* p, size_t bytes, uint8_t salt) {
   for (size_t i = 0; i < bytes; i++) ((uint8_t*)p)[i] = guard_byte(i, salt);
@@ -445,7 +485,8 @@ int ref_region_alloc(struct ref_region* g, size_t bytes, size_t misalign, uint8_
 
 size_t ref_region_guards_bad(const struct ref_region* g) {
   if (g->base == NULL) return 0;
-  return ref_guard_check(g->base, g->pre, g->salt) + ref_guard_check(g->p + g->bytes, REGION_GUARD, (uint8_t)(g->salt + 1));
+  return ref_guard_check(g->base, g->pre, g->salt) +
+         ref_guard_check(g->p + g->bytes, REGION_GUARD, (uint8_t)(g->salt + 1));
 }
 
 size_t ref_region_written(const struct ref_region* g) {

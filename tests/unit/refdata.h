@@ -58,8 +58,8 @@ void ref_fill(int dtype, enum ref_kind kind, uint32_t seed, int rank, size_t fir
 /* The reduction being checked. */
 struct ref_red {
   int dtype;
-  int op;        /* enum ref_op */
-  int nranks;    /* contributors: ranks 0..nranks-1 */
+  int op;     /* enum ref_op */
+  int nranks; /* contributors: ranks 0..nranks-1 */
   uint32_t seed;
 };
 
@@ -67,8 +67,7 @@ struct ref_red {
  * Check got[0..n) against the reduction over ranks of input elements first .. first+n-1.
  * Returns the number of wrong elements; the first one is described in msg.
  */
-size_t ref_check_reduce(const struct ref_red* red, size_t first, size_t n, const void* got, char* msg,
-                        size_t msglen);
+size_t ref_check_reduce(const struct ref_red* red, size_t first, size_t n, const void* got, char* msg, size_t msglen);
 
 /* Check got[0..n) is bit-identical to rank src_rank's input elements first .. first+n-1. */
 size_t ref_check_copy(int dtype, enum ref_kind kind, uint32_t seed, int src_rank, size_t first, size_t n,

@@ -29,11 +29,23 @@
 #define BUF_BYTES 4096
 #define SMALL 16
 
-enum fn { F_ALLREDUCE = 0, F_REDUCE, F_REDUCESCATTER, F_ALLGATHER, F_BROADCAST, F_BCAST, F_SEND, F_RECV, F_ALLTOALL,
-          F_GATHER, F_SCATTER, F_NUM };
-static const char* const fn_names[F_NUM] = {"ncclAllReduce", "ncclReduce",   "ncclReduceScatter", "ncclAllGather",
-                                            "ncclBroadcast", "ncclBcast",    "ncclSend",          "ncclRecv",
-                                            "ncclAlltoAll",  "ncclGather",   "ncclScatter"};
+enum fn {
+  F_ALLREDUCE = 0,
+  F_REDUCE,
+  F_REDUCESCATTER,
+  F_ALLGATHER,
+  F_BROADCAST,
+  F_BCAST,
+  F_SEND,
+  F_RECV,
+  F_ALLTOALL,
+  F_GATHER,
+  F_SCATTER,
+  F_NUM
+};
+static const char* const fn_names[F_NUM] = {"ncclAllReduce", "ncclReduce", "ncclReduceScatter", "ncclAllGather",
+                                            "ncclBroadcast", "ncclBcast",  "ncclSend",          "ncclRecv",
+                                            "ncclAlltoAll",  "ncclGather", "ncclScatter"};
 #define FN(x) (1u << (x))
 #define ALL_FNS ((1u << F_NUM) - 1)
 #define REDUCING (FN(F_ALLREDUCE) | FN(F_REDUCE) | FN(F_REDUCESCATTER))
@@ -57,17 +69,28 @@ static ncclResult_t call(const struct args* a, ncclComm_t comm) {
   ncclDataType_t dt = (ncclDataType_t)a->dtype;
   ncclRedOp_t op = (ncclRedOp_t)a->op;
   switch (a->fn) {
-    case F_ALLREDUCE: return ncclAllReduce(a->send, a->recv, a->count, dt, op, comm, NULL);
-    case F_REDUCE: return ncclReduce(a->send, a->recv, a->count, dt, op, a->root, comm, NULL);
-    case F_REDUCESCATTER: return ncclReduceScatter(a->send, a->recv, a->count, dt, op, comm, NULL);
-    case F_ALLGATHER: return ncclAllGather(a->send, a->recv, a->count, dt, comm, NULL);
-    case F_BROADCAST: return ncclBroadcast(a->send, a->recv, a->count, dt, a->root, comm, NULL);
-    case F_BCAST: return ncclBcast(a->recv, a->count, dt, a->root, comm, NULL);
-    case F_SEND: return ncclSend(a->send, a->count, dt, a->root, comm, NULL);
-    case F_RECV: return ncclRecv(a->recv, a->count, dt, a->root, comm, NULL);
-    case F_ALLTOALL: return ncclAlltoAll(a->send, a->recv, a->count, dt, comm, NULL);
-    case F_GATHER: return ncclGather(a->send, a->recv, a->count, dt, a->root, comm, NULL);
-    case F_SCATTER: return ncclScatter(a->send, a->recv, a->count, dt, a->root, comm, NULL);
+    case F_ALLREDUCE:
+      return ncclAllReduce(a->send, a->recv, a->count, dt, op, comm, NULL);
+    case F_REDUCE:
+      return ncclReduce(a->send, a->recv, a->count, dt, op, a->root, comm, NULL);
+    case F_REDUCESCATTER:
+      return ncclReduceScatter(a->send, a->recv, a->count, dt, op, comm, NULL);
+    case F_ALLGATHER:
+      return ncclAllGather(a->send, a->recv, a->count, dt, comm, NULL);
+    case F_BROADCAST:
+      return ncclBroadcast(a->send, a->recv, a->count, dt, a->root, comm, NULL);
+    case F_BCAST:
+      return ncclBcast(a->recv, a->count, dt, a->root, comm, NULL);
+    case F_SEND:
+      return ncclSend(a->send, a->count, dt, a->root, comm, NULL);
+    case F_RECV:
+      return ncclRecv(a->recv, a->count, dt, a->root, comm, NULL);
+    case F_ALLTOALL:
+      return ncclAlltoAll(a->send, a->recv, a->count, dt, comm, NULL);
+    case F_GATHER:
+      return ncclGather(a->send, a->recv, a->count, dt, a->root, comm, NULL);
+    case F_SCATTER:
+      return ncclScatter(a->send, a->recv, a->count, dt, a->root, comm, NULL);
   }
   return ncclInternalError;
 }
@@ -75,14 +98,27 @@ static ncclResult_t call(const struct args* a, ncclComm_t comm) {
 /* ---- the bad cases ---- */
 
 enum kind {
-  K_COUNT = 0,      /* count x element size overflows */
-  K_COUNT_SCALED,   /* count x element size fits, x nranks overflows */
-  K_DTYPE_M1, K_DTYPE_12, K_DTYPE_100,
-  K_OP_M1, K_OP_5, K_OP_1000, K_OP_DESTROYED, K_OP_OTHER_DTYPE,
-  K_NULL_SEND, K_NULL_RECV,
-  K_ROOT_M1, K_ROOT_N, K_ROOT_BIG,
-  K_PEER_M1, K_PEER_N,
-  K_COMM_NULL, K_COMM_DESTROYED, K_COMM_ABORTED, K_COMM_FINALIZED,
+  K_COUNT = 0,    /* count x element size overflows */
+  K_COUNT_SCALED, /* count x element size fits, x nranks overflows */
+  K_DTYPE_M1,
+  K_DTYPE_12,
+  K_DTYPE_100,
+  K_OP_M1,
+  K_OP_5,
+  K_OP_1000,
+  K_OP_DESTROYED,
+  K_OP_OTHER_DTYPE,
+  K_NULL_SEND,
+  K_NULL_RECV,
+  K_ROOT_M1,
+  K_ROOT_N,
+  K_ROOT_BIG,
+  K_PEER_M1,
+  K_PEER_N,
+  K_COMM_NULL,
+  K_COMM_DESTROYED,
+  K_COMM_ABORTED,
+  K_COMM_FINALIZED,
   K_NUM
 };
 
@@ -141,7 +177,8 @@ static void good_allreduce(ncclComm_t* comms, uint32_t seed) {
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < NR; r++)
     ck_assert_int_eq(ncclAllReduce(in[r], out[r], cnt, ncclFloat32, ncclSum, comms[r], NULL), ncclSuccess);
-  ck_assert_msg(ncclGroupEnd() == ncclSuccess, "a good AllReduce after the bad call failed: %s", ncclGetLastError(NULL));
+  ck_assert_msg(ncclGroupEnd() == ncclSuccess, "a good AllReduce after the bad call failed: %s",
+                ncclGetLastError(NULL));
   struct ref_red red = {ncclFloat32, REF_SUM, NR, seed};
   for (int r = 0; r < NR; r++) ck_assert_msg(ref_check_reduce(&red, 0, cnt, out[r], msg, sizeof(msg)) == 0, "%s", msg);
 }
@@ -161,17 +198,34 @@ START_TEST(test_bad) {
   ncclRedOp_t pms = ncclSum;
   float scalar = 2.0f;
   switch (kind) {
-    case K_COUNT: a.count = SIZE_MAX / 2, a.dtype = ncclInt64; break;
-    case K_COUNT_SCALED: a.count = SIZE_MAX / 16 + 1, a.dtype = ncclInt64; break;
-    case K_DTYPE_M1: a.dtype = -1; break;
-    case K_DTYPE_12: a.dtype = 12; break;
-    case K_DTYPE_100: a.dtype = 100; break;
-    case K_OP_M1: a.op = -1; break;
-    case K_OP_5: a.op = 5; break;
-    case K_OP_1000: a.op = 1000; break;
+    case K_COUNT:
+      a.count = SIZE_MAX / 2, a.dtype = ncclInt64;
+      break;
+    case K_COUNT_SCALED:
+      a.count = SIZE_MAX / 16 + 1, a.dtype = ncclInt64;
+      break;
+    case K_DTYPE_M1:
+      a.dtype = -1;
+      break;
+    case K_DTYPE_12:
+      a.dtype = 12;
+      break;
+    case K_DTYPE_100:
+      a.dtype = 100;
+      break;
+    case K_OP_M1:
+      a.op = -1;
+      break;
+    case K_OP_5:
+      a.op = 5;
+      break;
+    case K_OP_1000:
+      a.op = 1000;
+      break;
     case K_OP_DESTROYED:
     case K_OP_OTHER_DTYPE:
-      ck_assert_int_eq(ncclRedOpCreatePreMulSum(&pms, &scalar, ncclFloat32, ncclScalarHostImmediate, target), ncclSuccess);
+      ck_assert_int_eq(ncclRedOpCreatePreMulSum(&pms, &scalar, ncclFloat32, ncclScalarHostImmediate, target),
+                       ncclSuccess);
       a.op = pms;
       if (kind == K_OP_DESTROYED) {
         ck_assert_int_eq(ncclRedOpDestroy(pms, target), ncclSuccess);
@@ -182,14 +236,30 @@ START_TEST(test_bad) {
         a.dtype = ncclFloat64;
       }
       break;
-    case K_NULL_SEND: a.send = NULL; break;
-    case K_NULL_RECV: a.recv = NULL; break;
-    case K_ROOT_M1: a.root = -1; break;
-    case K_ROOT_N: a.root = NR; break;
-    case K_ROOT_BIG: a.root = 1000; break;
-    case K_PEER_M1: a.root = -1; break;
-    case K_PEER_N: a.root = NR; break;
-    case K_COMM_NULL: target = NULL; break;
+    case K_NULL_SEND:
+      a.send = NULL;
+      break;
+    case K_NULL_RECV:
+      a.recv = NULL;
+      break;
+    case K_ROOT_M1:
+      a.root = -1;
+      break;
+    case K_ROOT_N:
+      a.root = NR;
+      break;
+    case K_ROOT_BIG:
+      a.root = 1000;
+      break;
+    case K_PEER_M1:
+      a.root = -1;
+      break;
+    case K_PEER_N:
+      a.root = NR;
+      break;
+    case K_COMM_NULL:
+      target = NULL;
+      break;
     case K_COMM_DESTROYED:
     case K_COMM_ABORTED:
     case K_COMM_FINALIZED:
@@ -243,7 +313,8 @@ START_TEST(test_null_ok) {
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < NR; r++) {
     struct args a = {f, NULL, NULL, 0, ncclFloat32, ncclSum, f == F_SEND || f == F_RECV ? 1 - r : 0};
-    ck_assert_msg(call(&a, comms[r]) == ncclSuccess, "%s count 0 NULL buffers: %s", fn_names[f], ncclGetLastError(NULL));
+    ck_assert_msg(call(&a, comms[r]) == ncclSuccess, "%s count 0 NULL buffers: %s", fn_names[f],
+                  ncclGetLastError(NULL));
     if (f == F_SEND || f == F_RECV) { /* the matching half */
       a.fn = f == F_SEND ? F_RECV : F_SEND;
       ck_assert_int_eq(call(&a, comms[r]), ncclSuccess);

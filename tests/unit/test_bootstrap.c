@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #define BRAID_BOOTSTRAP_INTERNAL /* the wire format, to forge a malformed hello */
-#include "bootstrap/bootstrap.h"
 #include "base/debug.h"
 #include "base/param.h"
 #include "base/socket.h"
+#include "bootstrap/bootstrap.h"
 
 #define MAX_RANKS 16
 

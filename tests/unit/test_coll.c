@@ -46,8 +46,8 @@ static const char* const coll_names[C_NUM] = {"AllReduce", "Reduce", "ReduceScat
 #define PLACE_IN 2
 #define PLACE_BOTH 3
 #define END ((size_t)-1)
-#define MAX_MSGS 64           /* failure lines printed per rank */
-#define RANK_TIMEOUT_S 240    /* processes are killed after this */
+#define MAX_MSGS 64        /* failure lines printed per rank */
+#define RANK_TIMEOUT_S 240 /* processes are killed after this */
 #define TCASE_TIMEOUT_S 300
 
 static const char* const proto_env[3] = {"NCCL_PROTO=LL", "NCCL_PROTO=LL128", "NCCL_PROTO=Simple"};
@@ -62,10 +62,9 @@ struct coll_case {
   uint32_t ops;         /* BIT(enum ref_op), reducing collectives only */
   const size_t* counts; /* ends with END */
   int places;
-  int offset;           /* elements between 64-byte alignment and each buffer */
+  int offset; /* elements between 64-byte alignment and each buffer */
   uint32_t seed;
 };
-
 
 /* ---- one call ---- */
 
@@ -83,9 +82,9 @@ struct rank_state {
 };
 
 static void describe(const struct call* k, int nranks, int offset, char* buf, size_t len) {
-  snprintf(buf, len, "%s %s %s count %zu %s root %d offset %d nranks %d", coll_names[k->coll],
-           ref_dtype_name(k->dtype), k->coll <= C_REDUCESCATTER ? ref_op_name(k->op) : "-", k->count,
-           k->inplace ? "in-place" : "out-of-place", k->root, offset, nranks);
+  snprintf(buf, len, "%s %s %s count %zu %s root %d offset %d nranks %d", coll_names[k->coll], ref_dtype_name(k->dtype),
+           k->coll <= C_REDUCESCATTER ? ref_op_name(k->op) : "-", k->count, k->inplace ? "in-place" : "out-of-place",
+           k->root, offset, nranks);
 }
 
 static int report(struct rank_state* st, const struct call* k, int offset, const char* what) {
@@ -100,11 +99,21 @@ static int report(struct rank_state* st, const struct call* k, int offset, const
 /* Create the ncclRedOp_t of a test op (PreMulSum ones get their scalar here). */
 static ncclResult_t make_op(const struct call* k, ncclComm_t comm, unsigned char* scalar, ncclRedOp_t* op) {
   switch (k->op) {
-    case REF_SUM: *op = ncclSum; return ncclSuccess;
-    case REF_PROD: *op = ncclProd; return ncclSuccess;
-    case REF_MAX: *op = ncclMax; return ncclSuccess;
-    case REF_MIN: *op = ncclMin; return ncclSuccess;
-    case REF_AVG: *op = ncclAvg; return ncclSuccess;
+    case REF_SUM:
+      *op = ncclSum;
+      return ncclSuccess;
+    case REF_PROD:
+      *op = ncclProd;
+      return ncclSuccess;
+    case REF_MAX:
+      *op = ncclMax;
+      return ncclSuccess;
+    case REF_MIN:
+      *op = ncclMin;
+      return ncclSuccess;
+    case REF_AVG:
+      *op = ncclAvg;
+      return ncclSuccess;
   }
   /* Immediate: the scalar is read now, then the variable changes (the op must not see it).
    * By pointer: the variable holds something else at creation and the right value at the call. */
@@ -119,11 +128,16 @@ static ncclResult_t make_op(const struct call* k, ncclComm_t comm, unsigned char
 static ncclResult_t issue(const struct call* k, ncclComm_t comm, const void* send, void* recv, ncclRedOp_t op) {
   ncclDataType_t dt = (ncclDataType_t)k->dtype;
   switch (k->coll) {
-    case C_ALLREDUCE: return ncclAllReduce(send, recv, k->count, dt, op, comm, NULL);
-    case C_REDUCE: return ncclReduce(send, recv, k->count, dt, op, k->root, comm, NULL);
-    case C_REDUCESCATTER: return ncclReduceScatter(send, recv, k->count, dt, op, comm, NULL);
-    case C_ALLGATHER: return ncclAllGather(send, recv, k->count, dt, comm, NULL);
-    case C_BROADCAST: return ncclBroadcast(send, recv, k->count, dt, k->root, comm, NULL);
+    case C_ALLREDUCE:
+      return ncclAllReduce(send, recv, k->count, dt, op, comm, NULL);
+    case C_REDUCE:
+      return ncclReduce(send, recv, k->count, dt, op, k->root, comm, NULL);
+    case C_REDUCESCATTER:
+      return ncclReduceScatter(send, recv, k->count, dt, op, comm, NULL);
+    case C_ALLGATHER:
+      return ncclAllGather(send, recv, k->count, dt, comm, NULL);
+    case C_BROADCAST:
+      return ncclBroadcast(send, recv, k->count, dt, k->root, comm, NULL);
   }
   return ncclInternalError;
 }
@@ -158,7 +172,8 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
       send = recv = rreg.p;
     }
   } else {
-    if (ref_region_alloc(&sreg, in_elems * es, ob, ssalt) != 0 || ref_region_alloc(&rreg, out_elems * es, ob, rsalt) != 0) {
+    if (ref_region_alloc(&sreg, in_elems * es, ob, ssalt) != 0 ||
+        ref_region_alloc(&rreg, out_elems * es, ob, rsalt) != 0) {
       ref_region_free(&sreg);
       return report(st, k, offset, "out of memory"), -1;
     }
@@ -203,8 +218,12 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
   size_t bad = 0;
   msg[0] = '\0';
   switch (k->coll) {
-    case C_ALLREDUCE: bad = ref_check_reduce(&red, 0, cnt, recv, msg, sizeof(msg)); break;
-    case C_REDUCESCATTER: bad = ref_check_reduce(&red, me * cnt, cnt, recv, msg, sizeof(msg)); break;
+    case C_ALLREDUCE:
+      bad = ref_check_reduce(&red, 0, cnt, recv, msg, sizeof(msg));
+      break;
+    case C_REDUCESCATTER:
+      bad = ref_check_reduce(&red, me * cnt, cnt, recv, msg, sizeof(msg));
+      break;
     case C_REDUCE:
       if (is_root)
         bad = ref_check_reduce(&red, 0, cnt, recv, msg, sizeof(msg));
@@ -217,7 +236,9 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
       for (int q = 0; q < n && bad == 0; q++)
         bad = ref_check_copy(dt, kind, k->seed, q, 0, cnt, recv + q * cnt * es, msg, sizeof(msg));
       break;
-    case C_BROADCAST: bad = ref_check_copy(dt, kind, k->seed, k->root, 0, cnt, recv, msg, sizeof(msg)); break;
+    case C_BROADCAST:
+      bad = ref_check_copy(dt, kind, k->seed, k->root, 0, cnt, recv, msg, sizeof(msg));
+      break;
   }
   if (bad) {
     char line[640];
@@ -245,7 +266,8 @@ static int case_body(struct harness_rank* r) {
   const struct coll_case* c = r->arg;
   struct rank_state st = {r, NULL, 0};
   ncclResult_t res = ncclCommInitRank(&st.comm, r->nranks, r->id, r->rank);
-  if (res != ncclSuccess) return harness_fail(r, "ncclCommInitRank: %s (%s)", ncclGetErrorString(res), ncclGetLastError(NULL));
+  if (res != ncclSuccess)
+    return harness_fail(r, "ncclCommInitRank: %s (%s)", ncclGetErrorString(res), ncclGetLastError(NULL));
   int wrong = 0, stop = 0;
   uint32_t ncall = 0;
   for (int coll = 0; coll < C_NUM && !stop; coll++) {
@@ -258,8 +280,14 @@ static int case_body(struct harness_rank* r) {
         for (const size_t* cnt = c->counts; *cnt != END && !stop; cnt++) {
           for (int place = 0; place < 2 && !stop; place++) {
             if (!(c->places & (place ? PLACE_IN : PLACE_OUT))) continue;
-            struct call k = {coll, dt, op, place, (int)(ncall % r->nranks), *cnt,
-                             c->seed * 7919u + ncall * 2654435761u + 1, (int)(ncall & 1)};
+            struct call k = {coll,
+                             dt,
+                             op,
+                             place,
+                             (int)(ncall % r->nranks),
+                             *cnt,
+                             c->seed * 7919u + ncall * 2654435761u + 1,
+                             (int)(ncall & 1)};
             ncall++;
             int rc = run_call(&st, &k, c->offset);
             if (rc < 0) stop = 1;
@@ -304,8 +332,8 @@ static const struct ranks_mode matrix_full_ranks[] = {
 static const size_t matrix_counts_one[] = {0, 1, 7, 1023, END};
 
 START_TEST(test_matrix) {
-  struct coll_case c = {3, HARNESS_THREADS, NULL, NULL, ALL_COLLS, REF_ALL_DTYPES, REF_ALL_OPS, matrix_counts,
-                        PLACE_BOTH, 0, (uint32_t)_i};
+  struct coll_case c = {3,           HARNESS_THREADS, NULL,       NULL, ALL_COLLS,   REF_ALL_DTYPES,
+                        REF_ALL_OPS, matrix_counts,   PLACE_BOTH, 0,    (uint32_t)_i};
   if (_i < MATRIX_BY_PROTO) {
     c.env = proto_env[_i % 3];
     c.colls = BIT(_i / 3);
@@ -333,8 +361,9 @@ static const size_t sweep_counts[] = {0, 1, 7, 1023, 65537, END};
 static const int pair_ranks[] = {2, 3, 5, 8};
 
 START_TEST(test_ranks) {
-  struct coll_case c = {0, HARNESS_THREADS, NULL, NULL, ALL_COLLS, BIT(ncclFloat32), BIT(REF_SUM),
-                        sweep_counts, PLACE_BOTH, 0, 100u + (uint32_t)_i};
+  struct coll_case c = {
+      0, HARNESS_THREADS,    NULL, NULL, ALL_COLLS, BIT(ncclFloat32), BIT(REF_SUM), sweep_counts, PLACE_BOTH,
+      0, 100u + (uint32_t)_i};
   if (_i < 16) {
     c.nranks = _i / 2 + 1;
     c.mode = _i % 2 ? HARNESS_PROCS : HARNESS_THREADS;
@@ -353,8 +382,17 @@ static const size_t layout_counts[] = {1, 7, 1023, 65537, END};
 START_TEST(test_layout) {
   uint32_t dtypes = BIT(ncclInt8) | BIT(ncclUint64) | BIT(ncclFloat16) | BIT(ncclFloat32) | BIT(ncclFloat64) |
                     BIT(ncclBfloat16) | BIT(ncclFloat8e4m3);
-  struct coll_case c = {4, HARNESS_THREADS, NULL, NULL, BIT(_i / 2), dtypes, BIT(REF_SUM) | BIT(REF_MAX) | BIT(REF_AVG),
-                        layout_counts, PLACE_BOTH, _i % 2 ? 3 : 1, 200u + (uint32_t)_i};
+  struct coll_case c = {4,
+                        HARNESS_THREADS,
+                        NULL,
+                        NULL,
+                        BIT(_i / 2),
+                        dtypes,
+                        BIT(REF_SUM) | BIT(REF_MAX) | BIT(REF_AVG),
+                        layout_counts,
+                        PLACE_BOTH,
+                        _i % 2 ? 3 : 1,
+                        200u + (uint32_t)_i};
   run_case(&c);
 }
 END_TEST
@@ -365,8 +403,9 @@ static const size_t large_counts[] = {(1u << 20) + 3, END};
 static const size_t huge_counts[] = {(size_t)64 << 20, END};
 
 START_TEST(test_large) {
-  struct coll_case c = {4, HARNESS_THREADS, NULL, NULL, BIT(_i % C_NUM), BIT(ncclFloat32), BIT(REF_SUM),
-                        large_counts, PLACE_BOTH, 0, 300u + (uint32_t)_i};
+  struct coll_case c = {
+      4, HARNESS_THREADS,    NULL, NULL, BIT(_i % C_NUM), BIT(ncclFloat32), BIT(REF_SUM), large_counts, PLACE_BOTH,
+      0, 300u + (uint32_t)_i};
   if (_i >= C_NUM) { /* full: 64M elements */
     c.nranks = 2;
     c.counts = huge_counts;
@@ -389,8 +428,16 @@ static const char* const env_variants[] = {
 static const size_t env_counts[] = {262147, END}; /* 1 MiB of floats: up to 4 channels */
 
 START_TEST(test_env) {
-  struct coll_case c = {3, HARNESS_THREADS, env_variants[_i / 3], proto_env[_i % 3], ALL_COLLS,
-                        BIT(ncclFloat32) | BIT(ncclBfloat16), BIT(REF_SUM), env_counts, PLACE_OUT, 0,
+  struct coll_case c = {3,
+                        HARNESS_THREADS,
+                        env_variants[_i / 3],
+                        proto_env[_i % 3],
+                        ALL_COLLS,
+                        BIT(ncclFloat32) | BIT(ncclBfloat16),
+                        BIT(REF_SUM),
+                        env_counts,
+                        PLACE_OUT,
+                        0,
                         400u + (uint32_t)_i};
   run_case(&c);
 }
@@ -400,17 +447,26 @@ END_TEST
 
 static const char* const algo_env[2] = {"NCCL_ALGO=Ring", "NCCL_ALGO=Tree"};
 static const size_t algo_counts[] = {0, 1, 7, 1023, 65537, END};
-static const struct ranks_mode algo_ranks[] = {
-    {1, HARNESS_THREADS}, {2, HARNESS_THREADS}, {3, HARNESS_THREADS}, {4, HARNESS_THREADS}, {5, HARNESS_THREADS},
-    {6, HARNESS_THREADS}, {7, HARNESS_THREADS}, {8, HARNESS_THREADS}, {3, HARNESS_PROCS},   {5, HARNESS_PROCS},
-    {8, HARNESS_PROCS},   {6, HARNESS_PAIRS}};
+static const struct ranks_mode algo_ranks[] = {{1, HARNESS_THREADS}, {2, HARNESS_THREADS}, {3, HARNESS_THREADS},
+                                               {4, HARNESS_THREADS}, {5, HARNESS_THREADS}, {6, HARNESS_THREADS},
+                                               {7, HARNESS_THREADS}, {8, HARNESS_THREADS}, {3, HARNESS_PROCS},
+                                               {5, HARNESS_PROCS},   {8, HARNESS_PROCS},   {6, HARNESS_PAIRS}};
 #define NALGO_RANKS (int)(sizeof(algo_ranks) / sizeof(algo_ranks[0]))
 
 /* [0, 2 x 3): algorithm x protocol at 3 ranks, every datatype and op; then Tree (the shape
  * changes with the rank count) at each entry of algo_ranks, protocols in turn. */
 START_TEST(test_algo) {
-  struct coll_case c = {3, HARNESS_THREADS, algo_env[(_i / 3) % 2], proto_env[_i % 3], BIT(C_ALLREDUCE),
-                        REF_ALL_DTYPES, REF_ALL_OPS, matrix_counts, PLACE_BOTH, 0, 500u + (uint32_t)_i};
+  struct coll_case c = {3,
+                        HARNESS_THREADS,
+                        algo_env[(_i / 3) % 2],
+                        proto_env[_i % 3],
+                        BIT(C_ALLREDUCE),
+                        REF_ALL_DTYPES,
+                        REF_ALL_OPS,
+                        matrix_counts,
+                        PLACE_BOTH,
+                        0,
+                        500u + (uint32_t)_i};
   if (_i >= 6) {
     const struct ranks_mode* rm = &algo_ranks[_i - 6];
     c.env = algo_env[1];
@@ -474,7 +530,8 @@ static int prepare(struct prepared* p, const struct call* k, int n, int me, nccl
       p->send = p->recv = p->rreg.p;
     }
   } else {
-    if (ref_region_alloc(&p->sreg, in_elems * es, 0, 0x10) != 0 || ref_region_alloc(&p->rreg, out_elems * es, 0, 0x20) != 0)
+    if (ref_region_alloc(&p->sreg, in_elems * es, 0, 0x10) != 0 ||
+        ref_region_alloc(&p->rreg, out_elems * es, 0, 0x20) != 0)
       return -1;
     ref_fill(dt, kind, k->seed, me, 0, in_elems, p->sreg.p);
     p->send = p->sreg.p;
@@ -495,8 +552,12 @@ static int verify(struct prepared* p, int n, int me, ncclComm_t comm, struct ran
   size_t g = ref_region_guards_bad(&p->sreg) + ref_region_guards_bad(&p->rreg);
   if (g) wrong += report(st, k, 0, "guard bytes overwritten");
   switch (k->coll) {
-    case C_ALLREDUCE: bad = ref_check_reduce(&red, 0, cnt, p->recv, msg, sizeof(msg)); break;
-    case C_REDUCESCATTER: bad = ref_check_reduce(&red, me * cnt, cnt, p->recv, msg, sizeof(msg)); break;
+    case C_ALLREDUCE:
+      bad = ref_check_reduce(&red, 0, cnt, p->recv, msg, sizeof(msg));
+      break;
+    case C_REDUCESCATTER:
+      bad = ref_check_reduce(&red, me * cnt, cnt, p->recv, msg, sizeof(msg));
+      break;
     case C_REDUCE:
       if (me == k->root) bad = ref_check_reduce(&red, 0, cnt, p->recv, msg, sizeof(msg));
       break;
@@ -504,10 +565,13 @@ static int verify(struct prepared* p, int n, int me, ncclComm_t comm, struct ran
       for (int q = 0; q < n && bad == 0; q++)
         bad = ref_check_copy(dt, REF_KIND_SUM, k->seed, q, 0, cnt, p->recv + q * cnt * es, msg, sizeof(msg));
       break;
-    case C_BROADCAST: bad = ref_check_copy(dt, REF_KIND_SUM, k->seed, k->root, 0, cnt, p->recv, msg, sizeof(msg)); break;
+    case C_BROADCAST:
+      bad = ref_check_copy(dt, REF_KIND_SUM, k->seed, k->root, 0, cnt, p->recv, msg, sizeof(msg));
+      break;
   }
   if (bad) wrong += report(st, k, 0, msg);
-  if (p->op >= ncclNumOps && ncclRedOpDestroy(p->op, comm) != ncclSuccess) wrong += report(st, k, 0, "ncclRedOpDestroy failed");
+  if (p->op >= ncclNumOps && ncclRedOpDestroy(p->op, comm) != ncclSuccess)
+    wrong += report(st, k, 0, "ncclRedOpDestroy failed");
   ref_region_free(&p->sreg);
   ref_region_free(&p->rreg);
   return wrong;
@@ -526,8 +590,7 @@ static int group_body(struct harness_rank* r) {
       if (prepare(&p[i], &k, n, me, st.comm) != 0) return harness_fail(r, "prepare call %d failed", i);
     }
     res = ncclGroupStart();
-    for (int i = 0; i < NGROUP && res == ncclSuccess; i++)
-      res = issue(&p[i].k, st.comm, p[i].send, p[i].recv, p[i].op);
+    for (int i = 0; i < NGROUP && res == ncclSuccess; i++) res = issue(&p[i].k, st.comm, p[i].send, p[i].recv, p[i].op);
     ncclResult_t end = ncclGroupEnd();
     if (res != ncclSuccess || end != ncclSuccess)
       return harness_fail(r, "group: %s / %s (%s)", ncclGetErrorString(res), ncclGetErrorString(end),

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "base/debug.h"
-#include "nccl.h"
 #include "base/param.h"
 #include "base/version.h"
+#include "nccl.h"
 
 extern char** environ;
 
@@ -127,9 +127,8 @@ struct level_case {
   int level;
 };
 static const struct level_case level_cases[] = {
-    {NULL, BRAID_LOG_NONE},     {"VERSION", BRAID_LOG_VERSION}, {"warn", BRAID_LOG_WARN},
-    {"Info", BRAID_LOG_INFO},   {"ABORT", BRAID_LOG_ABORT},     {"trace", BRAID_LOG_TRACE},
-    {"bogus", BRAID_LOG_NONE},  {"", BRAID_LOG_NONE},
+    {NULL, BRAID_LOG_NONE},     {"VERSION", BRAID_LOG_VERSION}, {"warn", BRAID_LOG_WARN},  {"Info", BRAID_LOG_INFO},
+    {"ABORT", BRAID_LOG_ABORT}, {"trace", BRAID_LOG_TRACE},     {"bogus", BRAID_LOG_NONE}, {"", BRAID_LOG_NONE},
 };
 
 START_TEST(test_levels) {
@@ -155,9 +154,9 @@ static const struct subsys_case subsys_cases[] = {
     {"^COLL,P2P", ~(uint64_t)(BRAID_LOG_COLL | BRAID_LOG_P2P)},
     {"ALL", ~(uint64_t)0},
     {"^ALL", 0},
-    {"INIT,SHM,ALLOC,CALL,PROXY,NVLS,REG,PROFILE,RAS",
-     BRAID_LOG_INIT | BRAID_LOG_SHM | BRAID_LOG_ALLOC | BRAID_LOG_CALL | BRAID_LOG_PROXY | BRAID_LOG_NVLS |
-         BRAID_LOG_REG | BRAID_LOG_PROFILE | BRAID_LOG_RAS},
+    {"INIT,SHM,ALLOC,CALL,PROXY,NVLS,REG,PROFILE,RAS", BRAID_LOG_INIT | BRAID_LOG_SHM | BRAID_LOG_ALLOC |
+                                                           BRAID_LOG_CALL | BRAID_LOG_PROXY | BRAID_LOG_NVLS |
+                                                           BRAID_LOG_REG | BRAID_LOG_PROFILE | BRAID_LOG_RAS},
     {"INIT,BOGUS,ENV", BRAID_LOG_INIT | BRAID_LOG_ENV},
 };
 
@@ -405,8 +404,9 @@ END_TEST
 /* ---- concurrency ---- */
 
 #define LINES_PER_WRITER 250
-static const char pad[] = "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
-                          "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz";
+static const char pad[] =
+    "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz"
+    "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz";
 
 static void* writer(void* arg) {
   int id = (int)(long)arg;
@@ -425,9 +425,9 @@ static int check_writer_lines(const char* log, int writers) {
     if (strstr(line, "writer")) {
       char host[256], padded[512];
       int pid, tid, w, i;
-      ck_assert_msg(sscanf(line, "%255[^:]:%d:%d [0] NCCL INFO writer %d line %d %511s", host, &pid, &tid, &w, &i,
-                           padded) == 6,
-                    "torn line '%s'", line);
+      ck_assert_msg(
+          sscanf(line, "%255[^:]:%d:%d [0] NCCL INFO writer %d line %d %511s", host, &pid, &tid, &w, &i, padded) == 6,
+          "torn line '%s'", line);
       ck_assert_str_eq(padded, pad);
       ck_assert(w >= 0 && w < writers && i >= 0 && i < LINES_PER_WRITER);
       seen++;

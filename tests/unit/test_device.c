@@ -20,13 +20,13 @@
 #include <unistd.h>
 
 #include "base/debug.h"
-#include "device/device.h"
-#include "core/group.h"
-#include "harness.h"
-#include "device/launch.h"
-#include "nccl.h"
 #include "base/param.h"
+#include "core/group.h"
 #include "core/redop.h"
+#include "device/device.h"
+#include "device/launch.h"
+#include "harness.h"
+#include "nccl.h"
 
 #define RANK_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 300
@@ -141,29 +141,43 @@ struct coll_case {
   int nranks, mode, ndev;
   const char* proto; /* NCCL_PROTO, NULL: tuner's choice */
   size_t count;
-  int inline_works;  /* 0: BRAID_WORK_INLINE=0 (overflow buffer) */
-  int group_calls;   /* > 1: that many AllReduces in one group (overflow by count) */
+  int inline_works; /* 0: BRAID_WORK_INLINE=0 (overflow buffer) */
+  int group_calls;  /* > 1: that many AllReduces in one group (overflow by count) */
 };
 
-static double in_val(int rank, size_t i) { return (double)((rank + 1) * (int)(i % 5 + 1)); }
+static double in_val(int rank, size_t i) {
+  return (double)((rank + 1) * (int)(i % 5 + 1));
+}
 
 static void fill(void* buf, int dtype, size_t n, int rank, size_t base) {
   for (size_t i = 0; i < n; i++) {
     double v = in_val(rank, base + i);
     switch (dtype) {
-      case ncclFloat32: ((float*)buf)[i] = (float)v; break;
-      case ncclFloat64: ((double*)buf)[i] = v; break;
-      case ncclInt32: ((int32_t*)buf)[i] = (int32_t)v; break;
-      default: ((uint8_t*)buf)[i] = (uint8_t)v; break;
+      case ncclFloat32:
+        ((float*)buf)[i] = (float)v;
+        break;
+      case ncclFloat64:
+        ((double*)buf)[i] = v;
+        break;
+      case ncclInt32:
+        ((int32_t*)buf)[i] = (int32_t)v;
+        break;
+      default:
+        ((uint8_t*)buf)[i] = (uint8_t)v;
+        break;
     }
   }
 }
 static double get(const void* buf, int dtype, size_t i) {
   switch (dtype) {
-    case ncclFloat32: return ((const float*)buf)[i];
-    case ncclFloat64: return ((const double*)buf)[i];
-    case ncclInt32: return ((const int32_t*)buf)[i];
-    default: return ((const uint8_t*)buf)[i];
+    case ncclFloat32:
+      return ((const float*)buf)[i];
+    case ncclFloat64:
+      return ((const double*)buf)[i];
+    case ncclInt32:
+      return ((const int32_t*)buf)[i];
+    default:
+      return ((const uint8_t*)buf)[i];
   }
 }
 static double reduce_all(int op, int nranks, size_t i) {
@@ -195,16 +209,27 @@ static int run_one(struct harness_rank* r, const struct braid_device_ops* d, ncc
   braid_device_fake_hold(NULL, 1);
   ncclResult_t res;
   switch (func) {
-    case 0: res = ncclAllReduce(in, out, count, dtype, op, comm, s); break;
-    case 1: res = ncclBroadcast(in, out, count, dtype, root, comm, s); break;
-    case 2: res = ncclAllGather(in, out, count, dtype, comm, s); break;
-    case 3: res = ncclReduceScatter(in, out, count, dtype, op, comm, s); break;
-    default: res = ncclReduce(in, out, count, dtype, op, 0, comm, s); break;
+    case 0:
+      res = ncclAllReduce(in, out, count, dtype, op, comm, s);
+      break;
+    case 1:
+      res = ncclBroadcast(in, out, count, dtype, root, comm, s);
+      break;
+    case 2:
+      res = ncclAllGather(in, out, count, dtype, comm, s);
+      break;
+    case 3:
+      res = ncclReduceScatter(in, out, count, dtype, op, comm, s);
+      break;
+    default:
+      res = ncclReduce(in, out, count, dtype, op, 0, comm, s);
+      break;
   }
   if (res != ncclSuccess) return harness_fail(r, "func %d: %s", func, ncclGetErrorString(res));
   /* Nothing ran yet: the call returned after the launch. */
   d->memcpy_sync(host, out, es);
-  if (count > 0 && (unsigned char)host[0] != 0xee) bad = harness_fail(r, "func %d: output written before the kernel ran", func);
+  if (count > 0 && (unsigned char)host[0] != 0xee)
+    bad = harness_fail(r, "func %d: output written before the kernel ran", func);
   braid_device_fake_hold(s, 0);
   braid_device_fake_hold(NULL, 0);
   d->stream_sync(s);
@@ -212,12 +237,18 @@ static int run_one(struct harness_rank* r, const struct braid_device_ops* d, ncc
   d->memcpy_sync(host, out, out_n * es);
   for (size_t i = 0; i < out_n && !bad; i++) {
     double want;
-    if (func == 0) want = reduce_all(op, n, i);
-    else if (func == 1) want = in_val(root, i);
-    else if (func == 2) want = in_val((int)(i / count), i % count);
-    else if (func == 3) want = reduce_all(op, n, me * count + i);
-    else if (me == 0) want = reduce_all(op, n, i);
-    else break;
+    if (func == 0)
+      want = reduce_all(op, n, i);
+    else if (func == 1)
+      want = in_val(root, i);
+    else if (func == 2)
+      want = in_val((int)(i / count), i % count);
+    else if (func == 3)
+      want = reduce_all(op, n, me * count + i);
+    else if (me == 0)
+      want = reduce_all(op, n, i);
+    else
+      break;
     if (get(host, dtype, i) != want)
       bad = harness_fail(r, "func %d dtype %d op %d count %zu: [%zu] = %g, want %g", func, dtype, op, count, i,
                          get(host, dtype, i), want);
@@ -251,8 +282,7 @@ static int coll_body(struct harness_rank* r) {
   static const int dtypes[] = {ncclFloat32, ncclInt32, ncclFloat64, ncclUint8};
   static const int ops[] = {ncclSum, ncclMax, ncclMin};
   for (int f = 0; f < 5 && !bad; f++)
-    for (int t = 0; t < 4 && !bad; t++)
-      bad = run_one(r, d, comm, f, dtypes[t], ops[(f + t) % 3], c->count);
+    for (int t = 0; t < 4 && !bad; t++) bad = run_one(r, d, comm, f, dtypes[t], ops[(f + t) % 3], c->count);
   if (ncclCommDestroy(comm) != ncclSuccess) bad = harness_fail(r, "destroy");
   return bad;
 }
@@ -492,7 +522,8 @@ static int capture_body(struct harness_rank* r) {
   braid_device_fake_capture(s, 1);
   for (int i = 0; i < 3 && !bad; i++) bad = run_one(r, d, comm, 0, ncclFloat32, ncclSum, 999);
   braid_launch_count_buffers(braid_comm_of(comm), &graph, &other);
-  if (graph != 3 || other != 0) bad = harness_fail(r, "captured: %d graph buffers, %d others (want 3, 0)", graph, other);
+  if (graph != 3 || other != 0)
+    bad = harness_fail(r, "captured: %d graph buffers, %d others (want 3, 0)", graph, other);
   braid_device_fake_capture(s, 0);
   for (int i = 0; i < 3 && !bad; i++) bad = run_one(r, d, comm, 0, ncclFloat32, ncclSum, 999);
   braid_launch_count_buffers(braid_comm_of(comm), &graph, &other);
@@ -516,7 +547,8 @@ static int dup_body(struct harness_rank* r) {
   d->set_current(0);
   ncclResult_t res = ncclCommInitRank(&comm, r->nranks, r->id, r->rank);
   if (!sharing) {
-    if (res != ncclInvalidUsage) return harness_fail(r, "init returned %s, want ncclInvalidUsage", ncclGetErrorString(res));
+    if (res != ncclInvalidUsage)
+      return harness_fail(r, "init returned %s, want ncclInvalidUsage", ncclGetErrorString(res));
     if (strstr(braid_debug_last_error(), "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device") == NULL)
       return harness_fail(r, "message: %s", braid_debug_last_error());
     return 0;

@@ -169,17 +169,17 @@ __attribute__((format(printf, 2, 3))) static int gfail(struct gctx* c, const cha
   return 1;
 }
 
-#define CUCHECK(c, call)                                                                                        \
-  do {                                                                                                          \
-    int e_ = (call);                                                                                            \
+#define CUCHECK(c, call)                                                                                               \
+  do {                                                                                                                 \
+    int e_ = (call);                                                                                                   \
     if (e_ != BENCH_CUDA_SUCCESS) return gfail((c), "%s:%d: %s: %s", __FILE__, __LINE__, #call, bench_cuda_error(e_)); \
   } while (0)
-#define NCHECK(c, call)                                                                                         \
-  do {                                                                                                          \
-    ncclResult_t r_ = (call);                                                                                   \
-    if (r_ != ncclSuccess)                                                                                      \
-      return gfail((c), "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(r_),               \
-                   ncclGetLastError(NULL));                                                                     \
+#define NCHECK(c, call)                                                                          \
+  do {                                                                                           \
+    ncclResult_t r_ = (call);                                                                    \
+    if (r_ != ncclSuccess)                                                                       \
+      return gfail((c), "%s:%d: %s: %s (%s)", __FILE__, __LINE__, #call, ncclGetErrorString(r_), \
+                   ncclGetLastError(NULL));                                                      \
   } while (0)
 
 /* Wait for stream i: poll it and the communicator's error state for CALL_TIMEOUT_S. */
@@ -191,7 +191,8 @@ static int gwait(struct gctx* c, int i, const char* what) {
     if (e != BENCH_CUDA_NOT_READY) return gfail(c, "%s: the stream failed: %s", what, bench_cuda_error(e));
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(c->comms[i], &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
-      return gfail(c, "%s: ncclCommGetAsyncError %s: %s", what, ncclGetErrorString(async), ncclGetLastError(c->comms[i]));
+      return gfail(c, "%s: ncclCommGetAsyncError %s: %s", what, ncclGetErrorString(async),
+                   ncclGetLastError(c->comms[i]));
     if (now_s() > until) {
       gfail(c, "%s did not complete within %d s", what, CALL_TIMEOUT_S);
       fflush(stderr);
@@ -280,9 +281,11 @@ static int gcopy(struct gctx* c, int i, void* dst, const void* src, size_t bytes
 /* ---- the correctness matrix ----------------------------------------------------------------- */
 
 enum gcoll { G_ALLREDUCE, G_REDUCE, G_REDUCESCATTER, G_ALLGATHER, G_BROADCAST, G_ALLTOALL, G_SENDRECV, G_NUM };
-static const char* const gcoll_names[G_NUM] = {"AllReduce", "Reduce", "ReduceScatter", "AllGather",
+static const char* const gcoll_names[G_NUM] = {"AllReduce", "Reduce",   "ReduceScatter", "AllGather",
                                                "Broadcast", "AlltoAll", "SendRecv"};
-static int reduces(int coll) { return coll <= G_REDUCESCATTER; }
+static int reduces(int coll) {
+  return coll <= G_REDUCESCATTER;
+}
 
 struct gcall {
   int coll, dtype, op, root, in_place;
@@ -310,11 +313,16 @@ static ncclResult_t gissue(struct gctx* c, int i, const struct gcall* k, ncclRed
   ncclComm_t comm = c->comms[i];
   cudaStream_t st = c->streams[i];
   switch (k->coll) {
-    case G_ALLREDUCE: return ncclAllReduce(s, r, k->count, t, op, comm, st);
-    case G_REDUCE: return ncclReduce(s, r, k->count, t, op, k->root, comm, st);
-    case G_REDUCESCATTER: return ncclReduceScatter(s, r, k->count, t, op, comm, st);
-    case G_ALLGATHER: return ncclAllGather(s, r, k->count, t, comm, st);
-    case G_BROADCAST: return ncclBroadcast(s, r, k->count, t, k->root, comm, st);
+    case G_ALLREDUCE:
+      return ncclAllReduce(s, r, k->count, t, op, comm, st);
+    case G_REDUCE:
+      return ncclReduce(s, r, k->count, t, op, k->root, comm, st);
+    case G_REDUCESCATTER:
+      return ncclReduceScatter(s, r, k->count, t, op, comm, st);
+    case G_ALLGATHER:
+      return ncclAllGather(s, r, k->count, t, comm, st);
+    case G_BROADCAST:
+      return ncclBroadcast(s, r, k->count, t, k->root, comm, st);
     case G_SENDRECV: {
       ncclResult_t a = ncclSend(s, k->count, t, (rank + 1) % n, comm, st);
       ncclResult_t b = ncclRecv(r, k->count, t, (rank - 1 + n) % n, comm, st);
@@ -332,21 +340,26 @@ static ncclResult_t gissue(struct gctx* c, int i, const struct gcall* k, ncclRed
 }
 
 /* Rank i's result in c->hrecv (output region first), against the reference. */
-static size_t gverify(struct gctx* c, int i, const struct gcall* k, const char* got, size_t out, char* msg, size_t len) {
+static size_t gverify(struct gctx* c, int i, const struct gcall* k, const char* got, size_t out, char* msg,
+                      size_t len) {
   int rank = c->ranks[i], n = c->nranks;
   size_t elt = ref_dtype_size(k->dtype), cnt = k->count, bad = 0;
   enum ref_kind kind = reduces(k->coll) ? ref_kind_of(k->op) : REF_KIND_SUM;
   struct ref_red red = {k->dtype, k->op, n, k->seed};
   switch (k->coll) {
-    case G_ALLREDUCE: return ref_check_reduce(&red, 0, cnt, got, msg, len);
+    case G_ALLREDUCE:
+      return ref_check_reduce(&red, 0, cnt, got, msg, len);
     case G_REDUCE:
       if (rank == k->root) return ref_check_reduce(&red, 0, cnt, got, msg, len);
       for (size_t b = 0; b < out * elt; b++) bad += (unsigned char)got[b] != 0xa5;
       if (bad) snprintf(msg, len, "%zu bytes of a non-root receive buffer were written", bad);
       return bad;
-    case G_REDUCESCATTER: return ref_check_reduce(&red, (size_t)rank * cnt, cnt, got, msg, len);
-    case G_BROADCAST: return ref_check_copy(k->dtype, kind, k->seed, k->root, 0, cnt, got, msg, len);
-    case G_SENDRECV: return ref_check_copy(k->dtype, kind, k->seed, (rank - 1 + n) % n, 0, cnt, got, msg, len);
+    case G_REDUCESCATTER:
+      return ref_check_reduce(&red, (size_t)rank * cnt, cnt, got, msg, len);
+    case G_BROADCAST:
+      return ref_check_copy(k->dtype, kind, k->seed, k->root, 0, cnt, got, msg, len);
+    case G_SENDRECV:
+      return ref_check_copy(k->dtype, kind, k->seed, (rank - 1 + n) % n, 0, cnt, got, msg, len);
     case G_ALLGATHER:
     case G_ALLTOALL:
       for (int p = 0; p < n && !bad; p++)
@@ -382,9 +395,8 @@ static int gcall_run(struct gctx* c, const struct gcall* k) {
       int dev = k->op == REF_PMS_DEV;
       ref_pms_scalar(k->dtype, dev, scalar);
       if (dev && gcopy(c, i, c->dscalar[i], scalar, elt)) return 1;
-      NCHECK(c, ncclRedOpCreatePreMulSum(&ops[i], dev ? (void*)c->dscalar[i] : (void*)scalar,
-                                         (ncclDataType_t)k->dtype, dev ? ncclScalarDevice : ncclScalarHostImmediate,
-                                         c->comms[i]));
+      NCHECK(c, ncclRedOpCreatePreMulSum(&ops[i], dev ? (void*)c->dscalar[i] : (void*)scalar, (ncclDataType_t)k->dtype,
+                                         dev ? ncclScalarDevice : ncclScalarHostImmediate, c->comms[i]));
     }
   }
   NCHECK(c, ncclGroupStart());
@@ -397,7 +409,8 @@ static int gcall_run(struct gctx* c, const struct gcall* k) {
     }
   }
   ncclResult_t end = ncclGroupEnd();
-  if (end != ncclSuccess) return gfail(c, "%s: ncclGroupEnd: %s (%s)", what, ncclGetErrorString(end), ncclGetLastError(NULL));
+  if (end != ncclSuccess)
+    return gfail(c, "%s: ncclGroupEnd: %s (%s)", what, ncclGetErrorString(end), ncclGetLastError(NULL));
   c->calls++;
   for (int i = 0; i < c->nlocal; i++) {
     size_t in, out, in_off, out_off, span;
@@ -425,13 +438,14 @@ struct matrix_case {
   int mode, proto;
 };
 static const struct matrix_case matrix_cases[] = {
-    {GM_PROCS2, 0}, {GM_PROCS2, 1}, {GM_PROCS2, 2},     {GM_PROCS4, 0},     {GM_PROCS4, 1},
+    {GM_PROCS2, 0}, {GM_PROCS2, 1},   {GM_PROCS2, 2},   {GM_PROCS4, 0},   {GM_PROCS4, 1},
     {GM_PROCS4, 2}, {GM_ONEPROC2, 0}, {GM_ONEPROC2, 1}, {GM_ONEPROC2, 2},
 };
 
 /* Run the call list of one case; stops at the first call that cannot go on. */
 static int matrix_calls(struct gctx* c, int simple) {
-  static const int all_dtypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclInt32, ncclUint8, ncclFloat64, ncclFloat8e4m3};
+  static const int all_dtypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16,  ncclInt32,
+                                   ncclUint8,   ncclFloat64, ncclFloat8e4m3};
   static const int mid_dtypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16, ncclInt32};
   static const int big_dtypes[] = {ncclFloat32, ncclBfloat16, ncclUint8};
   static const int mid_ops[] = {REF_SUM, REF_MAX, REF_AVG, REF_PMS_IMM};
@@ -512,7 +526,8 @@ static int body_graph(struct gproc* p) {
     CUCHECK(&c, c.rt->StreamBeginCapture(c.streams[0], BENCH_CUDA_CAPTURE_THREAD_LOCAL));
     ncclResult_t res = ncclAllReduce(c.dsend[0], c.drecv[0], count, ncclFloat32, ncclSum, c.comms[0], c.streams[0]);
     int end = c.rt->StreamEndCapture(c.streams[0], &graph);
-    if (res != ncclSuccess) return gfail(&c, "ncclAllReduce under capture: %s (%s)", ncclGetErrorString(res), ncclGetLastError(c.comms[0]));
+    if (res != ncclSuccess)
+      return gfail(&c, "ncclAllReduce under capture: %s (%s)", ncclGetErrorString(res), ncclGetLastError(c.comms[0]));
     CUCHECK(&c, end);
     CUCHECK(&c, c.rt->GraphInstantiateWithFlags(&exec, graph, 0));
     for (int rep = 0; rep < 3; rep++) {
@@ -571,15 +586,18 @@ static int body_abort(struct gproc* p) {
   if (kill_peer) {
     ncclResult_t async = ncclSuccess;
     while (now_s() < t0 + 30 && (async == ncclSuccess || async == ncclInProgress)) {
-      if (c.rt->StreamQuery(c.streams[0]) == BENCH_CUDA_SUCCESS) return gfail(&c, "the all-reduce completed without rank 1");
+      if (c.rt->StreamQuery(c.streams[0]) == BENCH_CUDA_SUCCESS)
+        return gfail(&c, "the all-reduce completed without rank 1");
       NCHECK(&c, ncclCommGetAsyncError(c.comms[0], &async));
       usleep(1000);
     }
     if (async == ncclSuccess || async == ncclInProgress)
-      return gfail(&c, "rank 1 was killed but ncclCommGetAsyncError still says %s after 30 s", ncclGetErrorString(async));
+      return gfail(&c, "rank 1 was killed but ncclCommGetAsyncError still says %s after 30 s",
+                   ncclGetErrorString(async));
     const char* msg = ncclGetLastError(c.comms[0]);
     fprintf(stderr, "gpu abort (kill): error after %.1f s: %s: %s\n", now_s() - t0, ncclGetErrorString(async), msg);
-    if (msg == NULL || strstr(msg, "rank 1") == NULL) gfail(&c, "the error does not name rank 1: %s", msg ? msg : "(none)");
+    if (msg == NULL || strstr(msg, "rank 1") == NULL)
+      gfail(&c, "the error does not name rank 1: %s", msg ? msg : "(none)");
   } else {
     usleep(1000000);
     if (c.rt->StreamQuery(c.streams[0]) != BENCH_CUDA_NOT_READY)
@@ -601,7 +619,8 @@ START_TEST(test_abort) {
   setenv("BRAID_GPU_SHARING", "1", 1);
   unsetenv("NCCL_PROTO");
   int failed = gpu_procs(2, body_abort, &kill_peer[_i], kill_peer[_i] ? 1 : -1);
-  ck_assert_msg(failed == 0, "abort (%s): %d processes failed (see above)", kill_peer[_i] ? "kill" : "silent peer", failed);
+  ck_assert_msg(failed == 0, "abort (%s): %d processes failed (see above)", kill_peer[_i] ? "kill" : "silent peer",
+                failed);
 }
 END_TEST
 
@@ -615,7 +634,9 @@ static int settle(struct gctx* c, ncclComm_t comm, const char* what) {
     NCHECK(c, ncclCommGetAsyncError(comm, &async));
     if (async == ncclInProgress) usleep(100);
   }
-  if (async != ncclSuccess) return gfail(c, "%s: ncclCommGetAsyncError ends at %s (%s)", what, ncclGetErrorString(async), ncclGetLastError(comm));
+  if (async != ncclSuccess)
+    return gfail(c, "%s: ncclCommGetAsyncError ends at %s (%s)", what, ncclGetErrorString(async),
+                 ncclGetLastError(comm));
   return 0;
 }
 

@@ -13,14 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fixture.h"
 #include "base/debug.h"
-#include "topo/graph.h"
 #include "base/param.h"
-
+#include "fixture.h"
+#include "topo/graph.h"
 
 static void env_reset(void) {
-  const char* vars[] = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_CROSS_NIC", "NCCL_P2P_LEVEL",
+  const char* vars[] = {"NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_CROSS_NIC",  "NCCL_P2P_LEVEL",
                         "NCCL_P2P_DISABLE",   "NCCL_PXN_DISABLE",   "NCCL_NVLS_ENABLE"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
   braid_param_reload();
@@ -47,11 +46,11 @@ struct gcase {
   int nvlink; /* the node has NVLink between all its GPUs */
 };
 static const struct gcase cases[] = {
-    {"dgx-h100.xml", 1, 8, 0, 1},  {"dgx-h100.xml", 2, 8, 0, 1}, {"dgx-h100.xml", 16, 8, 0, 1},
-    {"dgx-h100.xml", 3, 8, 0, 1},  {"dgx-h100.xml", 5, 1, 0, 1}, {"dgx-h100.xml", 4, 3, 0, 1},
+    {"dgx-h100.xml", 1, 8, 0, 1},  {"dgx-h100.xml", 2, 8, 0, 1},  {"dgx-h100.xml", 16, 8, 0, 1},
+    {"dgx-h100.xml", 3, 8, 0, 1},  {"dgx-h100.xml", 5, 1, 0, 1},  {"dgx-h100.xml", 4, 3, 0, 1},
     {"pcie-4gpu.xml", 1, 4, 0, 0}, {"pcie-4gpu.xml", 2, 4, 0, 0}, {"nvl72.xml", 1, 72, 0, 1},
-    {"nvl72.xml", 2, 72, 0, 1},    {"cpu-only.xml", 1, 4, 1, 0}, {"cpu-only.xml", 3, 2, 1, 0},
-    {"cpu-only.xml", 7, 1, 1, 0},  {"cpu-only.xml", 1, 1, 1, 0}, {"dgx-h100.xml", 2, 4, 1, 0},
+    {"nvl72.xml", 2, 72, 0, 1},    {"cpu-only.xml", 1, 4, 1, 0},  {"cpu-only.xml", 3, 2, 1, 0},
+    {"cpu-only.xml", 7, 1, 1, 0},  {"cpu-only.xml", 1, 1, 1, 0},  {"dgx-h100.xml", 2, 4, 1, 0},
 };
 
 /* Walk down from the root; returns how many ranks were reached. */
@@ -95,7 +94,8 @@ static void check_graph(const struct braid_topo_system* sys, const struct braid_
         ck_assert_int_lt(g->net_dev[c * n + a], g->nnics);
       } else if (k->nvlink && a != b) {
         int t = braid_topo_path(sys, sys->gpus[braid_topo_gpu_find(sys, ranks[a].bus_id)],
-                                sys->gpus[braid_topo_gpu_find(sys, ranks[b].bus_id)])->type;
+                                sys->gpus[braid_topo_gpu_find(sys, ranks[b].bus_id)])
+                    ->type;
         ck_assert_int_le(t, BRAID_PATH_NVB);
       }
     }
@@ -112,10 +112,12 @@ static void check_graph(const struct braid_topo_system* sys, const struct braid_
         int x = t->down[d];
         if (x < 0) continue;
         ck_assert_int_eq(braid_graph_tree(g, c, x)->up, r);
-        if (ranks[x].node != ranks[r].node) cross_children[ranks[r].node]++;
+        if (ranks[x].node != ranks[r].node)
+          cross_children[ranks[r].node]++;
         else if (k->nvlink) {
           int tt = braid_topo_path(sys, sys->gpus[braid_topo_gpu_find(sys, ranks[r].bus_id)],
-                                   sys->gpus[braid_topo_gpu_find(sys, ranks[x].bus_id)])->type;
+                                   sys->gpus[braid_topo_gpu_find(sys, ranks[x].bus_id)])
+                       ->type;
           ck_assert_int_le(tt, BRAID_PATH_NVB);
         }
       }

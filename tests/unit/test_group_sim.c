@@ -79,8 +79,8 @@ static int sim_body(struct harness_rank* r) {
   for (size_t n = 2; n <= big; n *= 4) {
     float e = sim_allreduce(comm, buf, n);
     REXPECT(r, e > 0 && e >= prev, "%zu floats: estimate %g after %g", n, (double)e, (double)prev);
-    REXPECT(r, e == tuner_time(comm, BRAID_FUNC_AllReduce, n * sizeof(float)), "%zu floats: estimate %g is not the tuner's",
-            n, (double)e);
+    REXPECT(r, e == tuner_time(comm, BRAID_FUNC_AllReduce, n * sizeof(float)),
+            "%zu floats: estimate %g is not the tuner's", n, (double)e);
     prev = e;
   }
   REXPECT(r, prev > sim_allreduce(comm, buf, 2), "the largest all-reduce is not estimated above the smallest");

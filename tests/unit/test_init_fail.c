@@ -26,9 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/socket.h" /* struct braid_socket_handshake: to forge one */
 #include "harness.h"
 #include "nccl.h"
-#include "base/socket.h" /* struct braid_socket_handshake: to forge one */
 
 #define HARNESS_TIMEOUT_S 60
 #define TCASE_TIMEOUT_S 120

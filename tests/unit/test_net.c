@@ -91,7 +91,9 @@ static void apply_env(const char* env) {
 
 /* ---- collectives ------------------------------------------------------------------------------ */
 
-static int32_t val(int rank, size_t i) { return (rank + 1) * 131 + (int32_t)(i % 977); }
+static int32_t val(int rank, size_t i) {
+  return (rank + 1) * 131 + (int32_t)(i % 977);
+}
 
 static int32_t* ibuf(size_t n) {
   int32_t* p = malloc((n ? n : 1) * sizeof(int32_t));
@@ -149,14 +151,14 @@ static int run_patterns(struct harness_rank* r, ncclComm_t comm, size_t count) {
   if (in == NULL || out == NULL) return harness_fail(r, "out of memory for %zu elements", big);
   for (size_t i = 0; i < big; i++) in[i] = val(me, i);
 
-#define RUN(call)                                                                                            \
-  do {                                                                                                       \
-    ncclResult_t res_ = (call);                                                                              \
-    if (res_ != ncclSuccess) {                                                                               \
-      bad = harness_fail(r, "%s (count %zu) returned %s; last error: %s", #call, count,                     \
-                         ncclGetErrorString(res_), ncclGetLastError(NULL));                                  \
-      goto out;                                                                                              \
-    }                                                                                                        \
+#define RUN(call)                                                                                                 \
+  do {                                                                                                            \
+    ncclResult_t res_ = (call);                                                                                   \
+    if (res_ != ncclSuccess) {                                                                                    \
+      bad = harness_fail(r, "%s (count %zu) returned %s; last error: %s", #call, count, ncclGetErrorString(res_), \
+                         ncclGetLastError(NULL));                                                                 \
+      goto out;                                                                                                   \
+    }                                                                                                             \
   } while (0)
 
   RUN(ncclAllReduce(in, out, count, ncclInt32, ncclSum, comm, NULL));
@@ -215,14 +217,14 @@ static int run_inplace(struct harness_rank* r, ncclComm_t comm, size_t count) {
     bad = harness_fail(r, "out of memory for %zu elements", big);
     goto out;
   }
-#define RUN(call)                                                                                            \
-  do {                                                                                                       \
-    ncclResult_t res_ = (call);                                                                              \
-    if (res_ != ncclSuccess) {                                                                               \
-      bad = harness_fail(r, "%s (count %zu) returned %s; last error: %s", #call, count,                     \
-                         ncclGetErrorString(res_), ncclGetLastError(NULL));                                  \
-      goto out;                                                                                              \
-    }                                                                                                        \
+#define RUN(call)                                                                                                 \
+  do {                                                                                                            \
+    ncclResult_t res_ = (call);                                                                                   \
+    if (res_ != ncclSuccess) {                                                                                    \
+      bad = harness_fail(r, "%s (count %zu) returned %s; last error: %s", #call, count, ncclGetErrorString(res_), \
+                         ncclGetLastError(NULL));                                                                 \
+      goto out;                                                                                                   \
+    }                                                                                                             \
   } while (0)
   for (size_t i = 0; i < count; i++) buf[i] = val(me, i);
   RUN(ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, NULL));
@@ -251,9 +253,9 @@ out:
 struct coll_case {
   int nranks;
   enum harness_mode mode;
-  int per_node;        /* ranks per fake node (processes only); 0: one node */
-  const char* env;     /* for every rank: "A=1 B=2" */
-  int loop_protos;     /* processes: run every protocol (NCCL_PROTO) in turn */
+  int per_node;    /* ranks per fake node (processes only); 0: one node */
+  const char* env; /* for every rank: "A=1 B=2" */
+  int loop_protos; /* processes: run every protocol (NCCL_PROTO) in turn */
   const char* name;
 };
 
@@ -385,7 +387,9 @@ static int body_kill(struct harness_rank* r) {
 }
 
 static const struct kill_case kill_cases[] = {
-    {0, "NCCL_SHM_DISABLE=1", 2}, {1, "NCCL_SHM_DISABLE=1", 2}, {2, "NCCL_SHM_DISABLE=1", 2},
+    {0, "NCCL_SHM_DISABLE=1", 2},
+    {1, "NCCL_SHM_DISABLE=1", 2},
+    {2, "NCCL_SHM_DISABLE=1", 2},
     {3, "NCCL_SHM_DISABLE=1", 2},
     {1, NULL, 2}, /* shared memory inside the nodes: rank 0 learns of rank 1 from the watchdog */
     {2, NULL, 4}, /* one node, shared memory only: the watchdog alone */
@@ -443,7 +447,9 @@ static int body_abort(struct harness_rank* r) {
   return 0;
 }
 
-START_TEST(test_abort) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_abort, NULL, HARNESS_TIMEOUT_S), 0); }
+START_TEST(test_abort) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_abort, NULL, HARNESS_TIMEOUT_S), 0);
+}
 END_TEST
 
 /* ---- BRAID_TIMEOUT ------------------------------------------------------------------------------ */
@@ -584,7 +590,9 @@ static int body_abandon(struct harness_rank* r) {
   return 0;
 }
 
-START_TEST(test_abandon) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_abandon, NULL, HARNESS_TIMEOUT_S), 0); }
+START_TEST(test_abandon) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_abandon, NULL, HARNESS_TIMEOUT_S), 0);
+}
 END_TEST
 
 /* ---- garbage on a data socket -------------------------------------------------------------- */
@@ -621,13 +629,15 @@ static int body_garbage(struct harness_rank* r) {
   REXPECT(r, async == ncclRemoteError, "ncclCommGetAsyncError gave %d", (int)async);
   const char* why = braid_comm_of(comm)->abort_reason;
   if (r->rank == 1)
-    REXPECT(r, strstr(why, "rank 0 (host") && strstr(why, "garbage"), "the reason does not name rank 0 and the garbage: %s",
-            why);
+    REXPECT(r, strstr(why, "rank 0 (host") && strstr(why, "garbage"),
+            "the reason does not name rank 0 and the garbage: %s", why);
   RCHECK(r, ncclCommAbort(comm));
   return 0;
 }
 
-START_TEST(test_garbage) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_garbage, NULL, HARNESS_TIMEOUT_S), 0); }
+START_TEST(test_garbage) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_garbage, NULL, HARNESS_TIMEOUT_S), 0);
+}
 END_TEST
 
 /* ---- configuration errors -------------------------------------------------------------------- */
@@ -697,7 +707,9 @@ static int body_idle(struct harness_rank* r) {
   return 0;
 }
 
-START_TEST(test_idle) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_idle, NULL, HARNESS_TIMEOUT_S), 0); }
+START_TEST(test_idle) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_idle, NULL, HARNESS_TIMEOUT_S), 0);
+}
 END_TEST
 
 /* ---- device communicators (fake GPU) ---------------------------------------------------------- */
@@ -744,7 +756,9 @@ static int body_device(struct harness_rank* r) {
   return bad;
 }
 
-START_TEST(test_device) { ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_device, NULL, HARNESS_TIMEOUT_S), 0); }
+START_TEST(test_device) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_device, NULL, HARNESS_TIMEOUT_S), 0);
+}
 END_TEST
 
 static TCase* tcase(const char* name, int timeout_s) {

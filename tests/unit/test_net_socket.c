@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl.h"
 #include "base/socket.h"
+#include "nccl.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/net_socket.h"
 
@@ -33,7 +33,9 @@ static double now_s(void) {
 }
 
 static int noop_log_used;
-static void noop_log(int level, uint64_t subsys, const char* file, int line, const char* fmt, ...) { noop_log_used++; }
+static void noop_log(int level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
+  noop_log_used++;
+}
 
 struct pair {
   void* ctx;
@@ -44,8 +46,14 @@ struct pair {
 };
 
 static void plugin_setup_env(const char* threads, const char* socks) {
-  if (threads) setenv("NCCL_SOCKET_NTHREADS", threads, 1); else unsetenv("NCCL_SOCKET_NTHREADS");
-  if (socks) setenv("NCCL_NSOCKS_PERTHREAD", socks, 1); else unsetenv("NCCL_NSOCKS_PERTHREAD");
+  if (threads)
+    setenv("NCCL_SOCKET_NTHREADS", threads, 1);
+  else
+    unsetenv("NCCL_SOCKET_NTHREADS");
+  if (socks)
+    setenv("NCCL_NSOCKS_PERTHREAD", socks, 1);
+  else
+    unsetenv("NCCL_NSOCKS_PERTHREAD");
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   braid_param_reload();
 }
@@ -140,10 +148,14 @@ static void plugin_roundtrips(const char* threads, const char* socks) {
   plugin_close(&p);
 }
 
-START_TEST(test_plugin_roundtrip) { plugin_roundtrips(NULL, NULL); }
+START_TEST(test_plugin_roundtrip) {
+  plugin_roundtrips(NULL, NULL);
+}
 END_TEST
 
-START_TEST(test_plugin_roundtrip_threads) { plugin_roundtrips("3", "2"); }
+START_TEST(test_plugin_roundtrip_threads) {
+  plugin_roundtrips("3", "2");
+}
 END_TEST
 
 /* A raw TCP client speaking to the listener of p. */
@@ -234,7 +246,9 @@ START_TEST(test_plugin_oversized) {
 }
 END_TEST
 
-START_TEST(test_plugin_vanished) { garbage_case(NULL, 0, 1, 0, "without finishing"); }
+START_TEST(test_plugin_vanished) {
+  garbage_case(NULL, 0, 1, 0, "without finishing");
+}
 END_TEST
 
 /* The last message and the goodbye arrive together: the message still completes. */

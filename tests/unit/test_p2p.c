@@ -39,7 +39,6 @@
 #define TCASE_TIMEOUT_S 300
 #define MAX_PLAN 4096
 
-
 /* ---- send/recv plans ---- */
 
 struct msg {
@@ -169,11 +168,14 @@ static int build_plan(const struct plan_case* pc, int n, int step, struct msg* m
       }
       return nm;
     }
-    default: return -1;
+    default:
+      return -1;
   }
 }
 
-static uint32_t msg_seed(int step, int i) { return 0x9000u + (uint32_t)step * 4096u + (uint32_t)i; }
+static uint32_t msg_seed(int step, int i) {
+  return 0x9000u + (uint32_t)step * 4096u + (uint32_t)i;
+}
 
 /* One plan on one rank. Returns 0, 1 (wrong data) or -1 (API error). */
 static int run_plan(struct harness_rank* r, ncclComm_t comm, const struct plan_case* pc, int step, const struct msg* m,
@@ -217,8 +219,8 @@ static int run_plan(struct harness_rank* r, ncclComm_t comm, const struct plan_c
       snprintf(msg, sizeof(msg), "guard bytes overwritten");
       wrong = 1;
     }
-    if (!wrong && m[i].src == me && ref_check_copy(m[i].dtype, REF_KIND_SUM, msg_seed(step, i), me, 0, m[i].count,
-                                                   reg[i].p, msg, sizeof(msg))) {
+    if (!wrong && m[i].src == me &&
+        ref_check_copy(m[i].dtype, REF_KIND_SUM, msg_seed(step, i), me, 0, m[i].count, reg[i].p, msg, sizeof(msg))) {
       snprintf(msg, sizeof(msg), "the send buffer changed");
       wrong = 1;
     }
@@ -292,10 +294,10 @@ static const struct {
   int nranks;
   enum harness_mode mode;
 } other_plans[] = {
-    {P_PAIRS, 4, HARNESS_THREADS}, {P_PAIRS, 4, HARNESS_PROCS},  {P_PAIRS, 3, HARNESS_PAIRS},
-    {P_SIZES, 4, HARNESS_THREADS}, {P_SIZES, 5, HARNESS_PROCS},  {P_SIZES, 2, HARNESS_THREADS},
-    {P_SELF, 1, HARNESS_THREADS},  {P_SELF, 3, HARNESS_THREADS}, {P_SELF, 3, HARNESS_PROCS},
-    {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},    {P_FAN, 6, HARNESS_PAIRS},
+    {P_PAIRS, 4, HARNESS_THREADS}, {P_PAIRS, 4, HARNESS_PROCS},   {P_PAIRS, 3, HARNESS_PAIRS},
+    {P_SIZES, 4, HARNESS_THREADS}, {P_SIZES, 5, HARNESS_PROCS},   {P_SIZES, 2, HARNESS_THREADS},
+    {P_SELF, 1, HARNESS_THREADS},  {P_SELF, 3, HARNESS_THREADS},  {P_SELF, 3, HARNESS_PROCS},
+    {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},     {P_FAN, 6, HARNESS_PAIRS},
     {P_ORDER, 2, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_PROCS},
     {P_ZERO, 4, HARNESS_THREADS},  {P_ZERO, 5, HARNESS_PROCS},
 };
@@ -359,9 +361,15 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
   }
   ncclResult_t res;
   switch (x) {
-    case X_ALLTOALL: res = ncclAlltoAll(send, recv, cnt, dt, comm, NULL); break;
-    case X_GATHER: res = ncclGather(send, recv, cnt, dt, root, comm, NULL); break;
-    default: res = ncclScatter(send, recv, cnt, dt, root, comm, NULL); break;
+    case X_ALLTOALL:
+      res = ncclAlltoAll(send, recv, cnt, dt, comm, NULL);
+      break;
+    case X_GATHER:
+      res = ncclGather(send, recv, cnt, dt, root, comm, NULL);
+      break;
+    default:
+      res = ncclScatter(send, recv, cnt, dt, root, comm, NULL);
+      break;
   }
   if (res != ncclSuccess) {
     harness_fail(r, "%s %s count %zu root %d: %s (%s)", xcoll_names[x], ref_dtype_name(dt), cnt, root,
@@ -389,7 +397,9 @@ static int run_x(struct harness_rank* r, ncclComm_t comm, int x, int dt, size_t 
           for (int q = 0; q < n && !bad; q++)
             bad = ref_check_copy(dt, REF_KIND_SUM, seed, q, 0, cnt, recv + q * cnt * es, msg, sizeof(msg));
         break;
-      default: bad = ref_check_copy(dt, REF_KIND_SUM, seed, root, me * cnt, cnt, recv, msg, sizeof(msg)); break;
+      default:
+        bad = ref_check_copy(dt, REF_KIND_SUM, seed, root, me * cnt, cnt, recv, msg, sizeof(msg));
+        break;
     }
   }
   if (bad) {
@@ -595,7 +605,7 @@ Suite* p2p_suite(void) {
     const TTest* fn;
     int n;
   } const tcs[] = {
-      {"ring", test_ring, 16}, {"plans", test_plans, NOTHER}, {"a2a", test_a2a, 19},
+      {"ring", test_ring, 16},  {"plans", test_plans, NOTHER}, {"a2a", test_a2a, 19},
       {"large", test_large, 5}, {"mixed", test_mixed, 4},
   };
   for (size_t i = 0; i < sizeof(tcs) / sizeof(tcs[0]); i++) {

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "base/debug.h"
-#include "nccl.h"
 #include "base/param.h"
+#include "nccl.h"
 
 extern char** environ;
 
@@ -137,7 +137,7 @@ START_TEST(test_bad_ids_and_types) {
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "NCCL_BUFFSIZE is an integer parameter"));
   ck_assert(braid_param_int(BRAID_PARAM_COUNT) == BRAID_PARAM_UNSET);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "invalid parameter id"));
-  ck_assert_ptr_null(braid_param_str((enum braid_param)-1));
+  ck_assert_ptr_null(braid_param_str((enum braid_param) - 1));
   ck_assert_ptr_null(braid_param_name(BRAID_PARAM_COUNT));
   ck_assert_ptr_null(braid_param_source(BRAID_PARAM_COUNT));
   ck_assert_ptr_null(braid_param_doc(BRAID_PARAM_COUNT));
@@ -293,8 +293,8 @@ START_TEST(test_int_parse) {
   int64_t v = braid_param_int(BRAID_PARAM_BUFFSIZE);
   char* log = read_file(logpath);
   char want[256];
-  snprintf(want, sizeof(want), "NCCL WARN Invalid value %s for NCCL_BUFFSIZE (set by environment), using default 4194304.\n",
-           c->text);
+  snprintf(want, sizeof(want),
+           "NCCL WARN Invalid value %s for NCCL_BUFFSIZE (set by environment), using default 4194304.\n", c->text);
   if (c->ok) {
     ck_assert_msg(v == c->value, "'%s' gave %lld", c->text, (long long)v);
     ck_assert_str_eq(braid_param_source(BRAID_PARAM_BUFFSIZE), "environment");
@@ -367,10 +367,14 @@ START_TEST(test_unknown_variables) {
   log_to_file("WARN", NULL);
   braid_param_int(BRAID_PARAM_BUFFSIZE);
   char* log = read_file(logpath);
-  ck_assert_int_eq(count_of(log, "NCCL WARN Unknown environment variable NCCL_BUFSIZE (did you mean NCCL_BUFFSIZE?)\n"), 1);
-  ck_assert_int_eq(count_of(log, "NCCL WARN Unknown environment variable BRAID_HOSTMODE (did you mean BRAID_HOST_MODE?)\n"), 1);
-  ck_assert_int_eq(count_of(log, "Unknown environment variable NCCL_SOCKET_IFNAM (did you mean NCCL_SOCKET_IFNAME?)\n"), 1);
-  ck_assert_int_eq(count_of(log, "Unknown environment variable NCCL_DEBUG_SUBSYSTEM (did you mean NCCL_DEBUG_SUBSYS?)\n"), 1);
+  ck_assert_int_eq(count_of(log, "NCCL WARN Unknown environment variable NCCL_BUFSIZE (did you mean NCCL_BUFFSIZE?)\n"),
+                   1);
+  ck_assert_int_eq(
+      count_of(log, "NCCL WARN Unknown environment variable BRAID_HOSTMODE (did you mean BRAID_HOST_MODE?)\n"), 1);
+  ck_assert_int_eq(count_of(log, "Unknown environment variable NCCL_SOCKET_IFNAM (did you mean NCCL_SOCKET_IFNAME?)\n"),
+                   1);
+  ck_assert_int_eq(
+      count_of(log, "Unknown environment variable NCCL_DEBUG_SUBSYSTEM (did you mean NCCL_DEBUG_SUBSYS?)\n"), 1);
   ck_assert_int_eq(count_of(log, "Unknown"), 4);
   ck_assert_ptr_null(strstr(log, "NCCL_TESTS"));
   ck_assert_ptr_null(strstr(log, "NOT_NCCL"));

@@ -15,7 +15,6 @@
 #include "fixture.h"
 #include "plan_model.h"
 
-
 /* A 70B-class dense model (Llama 2/3 70B shape). */
 static struct braid_plan_model dense70b(void) {
   struct braid_plan_model m = {80, 8192, 4096, 1, 8, 2, 70e9, 0, 0, 28672, 0, 400, 80};

@@ -11,15 +11,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fixture.h"
 #include "base/debug.h"
 #include "base/param.h"
+#include "fixture.h"
 #include "topo/topo.h"
 
 /* tests/topo/<name>, found from the repository root or from a build directory below it. */
 
 static void env_reset(void) {
-  const char* vars[] = {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_NET_GDR_LEVEL", "NCCL_PXN_DISABLE",
+  const char* vars[] = {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE",    "NCCL_NET_GDR_LEVEL", "NCCL_PXN_DISABLE",
                         "NCCL_TOPO_FILE", "NCCL_TOPO_DUMP_FILE", "NCCL_CROSS_NIC"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
   braid_param_reload();
@@ -32,9 +32,15 @@ static struct braid_topo_system* load(const char* name) {
   return sys;
 }
 
-static int gpu(const struct braid_topo_system* s, int i) { return s->gpus[i]; }
-static int nic(const struct braid_topo_system* s, int i) { return s->nics[i]; }
-static int ptype(const struct braid_topo_system* s, int a, int b) { return braid_topo_path(s, a, b)->type; }
+static int gpu(const struct braid_topo_system* s, int i) {
+  return s->gpus[i];
+}
+static int nic(const struct braid_topo_system* s, int i) {
+  return s->nics[i];
+}
+static int ptype(const struct braid_topo_system* s, int a, int b) {
+  return braid_topo_path(s, a, b)->type;
+}
 
 /* ---- fixtures ---- */
 
@@ -187,7 +193,8 @@ static const struct {
     {"<system>\n <cpu>\n  <pci busid=\"0000:01:00.0\" link_width=\"16\">\n   <gpu dev=\"0\" sm=\"abc\"/>\n  </pci>\n "
      "</cpu>\n</system>\n",
      "line 4"},
-    {"<system>\n <cpu>\n  <pci busid=\"zz:01\">\n   <gpu dev=\"0\" sm=\"90\"/>\n  </pci>\n </cpu>\n</system>\n", "line 3"},
+    {"<system>\n <cpu>\n  <pci busid=\"zz:01\">\n   <gpu dev=\"0\" sm=\"90\"/>\n  </pci>\n </cpu>\n</system>\n",
+     "line 3"},
     {"<system>\n <cpu>\n  <pci busid=\"0000:01:00.0\">\n   <gpu dev=\"0\" sm=\"90\">\n    <nvlink target=\"x\" "
      "count=\"2\"/>\n   </gpu>\n  </pci>\n </cpu>\n</system>\n",
      "line 5"},
@@ -252,8 +259,9 @@ END_TEST
 
 START_TEST(test_escaping) {
   env_reset();
-  const char* text = "<!-- a comment -->\n<?xml version=\"1.0\"?>\n<system version='1'>\n <cpu numaid=\"0\" "
-                     "vendor=\"A&amp;B &lt;x&gt; &quot;q&quot; &#65;\"/>\n</system>\n";
+  const char* text =
+      "<!-- a comment -->\n<?xml version=\"1.0\"?>\n<system version='1'>\n <cpu numaid=\"0\" "
+      "vendor=\"A&amp;B &lt;x&gt; &quot;q&quot; &#65;\"/>\n</system>\n";
   struct braid_topo_system *s = NULL, *t = NULL;
   char *d1 = NULL, *d2 = NULL;
   ck_assert_int_eq(braid_topo_load_xml_string(text, "esc", &s), ncclSuccess);
@@ -400,7 +408,7 @@ START_TEST(test_detect_fake_sysfs) {
   ck_assert_str_eq(s->nodes[nic(s, 0)].name, "eth9");
   ck_assert_int_eq(s->nodes[nic(s, 0)].speed, 100000);
   ck_assert_int_eq(s->nodes[gpu(s, 0)].sm, 90);
-  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 0)), BRAID_PATH_PIX); /* one switch, two ports */
+  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 0)), BRAID_PATH_PIX);                   /* one switch, two ports */
   ck_assert_float_eq_tol(braid_topo_path(s, gpu(s, 0), nic(s, 0))->bw, 12.5f, 0.01f); /* 100 Gb/s */
   braid_topo_free(s);
   char cmd[128];

@@ -12,15 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fixture.h"
 #include "base/debug.h"
 #include "base/param.h"
+#include "fixture.h"
 #include "topo/tuner.h"
 
-
 static void env_reset(void) {
-  const char* vars[] = {"NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NTHREADS",
-                        "NCCL_LL128_NTHREADS", "NCCL_NVLS_ENABLE", "NCCL_PAT_ENABLE", "NCCL_CROSS_NIC"};
+  const char* vars[] = {"NCCL_ALGO",          "NCCL_PROTO",      "NCCL_MIN_NCHANNELS",
+                        "NCCL_MAX_NCHANNELS", "NCCL_NTHREADS",   "NCCL_LL128_NTHREADS",
+                        "NCCL_NVLS_ENABLE",   "NCCL_PAT_ENABLE", "NCCL_CROSS_NIC"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
   braid_param_reload();
 }
@@ -43,8 +43,10 @@ static ncclResult_t make_tuner(const char* xml, int nodes, int ppn, int host, st
   ncclResult_t res = braid_tuner_init(g, nodes * ppn, nodes, t_p);
   free(r);
   braid_topo_free(sys);
-  if (g_p && res == ncclSuccess) *g_p = g;
-  else braid_graph_free(g);
+  if (g_p && res == ncclSuccess)
+    *g_p = g;
+  else
+    braid_graph_free(g);
   return res;
 }
 
@@ -127,7 +129,8 @@ START_TEST(test_pcie_no_ll128) {
   struct braid_tuner* t = NULL;
   ck_assert_int_eq(make_tuner("pcie-4gpu.xml", 1, 4, 0, &t, NULL), ncclSuccess);
   braid_tuner_set_log(t, 0);
-  for (size_t b = 8; b <= (1ull << 30); b *= 4) ck_assert_int_ne(choose(t, BRAID_FUNC_AllReduce, b).proto, BRAID_PROTO_LL128);
+  for (size_t b = 8; b <= (1ull << 30); b *= 4)
+    ck_assert_int_ne(choose(t, BRAID_FUNC_AllReduce, b).proto, BRAID_PROTO_LL128);
   ck_assert_float_eq(braid_tuner_predict(t, BRAID_FUNC_AllReduce, BRAID_ALGO_NVLS, BRAID_PROTO_SIMPLE, 1024), -1.0f);
   braid_tuner_free(t);
   setenv("NCCL_PROTO", "LL128", 1); /* named: enabled even here */
@@ -274,7 +277,7 @@ struct pcase {
   const char* text;
   int kind;
   ncclResult_t res;
-  const char* allreduce;  /* allowed for AllReduce, e.g. "10" = Tree yes, Ring no (algos) */
+  const char* allreduce; /* allowed for AllReduce, e.g. "10" = Tree yes, Ring no (algos) */
   const char* broadcast;
 };
 static const struct pcase pcases[] = {

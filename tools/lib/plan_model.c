@@ -45,7 +45,9 @@ int braid_plan_model_tree_steps(int n) {
   return 2 * d;
 }
 
-double braid_plan_model_tree_bytes(int n, double S) { return n <= 1 ? 0.0 : 2.0 * S; }
+double braid_plan_model_tree_bytes(int n, double S) {
+  return n <= 1 ? 0.0 : 2.0 * S;
+}
 
 double braid_plan_model_time_us(int steps, double lat_us, double bytes, double bw_GBps) {
   return steps * lat_us + (bw_GBps > 0 ? bytes / (bw_GBps * 1e3) : 0.0);
@@ -53,15 +55,20 @@ double braid_plan_model_time_us(int steps, double lat_us, double bytes, double b
 
 /* ---- cluster ---- */
 
-ncclResult_t braid_plan_model_cluster_init(int nodes, int gpus_per_node, int nvl_domain, double nvl_bw,
-                                           double nic_bw, struct braid_plan_cluster* c) {
-  const char* bad = nodes < 1 ? "nodes" : gpus_per_node < 1 ? "gpus per node" : nvl_domain < 1 ? "NVLink domain"
-                    : !(nvl_bw > 0) ? "NVLink bandwidth" : !(nic_bw > 0) ? "NIC bandwidth" : NULL;
+ncclResult_t braid_plan_model_cluster_init(int nodes, int gpus_per_node, int nvl_domain, double nvl_bw, double nic_bw,
+                                           struct braid_plan_cluster* c) {
+  const char* bad = nodes < 1           ? "nodes"
+                    : gpus_per_node < 1 ? "gpus per node"
+                    : nvl_domain < 1    ? "NVLink domain"
+                    : !(nvl_bw > 0)     ? "NVLink bandwidth"
+                    : !(nic_bw > 0)     ? "NIC bandwidth"
+                                        : NULL;
   if (bad == NULL && nvl_domain % gpus_per_node != 0 && gpus_per_node % nvl_domain != 0) bad = "NVLink domain";
   if (bad == NULL && nvl_domain > gpus_per_node && (nodes * gpus_per_node) % nvl_domain != 0) bad = "NVLink domain";
   if (bad != NULL) {
-    BRAID_WARN("braid-plan: bad cluster %s (nodes %d, gpus per node %d, NVLink domain %d, NVLink %.1f GB/s, NIC %.1f GB/s)",
-               bad, nodes, gpus_per_node, nvl_domain, nvl_bw, nic_bw);
+    BRAID_WARN(
+        "braid-plan: bad cluster %s (nodes %d, gpus per node %d, NVLink domain %d, NVLink %.1f GB/s, NIC %.1f GB/s)",
+        bad, nodes, gpus_per_node, nvl_domain, nvl_bw, nic_bw);
     return ncclInvalidArgument;
   }
   memset(c, 0, sizeof(*c));
@@ -77,8 +84,8 @@ ncclResult_t braid_plan_model_cluster_init(int nodes, int gpus_per_node, int nvl
 }
 
 /* The channels and tuner of a communicator of ppn GPUs (the first ones) on each of nnodes copies. */
-static ncclResult_t tuner_make(const struct braid_topo_system* sys, int ppn, int nnodes, struct braid_channel_graph** g_p,
-                               struct braid_tuner** t_p) {
+static ncclResult_t tuner_make(const struct braid_topo_system* sys, int ppn, int nnodes,
+                               struct braid_channel_graph** g_p, struct braid_tuner** t_p) {
   ncclResult_t res = ncclSuccess;
   int n = ppn * nnodes;
   struct braid_topo_rank* ranks = NULL;
@@ -197,7 +204,8 @@ static void price_analytic(const struct braid_plan_cluster* c, int coll, int n, 
     it->time_us = braid_plan_model_time_us(braid_plan_model_ring_steps(coll, n), lat, it->bytes, bw);
     snprintf(it->algo, sizeof(it->algo), "Ring");
     if (coll == BRAID_PLAN_ALLREDUCE) {
-      double tree = braid_plan_model_time_us(braid_plan_model_tree_steps(n), lat, braid_plan_model_tree_bytes(n, S), bw);
+      double tree =
+          braid_plan_model_time_us(braid_plan_model_tree_steps(n), lat, braid_plan_model_tree_bytes(n, S), bw);
       if (tree < it->time_us) {
         it->time_us = tree;
         snprintf(it->algo, sizeof(it->algo), "Tree");
@@ -235,16 +243,26 @@ ncclResult_t braid_plan_model_coll(struct braid_plan_cluster* c, int coll, int n
 /* ---- model and layouts ---- */
 
 ncclResult_t braid_plan_model_check(const struct braid_plan_model* m) {
-  const char* bad = m->layers < 1 ? "layers" : m->hidden < 1 ? "hidden" : m->seq < 1 ? "seq" : m->micro_batch < 1 ? "micro-batch"
-                    : m->micro_batches < 1 ? "micro-batches" : m->bytes_per_elem < 1 ? "bytes per element"
-                    : !(m->params > 0) ? "params" : m->experts < 0 ? "experts"
-                    : (m->experts > 0 && (m->topk < 1 || m->topk > m->experts)) ? "top-k" : m->ffn < 0 ? "ffn"
-                    : (m->zero < 0 || m->zero > 3) ? "zero" : !(m->tflops > 0) ? "tflops" : m->gpu_mem_gb < 0 ? "gpu memory" : NULL;
+  const char* bad = m->layers < 1                                               ? "layers"
+                    : m->hidden < 1                                             ? "hidden"
+                    : m->seq < 1                                                ? "seq"
+                    : m->micro_batch < 1                                        ? "micro-batch"
+                    : m->micro_batches < 1                                      ? "micro-batches"
+                    : m->bytes_per_elem < 1                                     ? "bytes per element"
+                    : !(m->params > 0)                                          ? "params"
+                    : m->experts < 0                                            ? "experts"
+                    : (m->experts > 0 && (m->topk < 1 || m->topk > m->experts)) ? "top-k"
+                    : m->ffn < 0                                                ? "ffn"
+                    : (m->zero < 0 || m->zero > 3)                              ? "zero"
+                    : !(m->tflops > 0)                                          ? "tflops"
+                    : m->gpu_mem_gb < 0                                         ? "gpu memory"
+                                                                                : NULL;
   if (bad != NULL) {
-    BRAID_WARN("braid-plan: bad model %s (layers %d hidden %d seq %d micro-batch %d x %d, %d B/elem, %.3g params, "
-               "experts %d top-k %d, ffn %d, zero %d, %.1f TFLOP/s, %.1f GB)", bad, m->layers, m->hidden, m->seq,
-               m->micro_batch, m->micro_batches, m->bytes_per_elem, m->params, m->experts, m->topk, m->ffn, m->zero,
-               m->tflops, m->gpu_mem_gb);
+    BRAID_WARN(
+        "braid-plan: bad model %s (layers %d hidden %d seq %d micro-batch %d x %d, %d B/elem, %.3g params, "
+        "experts %d top-k %d, ffn %d, zero %d, %.1f TFLOP/s, %.1f GB)",
+        bad, m->layers, m->hidden, m->seq, m->micro_batch, m->micro_batches, m->bytes_per_elem, m->params, m->experts,
+        m->topk, m->ffn, m->zero, m->tflops, m->gpu_mem_gb);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
@@ -253,13 +271,20 @@ ncclResult_t braid_plan_model_check(const struct braid_plan_model* m) {
 int braid_plan_model_layout_valid(const struct braid_plan_cluster* c, const struct braid_plan_model* m,
                                   const struct braid_plan_layout* l, const char** why) {
   const char* w = NULL;
-  if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->ep < 1) w = "every degree must be at least 1";
-  else if ((long)l->tp * l->pp * l->dp != (long)c->nodes * c->gpus_per_node) w = "TP x PP x DP must equal the GPU count";
-  else if (m->hidden % l->tp != 0) w = "TP must divide the hidden size";
-  else if (m->layers % l->pp != 0) w = "PP must divide the layer count";
-  else if (l->dp % l->ep != 0) w = "EP must divide DP";
-  else if (l->ep > 1 && m->experts == 0) w = "EP needs an MoE model (--experts)";
-  else if (l->ep > 1 && m->experts % l->ep != 0) w = "EP must divide the expert count";
+  if (l->tp < 1 || l->pp < 1 || l->dp < 1 || l->ep < 1)
+    w = "every degree must be at least 1";
+  else if ((long)l->tp * l->pp * l->dp != (long)c->nodes * c->gpus_per_node)
+    w = "TP x PP x DP must equal the GPU count";
+  else if (m->hidden % l->tp != 0)
+    w = "TP must divide the hidden size";
+  else if (m->layers % l->pp != 0)
+    w = "PP must divide the layer count";
+  else if (l->dp % l->ep != 0)
+    w = "EP must divide DP";
+  else if (l->ep > 1 && m->experts == 0)
+    w = "EP needs an MoE model (--experts)";
+  else if (l->ep > 1 && m->experts % l->ep != 0)
+    w = "EP must divide the expert count";
   if (why != NULL) *why = w;
   return w == NULL;
 }

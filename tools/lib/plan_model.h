@@ -62,11 +62,11 @@ struct braid_topo_system;
 
 struct braid_plan_cluster {
   int nodes, gpus_per_node;
-  int nvl_domain;     /* GPUs joined by NVLink (a multiple or divisor of gpus_per_node) */
-  double nvl_bw;      /* GB/s per GPU inside the domain */
-  double nic_bw;      /* GB/s per GPU over the network */
-  double nvl_lat_us;  /* per step inside the domain */
-  double net_lat_us;  /* per step over the network */
+  int nvl_domain;         /* GPUs joined by NVLink (a multiple or divisor of gpus_per_node) */
+  double nvl_bw;          /* GB/s per GPU inside the domain */
+  double nic_bw;          /* GB/s per GPU over the network */
+  double nvl_lat_us;      /* per step inside the domain */
+  double net_lat_us;      /* per step over the network */
   const char* intra_name; /* link label inside the domain ("NVLink", or the path type) */
   /* XML: the system and tuners per group shape (ranks per node x nodes); NULL: analytic. */
   struct braid_topo_system* sys;
@@ -78,8 +78,8 @@ struct braid_plan_cluster {
 };
 
 /* The analytic cluster. Bad numbers: ncclInvalidArgument naming the field. */
-ncclResult_t braid_plan_model_cluster_init(int nodes, int gpus_per_node, int nvl_domain, double nvl_bw,
-                                           double nic_bw, struct braid_plan_cluster* c);
+ncclResult_t braid_plan_model_cluster_init(int nodes, int gpus_per_node, int nvl_domain, double nvl_bw, double nic_bw,
+                                           struct braid_plan_cluster* c);
 /* A cluster of `nodes` copies of the system in `xml` (every GPU of it used); bandwidths
  * from its graph. Release with braid_plan_model_cluster_free. */
 ncclResult_t braid_plan_model_cluster_xml(const char* xml, int nodes, struct braid_plan_cluster* c);
@@ -91,15 +91,15 @@ struct braid_plan_model {
   int layers;
   int hidden;
   int seq;
-  int micro_batch;     /* sequences per micro-batch */
-  int micro_batches;   /* micro-batches per step (per pipeline) */
-  int bytes_per_elem;  /* activations and gradients */
-  double params;       /* total parameters */
-  int experts, topk;   /* MoE (experts 0: dense) */
-  int ffn;             /* MLP width (expert MLP for MoE); 0: 4 x hidden */
-  int zero;            /* ZeRO stage 0..3 */
-  double tflops;       /* sustained TFLOP/s per GPU, for the overlap warning */
-  double gpu_mem_gb;   /* memory per GPU for the fit check (0: no check) */
+  int micro_batch;    /* sequences per micro-batch */
+  int micro_batches;  /* micro-batches per step (per pipeline) */
+  int bytes_per_elem; /* activations and gradients */
+  double params;      /* total parameters */
+  int experts, topk;  /* MoE (experts 0: dense) */
+  int ffn;            /* MLP width (expert MLP for MoE); 0: 4 x hidden */
+  int zero;           /* ZeRO stage 0..3 */
+  double tflops;      /* sustained TFLOP/s per GPU, for the overlap warning */
+  double gpu_mem_gb;  /* memory per GPU for the fit check (0: no check) */
 };
 
 struct braid_plan_layout {
@@ -108,17 +108,17 @@ struct braid_plan_layout {
 
 /* One line of the plan: a parallelism's collective. */
 struct braid_plan_item {
-  const char* what;  /* "TP", "EP", "PP", "DP", "DP-expert", "ZeRO" */
-  int coll;          /* enum braid_plan_coll */
-  int group;         /* GPUs in the group */
-  double count;      /* calls per step per GPU */
-  double size;       /* S: bytes of the buffer per call */
-  double bytes;      /* bytes each GPU sends per call */
-  int network;       /* crosses the network (else inside the NVLink domain) */
-  int ppn;           /* group members per NVLink domain */
-  char algo[24];     /* "Ring", "Tree", "Ring/LL128" (tuner), "Direct" ... */
-  double time_us;    /* per call */
-  double total_us;   /* count x time */
+  const char* what; /* "TP", "EP", "PP", "DP", "DP-expert", "ZeRO" */
+  int coll;         /* enum braid_plan_coll */
+  int group;        /* GPUs in the group */
+  double count;     /* calls per step per GPU */
+  double size;      /* S: bytes of the buffer per call */
+  double bytes;     /* bytes each GPU sends per call */
+  int network;      /* crosses the network (else inside the NVLink domain) */
+  int ppn;          /* group members per NVLink domain */
+  char algo[24];    /* "Ring", "Tree", "Ring/LL128" (tuner), "Direct" ... */
+  double time_us;   /* per call */
+  double total_us;  /* count x time */
 };
 
 #define BRAID_PLAN_MAX_ITEMS 8
@@ -134,12 +134,12 @@ struct braid_plan_result {
   struct braid_plan_layout layout;
   int nitems;
   struct braid_plan_item items[BRAID_PLAN_MAX_ITEMS];
-  double total_us;     /* communication per step */
-  double bubble;       /* (pp-1)/(m+pp-1) */
-  double backward_us;  /* compute of one micro-batch's backward (the window DP hides in) */
-  double dp_us;        /* DP (and ZeRO) time per step */
-  double mem_gb;       /* weights + grads + Adam states per GPU (16 B/param, ZeRO-divided) */
-  int warn;            /* enum braid_plan_warn_bits */
+  double total_us;    /* communication per step */
+  double bubble;      /* (pp-1)/(m+pp-1) */
+  double backward_us; /* compute of one micro-batch's backward (the window DP hides in) */
+  double dp_us;       /* DP (and ZeRO) time per step */
+  double mem_gb;      /* weights + grads + Adam states per GPU (16 B/param, ZeRO-divided) */
+  int warn;           /* enum braid_plan_warn_bits */
 };
 
 /* Check the model (ncclInvalidArgument naming the field). */

@@ -26,10 +26,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
-#include "device/device.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
+#include "device/device.h"
 #include "transport/net/net_internal.h"
 
 /* A communicator's plugin context. */
@@ -92,12 +92,16 @@ static void ctx_put(struct net_ctx* x) {
   free(x);
 }
 
-static int net_can_connect(const struct braid_comm* comm, int peer) { return 1; }
+static int net_can_connect(const struct braid_comm* comm, int peer) {
+  return 1;
+}
 
 /* host_kick finds the connection from the executor's braid_conn. */
 _Static_assert(offsetof(struct braid_connector, conn) == 0, "braid_conn must open braid_connector");
 
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+static size_t align_up(size_t x, size_t a) {
+  return (x + a - 1) & ~(a - 1);
+}
 
 /* The FIFO (r->mem_bytes, zeroed): plain memory in host mode. A device communicator's kernels
  * fill and drain it in place, so there it is pinned host memory mapped for the device
@@ -122,9 +126,10 @@ static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
   ncclResult_t res = comm->device->host_alloc(&host, &dev, r->mem_bytes);
   braid_transport_device_leave(saved);
   if (res != ncclSuccess) {
-    BRAID_WARN("NET/%s : rank %d could not allocate %zu bytes of pinned host memory for CUDA device %d (channel %d, "
-               "peer %d): %s", r->desc, comm->rank, r->mem_bytes, comm->cuda_dev, r->channel, r->peer,
-               ncclGetErrorString(res));
+    BRAID_WARN(
+        "NET/%s : rank %d could not allocate %zu bytes of pinned host memory for CUDA device %d (channel %d, "
+        "peer %d): %s",
+        r->desc, comm->rank, r->mem_bytes, comm->cuda_dev, r->channel, r->peer, ncclGetErrorString(res));
     return res;
   }
   r->mem = host;
@@ -147,8 +152,8 @@ static void net_fifo_free(struct net_res* r) {
 }
 
 /* One end: plugin, context, device and the local FIFO laid out for the executor. */
-static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, int is_send,
-                                struct braid_connector* c, struct net_res** r_p) {
+static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, int is_send, struct braid_connector* c,
+                                struct net_res** r_p) {
   ncclResult_t res = ncclSuccess;
   const struct braid_net_v1* net;
   struct net_res* r;
@@ -377,7 +382,9 @@ static void net_send_free(struct braid_connector* c) {
   net_res_free(c);
 }
 
-static void net_recv_free(struct braid_connector* c) { net_res_free(c); }
+static void net_recv_free(struct braid_connector* c) {
+  net_res_free(c);
+}
 
 const char* braid_net_conn_desc(const struct braid_connector* c) {
   const struct net_res* r = c->res;

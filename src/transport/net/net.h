@@ -65,9 +65,9 @@ struct braid_net_props {
   int regIsGlobal;     /* 1: a registration is valid on every comm of the device */
   int speed;           /* Mb/s */
   int port;
-  float latency;       /* us */
-  int maxComms;        /* connections the device can hold */
-  int maxRecvs;        /* receives one irecv may group */
+  float latency; /* us */
+  int maxComms;  /* connections the device can hold */
+  int maxRecvs;  /* receives one irecv may group */
 };
 
 /* Per communicator: what a plugin needs to tell its connections from strangers'. */
@@ -78,11 +78,11 @@ struct braid_net_config {
 
 /* Why a comm failed (getStatus). */
 struct braid_net_status {
-  int failed;        /* requests on this comm will not complete */
-  int closedByPeer;  /* the peer finished (finishSend) and closed it: it left, it did not die */
-  int peerAborted;   /* the peer gave up (abortSend) */
-  int abortCode;     /* its code */
-  char reason[160];  /* "closed the connection", "reset the connection", "sent ..." */
+  int failed;       /* requests on this comm will not complete */
+  int closedByPeer; /* the peer finished (finishSend) and closed it: it left, it did not die */
+  int peerAborted;  /* the peer gave up (abortSend) */
+  int abortCode;    /* its code */
+  char reason[160]; /* "closed the connection", "reset the connection", "sent ..." */
 };
 
 struct braid_net_v1 {
@@ -104,8 +104,7 @@ struct braid_net_v1 {
   ncclResult_t (*deregMr)(void* comm, void* mhandle);
   ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void** request);
   /* n buffers of sizes[i] bytes at most; the sender's messages must fit. */
-  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
-                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request);
   ncclResult_t (*iflush)(void* recvComm, int n, void** data, size_t* sizes, void** mhandles, void** request);
   /* *done = 1 once complete (the request is then freed); sizes (may be NULL): bytes received. */
   ncclResult_t (*test)(void* request, int* done, size_t* sizes);

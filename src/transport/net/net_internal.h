@@ -39,20 +39,20 @@ struct net_ctx; /* a communicator's plugin context (net.c) */
 
 /* One end of a network connection: the connector's `res`. */
 struct net_res {
-  struct net_res* next;           /* the proxy's list (proxy lock) */
+  struct net_res* next; /* the proxy's list (proxy lock) */
   struct braid_comm* comm;
   struct net_ctx* ctx;
   const struct braid_net_v1* net;
   int is_send, peer, channel, conn_index, dev;
-  char desc[40];                  /* "Socket/0" */
-  char* mem;                      /* control block + buffer, page aligned; the host's address */
-  int device;                     /* a device communicator's: pinned and mapped (host_alloc), moved
-                                     by the proxy thread alone (kernels cannot kick) */
-  int rdirect;                    /* receive end: receives are posted only for the steps the
-                                     executor declared (ctrl->want), where it said (braid_conn.rdirect) */
+  char desc[40]; /* "Socket/0" */
+  char* mem;     /* control block + buffer, page aligned; the host's address */
+  int device;    /* a device communicator's: pinned and mapped (host_alloc), moved
+                    by the proxy thread alone (kernels cannot kick) */
+  int rdirect;   /* receive end: receives are posted only for the steps the
+                    executor declared (ctrl->want), where it said (braid_conn.rdirect) */
   size_t mem_bytes;
   struct braid_conn_ctrl* ctrl;
-  char* buff;                     /* NSTEPS slots of `stride` bytes */
+  char* buff; /* NSTEPS slots of `stride` bytes */
   size_t stride;
   unsigned char handle[BRAID_NET_HANDLE_MAXSIZE]; /* recv: ours; send: the receiver's */
   void* listen_comm;
@@ -62,40 +62,40 @@ struct net_res {
   pthread_mutex_t lock;
   uint64_t posted, done;
   void* reqs[BRAID_NSTEPS];
-  ncclResult_t err;               /* a request failed: reported outside the lock */
+  ncclResult_t err; /* a request failed: reported outside the lock */
   const char* err_doing;
-  int state;                      /* enum net_state (atomic) */
-  int64_t kicked;                 /* (atomic) when the executor last moved it */
-  int polled;                     /* (atomic) the sleeping proxy polls its descriptors */
-  int quiet;                      /* (atomic) host receive connection whose last test by the proxy
-                                     found nothing: the proxy leaves it alone until poll() sees its
-                                     descriptors ready or an executor moves it (net_proxy.c) */
-  int pfd_first, pfd_count;       /* its entries in the proxy's poll set (proxy lock) */
-  char reason[160];               /* why it failed or closed */
+  int state;                /* enum net_state (atomic) */
+  int64_t kicked;           /* (atomic) when the executor last moved it */
+  int polled;               /* (atomic) the sleeping proxy polls its descriptors */
+  int quiet;                /* (atomic) host receive connection whose last test by the proxy
+                               found nothing: the proxy leaves it alone until poll() sees its
+                               descriptors ready or an executor moves it (net_proxy.c) */
+  int pfd_first, pfd_count; /* its entries in the proxy's poll set (proxy lock) */
+  char reason[160];         /* why it failed or closed */
 };
 
 /* net_watch.c: the watchdog's view of one communicator (all under the proxy lock). */
 struct braid_watch_peer {
-  int local;                 /* a process of this machine and pid namespace: liveness is checkable */
+  int local; /* a process of this machine and pid namespace: liveness is checkable */
   int pid;
-  unsigned long long start;  /* its start time (/proc), to notice a reused pid; 0 unknown */
-  int64_t dead_seen;         /* when first seen dead (0: alive): the earliest death is the cause */
+  unsigned long long start; /* its start time (/proc), to notice a reused pid; 0 unknown */
+  int64_t dead_seen;        /* when first seen dead (0: alive): the earliest death is the cause */
 };
 struct braid_watch {
   struct braid_watch* next;
   struct braid_comm* comm;
-  struct braid_watch_peer* peers; /* [nranks] */
-  int busy;                  /* a collective was in flight at the last tick */
-  uint64_t sig;              /* progress signature (sum of FIFO counters) at the last tick */
-  int64_t still_since;       /* when it last changed, or the collective was first seen */
-  int64_t busy_since;        /* when the current collective was first seen */
+  struct braid_watch_peer* peers;  /* [nranks] */
+  int busy;                        /* a collective was in flight at the last tick */
+  uint64_t sig;                    /* progress signature (sum of FIFO counters) at the last tick */
+  int64_t still_since;             /* when it last changed, or the collective was first seen */
+  int64_t busy_since;              /* when the current collective was first seen */
   struct braid_watch_track* track; /* per connection, in visit order: when it last moved */
   int ntrack, captrack;
 };
 struct braid_watch_track {
   const struct braid_conn* conn;
-  uint64_t counters;         /* tail + head at the last tick */
-  int64_t moved;             /* when they last changed (0: not seen to change) */
+  uint64_t counters; /* tail + head at the last tick */
+  int64_t moved;     /* when they last changed (0: not seen to change) */
 };
 ncclResult_t braid_watch_new(struct braid_comm* comm, struct braid_watch** w_p);
 void braid_watch_free(struct braid_watch* w);
@@ -109,8 +109,8 @@ int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* com
 ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p);
 
 /* net_proxy.c: the proxy thread serves every active connection of the process. */
-ncclResult_t braid_proxy_add(struct net_res* r);  /* starts the thread for the first user */
-void braid_proxy_remove(struct net_res* r);       /* after return the proxy never touches r */
+ncclResult_t braid_proxy_add(struct net_res* r); /* starts the thread for the first user */
+void braid_proxy_remove(struct net_res* r);      /* after return the proxy never touches r */
 /* braid_conn.host_kick of net connections: move this connection now if nobody else is, and
  * wake a sleeping proxy thread that must take over what is left. */
 void braid_proxy_kick_conn(struct braid_conn* c);

@@ -28,7 +28,7 @@ static int external_tried;
 
 /* NCCL's plugin symbols, newest first: recognised only to say why they are not loaded. */
 static const char* const nccl_symbols[] = {"ncclNetPlugin_v11", "ncclNetPlugin_v10", "ncclNetPlugin_v9",
-                                           "ncclNetPlugin_v8", "ncclNetPlugin_v7", "ncclNetPlugin_v6"};
+                                           "ncclNetPlugin_v8",  "ncclNetPlugin_v7",  "ncclNetPlugin_v6"};
 
 static void plugin_library_name(const char* v, char* lib, size_t len) {
   if (v == NULL || v[0] == '\0')
@@ -66,10 +66,11 @@ static const struct braid_net_v1* plugin_load(void) {
     if (nccl != NULL)
       BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
                  "NET/Plugin: %s exports %s (NCCL's net plugin ABI), which braid does not load; it needs %s. Using "
-                 "internal network plugin.", lib, nccl, BRAID_NET_PLUGIN_SYMBOL);
+                 "internal network plugin.",
+                 lib, nccl, BRAID_NET_PLUGIN_SYMBOL);
     else
-      BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
-                 "NET/Plugin: %s has no %s symbol. Using internal network plugin.", lib, BRAID_NET_PLUGIN_SYMBOL);
+      BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/Plugin: %s has no %s symbol. Using internal network plugin.", lib,
+                 BRAID_NET_PLUGIN_SYMBOL);
     dlclose(dl);
     return NULL;
   }

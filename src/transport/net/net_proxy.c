@@ -50,26 +50,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bootstrap/bootstrap.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "transport/net/net_internal.h"
 
 #define WATCH_TICK_MS 200
 #define DRIVEN_NS 2000000LL /* a receive connection an executor moved this recently is its own */
 
 static struct {
-  pthread_mutex_t lock;   /* the lists; held by the thread during each pass */
-  pthread_mutex_t life;   /* starting and joining the thread */
+  pthread_mutex_t lock; /* the lists; held by the thread during each pass */
+  pthread_mutex_t life; /* starting and joining the thread */
   pthread_t thread;
-  int stop;               /* (lock) */
-  int refs;               /* connections + watched communicators (life) */
-  int efd;                /* kicks */
-  int sleeping;           /* (atomic) the thread is in, or about to enter, poll() */
-  int64_t device_until;   /* (atomic) device connections are polled until then (progress_all) */
-  struct net_res* conns;  /* (lock) */
+  int stop;                    /* (lock) */
+  int refs;                    /* connections + watched communicators (life) */
+  int efd;                     /* kicks */
+  int sleeping;                /* (atomic) the thread is in, or about to enter, poll() */
+  int64_t device_until;        /* (atomic) device connections are polled until then (progress_all) */
+  struct net_res* conns;       /* (lock) */
   struct braid_watch* watches; /* (lock) */
-  struct pollfd* fds;     /* the thread's poll set */
+  struct pollfd* fds;          /* the thread's poll set */
   int nfds_cap;
 } px = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, -1, 0, 0, NULL, NULL, NULL, 0};
 
@@ -134,9 +134,9 @@ static void conn_report(struct net_res* r) {
     int culprit = st.abortCode > 0 && st.abortCode <= r->comm->nranks ? st.abortCode - 1 : -1;
     if (culprit >= 0 && culprit != r->comm->rank)
       braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, culprit,
-                        "rank %d: %s failed (reported by %s, which aborted: NET/%s channel %d, %s side)",
-                        r->comm->rank, braid_proxy_peer_name(r->comm, culprit, dead_who, sizeof(dead_who)), who,
-                        r->desc, r->channel, side);
+                        "rank %d: %s failed (reported by %s, which aborted: NET/%s channel %d, %s side)", r->comm->rank,
+                        braid_proxy_peer_name(r->comm, culprit, dead_who, sizeof(dead_who)), who, r->desc, r->channel,
+                        side);
     else
       braid_proxy_raise(r->comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, r->peer,
                         "rank %d: %s aborted its communicator (NET/%s channel %d, %s side, while %s)", r->comm->rank,
@@ -488,7 +488,9 @@ static void fork_child(void) {
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-static void atfork_register(void) { pthread_atfork(NULL, NULL, fork_child); }
+static void atfork_register(void) {
+  pthread_atfork(NULL, NULL, fork_child);
+}
 
 /* With px.life held. */
 static ncclResult_t proxy_retain(void) {

@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "base/check.h"
-#include "core/init_internal.h"
 #include "base/param.h"
+#include "core/init_internal.h"
 #include "transport/net/net_internal.h"
 
 #define STALL_MS 1000
@@ -105,7 +105,9 @@ static void visit_track(void* arg, const struct watch_conn* wc) {
 
 /* ---- liveness ------------------------------------------------------------------------------ */
 
-static int have_procfs(void) { return access("/proc/self/stat", R_OK) == 0; }
+static int have_procfs(void) {
+  return access("/proc/self/stat", R_OK) == 0;
+}
 
 /* State letter and start time of a process from /proc/<pid>/stat; -1 when it does not exist. */
 static int proc_stat(int pid, char* state, unsigned long long* start) {
@@ -201,9 +203,9 @@ int braid_watch_dead_peer(struct braid_watch* list, const struct braid_comm* com
 
 struct wait_search {
   struct braid_watch* w;
-  int index;                 /* visit order, matching w->track */
+  int index; /* visit order, matching w->track */
   struct watch_conn best;
-  int best_score;            /* 0 none; higher is better evidence */
+  int best_score; /* 0 none; higher is better evidence */
   int64_t best_moved;
   uint64_t step;
 };

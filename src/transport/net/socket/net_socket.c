@@ -10,6 +10,8 @@
  * spread over the data sockets. With no helper threads everything travels on one socket,
  * moved by the proxy thread itself. The receiver decides and puts the counts in its handle.
  */
+#include "transport/net/socket/net_socket.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,7 +20,6 @@
 
 #include "base/check.h"
 #include "base/param.h"
-#include "transport/net/socket/net_socket.h"
 
 static pthread_mutex_t sock_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sock_ndevs = -1; /* -1: not initialised */
@@ -67,8 +68,8 @@ static ncclResult_t sock_init(braid_net_log_fn log) {
   pthread_mutex_lock(&sock_init_lock);
   if (sock_ndevs < 0) {
     int n = 0;
-    BRAID_CHECK_GOTO(braid_socket_find_interfaces(NULL, &sock_dev_names[0][0], sock_dev_addrs, SOCK_MAX_DEVS, &n),
-                     res, out);
+    BRAID_CHECK_GOTO(braid_socket_find_interfaces(NULL, &sock_dev_names[0][0], sock_dev_addrs, SOCK_MAX_DEVS, &n), res,
+                     out);
     char line[1024], addr[BRAID_SOCKET_ADDR_STR_MAX];
     int len = 0;
     for (int i = 0; i < n; i++) {
@@ -141,8 +142,10 @@ static void sock_counts(int* nthreads_p, int* nsocks_p) {
     ns = 1;
   }
   if (nt * ns > SOCK_MAX_SOCKS) {
-    BRAID_WARN("NET/Socket : NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld is more than %d sockets, using %lld "
-               "per thread", (long long)nt, (long long)ns, SOCK_MAX_SOCKS, (long long)(SOCK_MAX_SOCKS / nt));
+    BRAID_WARN(
+        "NET/Socket : NCCL_SOCKET_NTHREADS=%lld x NCCL_NSOCKS_PERTHREAD=%lld is more than %d sockets, using %lld "
+        "per thread",
+        (long long)nt, (long long)ns, SOCK_MAX_SOCKS, (long long)(SOCK_MAX_SOCKS / nt));
     ns = SOCK_MAX_SOCKS / nt;
   }
   *nthreads_p = (int)nt;
@@ -424,7 +427,9 @@ static ncclResult_t sock_reg_mr(void* comm, void* data, size_t size, int type, v
   return ncclSuccess;
 }
 
-static ncclResult_t sock_dereg_mr(void* comm, void* mhandle) { return ncclSuccess; }
+static ncclResult_t sock_dereg_mr(void* comm, void* mhandle) {
+  return ncclSuccess;
+}
 
 static ncclResult_t sock_iflush(void* comm, int n, void** data, size_t* sizes, void** mhandles, void** request) {
   *request = NULL; /* host memory: nothing to flush */

@@ -52,7 +52,7 @@ struct sock_handle {
 struct sock_hdr {
   uint32_t magic; /* SOCK_MSG_MAGIC */
   int32_t tag;
-  uint64_t size;  /* payload bytes */
+  uint64_t size; /* payload bytes */
 };
 
 enum { SOCK_OP_SEND = 1, SOCK_OP_RECV = 2 };
@@ -61,17 +61,17 @@ struct sock_comm;
 
 struct sock_req {
   struct sock_comm* comm;
-  int used;            /* posted and not yet reported done by test */
+  int used; /* posted and not yet reported done by test */
   int op;
   char* data;
-  size_t cap;          /* send: the size; recv: room posted */
-  size_t nbytes;       /* the message's size (recv: from its header) */
+  size_t cap;    /* send: the size; recv: room posted */
+  size_t nbytes; /* the message's size (recv: from its header) */
   int tag;
   struct sock_hdr hdr;
-  size_t hdr_off;      /* header bytes moved */
-  size_t pay_off;      /* inline payload bytes moved */
-  int ctrl_done;       /* header (and inline payload) moved */
-  int pieces_left;     /* pieces still with helpers (atomic) */
+  size_t hdr_off;  /* header bytes moved */
+  size_t pay_off;  /* inline payload bytes moved */
+  int ctrl_done;   /* header (and inline payload) moved */
+  int pieces_left; /* pieces still with helpers (atomic) */
 };
 
 /* One piece of a message on one data socket. */
@@ -96,24 +96,24 @@ struct sock_helper {
   pthread_cond_t cond;
   int stop;
   struct sock_comm* comm;
-  int index;           /* owns data sockets index, index + nthreads, ... */
+  int index; /* owns data sockets index, index + nthreads, ... */
 };
 
 struct sock_comm {
   int is_send;
   struct braid_socket ctrl;
   int nsocks, nthreads;
-  struct sock_data* data;       /* [nsocks] */
-  struct sock_helper* helpers;  /* [nthreads] */
-  int efd;                      /* helpers signal completions here (-1 without helpers) */
+  struct sock_data* data;      /* [nsocks] */
+  struct sock_helper* helpers; /* [nthreads] */
+  int efd;                     /* helpers signal completions here (-1 without helpers) */
   struct sock_req reqs[BRAID_NET_MAX_REQUESTS];
-  uint64_t req_head;            /* oldest request not yet reported done */
-  uint64_t req_ctrl;            /* first request whose control part is not done */
-  uint64_t req_tail;            /* next request to post */
-  unsigned rr;                  /* data socket of the next message's first piece */
+  uint64_t req_head; /* oldest request not yet reported done */
+  uint64_t req_ctrl; /* first request whose control part is not done */
+  uint64_t req_tail; /* next request to post */
+  unsigned rr;       /* data socket of the next message's first piece */
   /* Receive side: one recv() takes a header and a small payload (and whatever follows) at
    * once; the stream is parsed from here first. */
-  char* stage;                  /* SOCK_STAGE bytes */
+  char* stage; /* SOCK_STAGE bytes */
   size_t stage_off, stage_len;
   pthread_mutex_t fail_lock;    /* helpers and the caller may both fail it */
   int failed;                   /* (atomic) */

@@ -60,7 +60,9 @@ static void sock_signal(struct sock_comm* c) {
 
 /* ---- pieces and helpers -------------------------------------------------------------------- */
 
-static int sock_inline(const struct sock_comm* c, size_t size) { return c->nsocks == 0 || size <= SOCK_INLINE_MAX; }
+static int sock_inline(const struct sock_comm* c, size_t size) {
+  return c->nsocks == 0 || size <= SOCK_INLINE_MAX;
+}
 
 /* How a message of `size` bytes is cut: n pieces of `piece` bytes (the last one shorter). */
 static int sock_pieces(const struct sock_comm* c, size_t size, size_t* piece_p) {
@@ -214,8 +216,16 @@ static ncclResult_t sock_progress_send(struct sock_comm* c) {
 static ncclResult_t sock_recv_error(struct sock_comm* c, int err) {
   c->ctrl.err = err;
   switch (err) {
-    case 0: case EPIPE: c->ctrl.fail = BRAID_SOCKET_FAIL_CLOSED; return ncclRemoteError;
-    case ECONNRESET: case ETIMEDOUT: case ENOTCONN: case EHOSTUNREACH: case ENETUNREACH: case ECONNABORTED:
+    case 0:
+    case EPIPE:
+      c->ctrl.fail = BRAID_SOCKET_FAIL_CLOSED;
+      return ncclRemoteError;
+    case ECONNRESET:
+    case ETIMEDOUT:
+    case ENOTCONN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ECONNABORTED:
       c->ctrl.fail = BRAID_SOCKET_FAIL_RESET;
       return ncclRemoteError;
     default:
@@ -385,8 +395,7 @@ ncclResult_t sock_wait_fds(void* comm, struct pollfd* fds, int max, int* n_p) {
   if (!__atomic_load_n(&c->failed, __ATOMIC_ACQUIRE)) {
     if (c->req_ctrl < c->req_tail && n < max)
       fds[n++] = (struct pollfd){.fd = c->ctrl.fd, .events = c->is_send ? POLLOUT : POLLIN};
-    if (c->efd >= 0 && c->req_head < c->req_ctrl && n < max)
-      fds[n++] = (struct pollfd){.fd = c->efd, .events = POLLIN};
+    if (c->efd >= 0 && c->req_head < c->req_ctrl && n < max) fds[n++] = (struct pollfd){.fd = c->efd, .events = POLLIN};
   }
   *n_p = n;
   return ncclSuccess;
