@@ -11,6 +11,7 @@
 #include "base/param.h"
 #include "base/version.h"
 #include "nccl.h"
+#include "transport/registry.h"
 
 static void usage(FILE* out) {
   fprintf(out,

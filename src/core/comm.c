@@ -118,8 +118,13 @@ ncclResult_t braid_comm_check(ncclComm_t handle, const char* fn) {
   BRAID_CHECK(comm_alive(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (comm->abort_flag) {
-    BRAID_WARN("%s: rank %d: communicator %p was aborted or hit an error (%s)", fn, comm->rank, (void*)comm,
-               ncclGetErrorString(comm->async_error));
+    /* A failure braid raised (a dead peer, BRAID_TIMEOUT) keeps its reason: every later call
+     * repeats it, naming the rank (core/watchdog.c braid_comm_fail). */
+    if (comm->abort_reason[0])
+      BRAID_WARN("%s: rank %d: communicator %p failed: %s", fn, comm->rank, (void*)comm, comm->abort_reason);
+    else
+      BRAID_WARN("%s: rank %d: communicator %p was aborted or hit an error (%s)", fn, comm->rank, (void*)comm,
+                 ncclGetErrorString(comm->async_error));
     return ncclInvalidUsage;
   }
   switch (comm->state) {

@@ -84,7 +84,7 @@ static ncclResult_t exec_error(struct braid_plan* plan, int status) {
     case BRAID_EXEC_ABORTED:
       BRAID_WARN("rank %d: operation stopped: communicator %p was aborted", comm->rank, (void*)comm);
       return ncclInvalidUsage;
-    case BRAID_EXEC_TIMEOUT: /* the watchdog (transport/net_watch.c) wrote what it waited for */
+    case BRAID_EXEC_TIMEOUT: /* the watchdog (core/watchdog.c) wrote what it waited for */
       if (comm->abort_reason[0])
         BRAID_WARN("%s", comm->abort_reason);
       else

@@ -82,7 +82,7 @@ static int cores_per_rank(const struct braid_comm* comm) {
  * channels (the fake GPU runs blocks on host threads, so it keeps the host's count). */
 static int default_nchannels(const struct braid_comm* comm, int cores) {
   int n = cores;
-  if (comm->device != NULL && comm->device != braid_device_fake) n = comm->graph->nchannels;
+  if (comm->device != NULL && !(comm->device->caps & BRAID_DEVICE_CAP_HOST_THREADS)) n = comm->graph->nchannels;
   if (n < 1) n = 1;
   if (n > comm->graph->nchannels) n = comm->graph->nchannels;
   int64_t lo = braid_param_int(BRAID_PARAM_MIN_NCHANNELS), hi = braid_param_int(BRAID_PARAM_MAX_NCHANNELS);
@@ -120,6 +120,8 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_graph_build(n, ranks, by_node, &comm->graph), res, out);
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
+  comm->topo = sys; /* the transports decide on its paths (P2P levels) */
+  sys = NULL;
 out:
   braid_topo_free(sys);
   free(by_node);
@@ -133,7 +135,7 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   int n = comm->nranks;
   const struct braid_channel_graph* g = comm->graph;
-  int host_threads = comm->device == NULL || comm->device == braid_device_fake;
+  int host_threads = comm->device == NULL || (comm->device->caps & BRAID_DEVICE_CAP_HOST_THREADS);
   int cores = host_threads ? cores_per_rank(comm) : g->nchannels;
   comm->nchannels = default_nchannels(comm, cores);
   braid_tuner_cap_channels(comm->tuner, comm->nchannels);
@@ -359,6 +361,7 @@ void braid_comm_free(struct braid_comm* comm) {
   free(comm->redops);
   braid_tuner_free(comm->tuner);
   braid_graph_free(comm->graph);
+  braid_topo_free(comm->topo);
   free(comm->peers);
   free(comm->rank_to_node);
   pthread_mutex_destroy(&comm->mutex);

@@ -320,6 +320,7 @@ static const struct braid_device_ops cuda_ops = {
     .stream_capturing = cuda_stream_capturing,
     .memcpy_async = cuda_memcpy_async,
     .enable_peer_access = cuda_enable_peer_access,
+    .caps = 0,
 };
 
 const struct braid_device_ops* const braid_device_cuda = &cuda_ops;

@@ -337,6 +337,7 @@ static void run_launch(struct fake_op* op) {
   const struct braid_kernel_args* a = &op->args;
   memset(jobs, 0, sizeof(jobs));
   for (int b = 0; b < op->nblocks; b++) {
+    a->status[b] = BRAID_KERNEL_STATUS_RUNNING; /* as a kernel's blocks say when they start */
     jobs[b].ch = &a->channels[a->block_channel[b]];
     jobs[b].works = (struct braid_work*)braid_kernel_works(a, b);
     jobs[b].nworks = (int)a->block_nworks[b];
@@ -604,6 +605,7 @@ static const struct braid_device_ops fake_ops = {
     .stream_capturing = fake_stream_capturing,
     .memcpy_async = fake_memcpy_async,
     .enable_peer_access = fake_enable_peer_access,
+    .caps = BRAID_DEVICE_CAP_HOST_THREADS | BRAID_DEVICE_CAP_HOST_READS_DEVICE,
 };
 
 const struct braid_device_ops* const braid_device_fake = &fake_ops;

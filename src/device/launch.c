@@ -25,7 +25,7 @@
 #include "base/param.h"
 #include "device/device.h"
 #include "kernels/kernel.cuh"
-#include "transport/net/net.h"
+#include "transport/progress.h"
 
 _Static_assert(sizeof(struct braid_kernel_args) <= 4096, "kernel arguments fit CUDA's 4 KiB parameter space");
 
@@ -145,7 +145,10 @@ err:
 }
 
 void braid_launch_free(struct braid_comm* comm) {
+  pthread_mutex_lock(&comm->mutex); /* braid_launch_running reads it under the mutex */
   struct braid_launch_state* s = comm->launch;
+  comm->launch = NULL;
+  pthread_mutex_unlock(&comm->mutex);
   if (s == NULL) return;
   const struct braid_device_ops* dev = s->dev;
   while (s->bufs != NULL) {
@@ -163,7 +166,17 @@ void braid_launch_free(struct braid_comm* comm) {
   free(s->h_p2p);
   free(s->mirrored);
   free(s);
-  comm->launch = NULL;
+}
+
+int braid_launch_running(struct braid_comm* comm) {
+  int n = 0;
+  pthread_mutex_lock(&comm->mutex);
+  for (struct launch_buf* b = comm->launch ? comm->launch->bufs : NULL; b != NULL; b = b->next) {
+    const volatile int* st = (const volatile int*)b->host;
+    for (int i = 0; i < b->nblocks; i++) n += st[i] == BRAID_KERNEL_STATUS_RUNNING;
+  }
+  pthread_mutex_unlock(&comm->mutex);
+  return n;
 }
 
 /* ---- statuses ----------------------------------------------------------------------------- */
@@ -344,7 +357,7 @@ static void pack(struct braid_plan* plan, int dtype, struct launch_buf* b, int i
     a->block_channel[blk] = (uint8_t)job->ch->id;
     a->block_first[blk] = (uint32_t)first;
     a->block_nworks[blk] = (uint32_t)(k - first);
-    ((volatile int*)b->host)[blk] = -1; /* not run yet */
+    ((volatile int*)b->host)[blk] = BRAID_KERNEL_STATUS_QUEUED; /* the block says RUNNING when it starts */
     blk++;
   }
   b->nblocks = nblocks;
@@ -373,9 +386,9 @@ static ncclResult_t launch_dtype(struct braid_plan* plan, int dtype, int capturi
   if (res == ncclSuccess) {
     b->busy = 1;
     if (!capturing) res = s->dev->event_record(b->done, plan->stream);
-    /* The net proxy polls device connections only while it knows a kernel may be running
-     * (net_proxy.c); a graph replay it learns of from its periodic nap instead. */
-    braid_proxy_launched(comm);
+    /* The progress engine polls device connections only while it knows a kernel may be
+     * running (transport/progress.h); a graph replay it learns of from its periodic nap. */
+    braid_progress_launched();
   }
   pthread_mutex_unlock(&comm->mutex);
   free(a);

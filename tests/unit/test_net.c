@@ -28,7 +28,11 @@
  *            NCCL_NET_PLUGIN library: clear errors (or the internal plugin), never a hang.
  *   idle     two connected communicators cost (almost) no CPU while idle.
  *   device   an all-reduce of device communicators (fake GPU) over sockets: pinned, mapped
- *            FIFOs that only the proxy thread moves (kernels never kick).
+ *            FIFOs that only the progress engine moves (kernels never kick).
+ *   caps     the zero-copy host paths follow what a net plugin declares, not which table it
+ *            is: Socket's functions under another name without BRAID_NET_PTR_HOST_ANY and
+ *            recvInline stage every step through the FIFO; under another name with them,
+ *            they send from and receive into user memory.
  * The Socket plugin on its own: test_net_socket.c.
  */
 #include <check.h>
@@ -608,7 +612,8 @@ static int body_garbage(struct harness_rank* r) {
   RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL));
   if (r->rank == 0) {
     struct braid_connector* c = &braid_comm_of(comm)->channels[0].ring_send;
-    REXPECT(r, c->transport == &braid_transport_net, "the ring connection is not a network one");
+    REXPECT(r, c->transport != NULL && strcmp(c->transport->name, "NET") == 0,
+            "the ring connection is not a network one");
     struct net_res* res = c->res;
     struct sock_comm* sc = res->net_comm;
     static const char junk[64] = "GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE";
@@ -761,6 +766,59 @@ START_TEST(test_device) {
 }
 END_TEST
 
+/* ---- capabilities: a plugin gets the zero-copy host paths by declaring them ----------------- */
+
+/* The Socket plugin under other names (another table, as an external plugin would be): one
+ * declaring no zero-copy capability (no BRAID_NET_PTR_HOST_ANY, no recvInline), one declaring
+ * what Socket declares. */
+static struct braid_net_v1 plain_net, declared_net;
+static ncclResult_t plain_props(int dev, struct braid_net_props* props) {
+  ncclResult_t res = braid_net_socket.getProperties(dev, props);
+  props->ptrSupport &= ~BRAID_NET_PTR_HOST_ANY;
+  return res;
+}
+
+/* Host mode, 2 ranks on 2 fake nodes: with the plain plugin every connection stages through
+ * its FIFO (conn.direct and conn.rdirect 0); a plugin declaring Socket's capabilities gets
+ * ring connections that send from and receive into user memory, though it is not
+ * braid_net_socket; the all-reduce is right either way. */
+static int body_caps(struct harness_rank* r) {
+  int declared = *(const int*)r->arg, bad = 0;
+  const size_t count = 65537;
+  ncclComm_t comm;
+  plain_net = braid_net_socket;
+  plain_net.name = "Plain";
+  plain_net.getProperties = plain_props;
+  plain_net.recvInline = NULL;
+  declared_net = braid_net_socket;
+  declared_net.name = "Declared";
+  fake_node(r, 1);
+  setenv("NCCL_PROTO", "Simple", 1);
+  setenv("NCCL_ALGO", "Ring", 1);
+  braid_param_reload();
+  RCHECK(r, braid_net_plugin_use(declared ? &declared_net : &plain_net));
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  int32_t* buf = ibuf(count);
+  REXPECT(r, buf != NULL, "out of memory");
+  for (size_t i = 0; i < count; i++) buf[i] = val(r->rank, i);
+  RCHECK(r, ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, NULL));
+  bad = check_vals(r, declared ? "AllReduce (Declared)" : "AllReduce (Plain)", count, buf, count, ex_sum, r->rank);
+  const struct braid_channel* ch = &braid_comm_of(comm)->channels[0];
+  if (!bad && (ch->ring_send.conn.direct != declared || ch->ring_recv.conn.rdirect != declared))
+    bad =
+        harness_fail(r, "%s plugin: ring send direct %d, ring receive rdirect %d, expected %d",
+                     declared ? "Declared" : "Plain", ch->ring_send.conn.direct, ch->ring_recv.conn.rdirect, declared);
+  free(buf);
+  RCHECK(r, ncclCommDestroy(comm));
+  return bad;
+}
+
+START_TEST(test_caps) {
+  static const int declared[] = {0, 1};
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_caps, (void*)&declared[_i], HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 static TCase* tcase(const char* name, int timeout_s) {
   TCase* tc = tcase_create(name);
   tcase_set_timeout(tc, timeout_s);
@@ -796,6 +854,9 @@ Suite* net_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase("device", 120);
   tcase_add_test(tc, test_device);
+  suite_add_tcase(s, tc);
+  tc = tcase("caps", 60);
+  tcase_add_loop_test(tc, test_caps, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }
