@@ -83,9 +83,10 @@ struct braid_transport_ctx {
 
 /* Capabilities of a transport (braid_transport.caps): what the core may rely on. */
 enum {
-  /* Each end owns its own FIFO and a progress engine moves steps between the two (`progress`
-   * is set, connections register with the engine). The data path sets wait_tail on both
-   * ends; both ends log their connection (NCCL's "[send] via NET/..." and "[receive]" lines). */
+  /* Each end owns its own FIFO and the progress engine moves steps between the two: the
+   * transport has `progress`, registers every connected end with the engine and sets
+   * conn.wait_tail on both ends; both ends log their connection (NCCL's "[send] via NET/..."
+   * and "[receive]" lines, core/connect.c). */
   BRAID_TRANSPORT_CAP_PROXIED = 0x1,
 };
 

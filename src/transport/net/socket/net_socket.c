@@ -8,7 +8,8 @@
  * NCCL_SOCKET_NTHREADS (0..16, default 0) helper threads per connection, each owning
  * NCCL_NSOCKS_PERTHREAD (default 1) data sockets, at most 64 sockets: large messages are then
  * spread over the data sockets. With no helper threads everything travels on one socket,
- * moved by the proxy thread itself. The receiver decides and puts the counts in its handle.
+ * moved by whoever tests the requests (the progress engine or a host executor). The receiver
+ * decides and puts the counts in its handle.
  */
 #include "transport/net/socket/net_socket.h"
 
