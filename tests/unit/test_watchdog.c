@@ -141,7 +141,7 @@ static int body_kill(struct harness_rank* r) {
   ncclMemFree(buf);
   /* Stay a while: a survivor that exits at once is a dead peer to a slower one, which must
    * still blame the victim (the first death is the cause). */
-  sleep(2);
+  sleep(3);
   return 0;
 }
 
