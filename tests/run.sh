@@ -61,6 +61,7 @@ if [ $# -eq 0 ]; then
   part format tests/format-check.sh
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"
+  part torch-imports tests/abi/torch-imports.sh "$BUILD"
   [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"

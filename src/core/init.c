@@ -275,6 +275,13 @@ ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, c
   if (def.nvlsCTAs == NCCL_CONFIG_UNDEF_INT) def.nvlsCTAs = 0;
   if (def.nChannelsPerNetPeer == NCCL_CONFIG_UNDEF_INT) def.nChannelsPerNetPeer = 0;
   if (def.nvlinkCentricSched == NCCL_CONFIG_UNDEF_INT) def.nvlinkCentricSched = 0;
+  /* 2.30 fields (an older caller's config never has them: they keep these defaults). */
+  if (def.graphUsageMode == NCCL_CONFIG_UNDEF_INT) def.graphUsageMode = 2;
+  if (def.numRmaCtx == NCCL_CONFIG_UNDEF_INT) def.numRmaCtx = 1;
+  if (def.numRmaCtx < 0) {
+    BRAID_WARN("%s: config.numRmaCtx %d is negative", fn, def.numRmaCtx);
+    return ncclInvalidArgument;
+  }
   if (def.blocking != 0 && def.blocking != 1) {
     BRAID_WARN("%s: config.blocking %d is not 0 or 1", fn, def.blocking);
     return ncclInvalidArgument;
