@@ -17,6 +17,7 @@ struct braid_channel_graph;
 struct braid_tuner;
 struct braid_device_ops;
 struct braid_launch_state;
+struct braid_sym;
 
 #define BRAID_HOSTNAME_MAX 64
 #define BRAID_CPU_WORDS 16 /* CPUs 0..1023 */
@@ -125,6 +126,7 @@ struct braid_comm {
   struct braid_user_redop* redops;
   int nredops;
   struct braid_reg* regs;
+  struct braid_sym* sym; /* windows, one-sided signals, suspend, grow (src/core/sym/) */
 
   /* Split bookkeeping for logs. */
   struct braid_comm* parent;
@@ -149,6 +151,8 @@ int braid_comm_registry_take(struct braid_comm* comm);
 /* ncclInvalidArgument with a WARN naming `fn` when comm is NULL, destroyed or garbage;
  * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
 ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
+/* braid_comm_check, but a suspended communicator passes (ncclCommResume, ncclCommMemStats). */
+ncclResult_t braid_comm_check_resumable(ncclComm_t comm, const char* fn);
 
 /* Connection management (src/core/connect.c). */
 ncclResult_t braid_connect_rings(struct braid_comm* comm);

@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/init_internal.h"
+#include "core/sym/sym.h"
 #include "device/device.h"
 #include "device/launch.h"
 #include "kernels/executor.h"
@@ -230,9 +231,11 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   BRAID_CHECK(setup_graph(comm));
   BRAID_CHECK(setup_channels(comm));
   BRAID_CHECK(braid_connect_rings(comm));
+  BRAID_CHECK(braid_sym_init(comm)); /* signal inboxes, mapped by local peers (src/core/sym/) */
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
   BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
+  braid_sym_ready(comm);
   if (comm->device != NULL) BRAID_CHECK(braid_launch_setup(comm));
   double t2 = braid_time_now();
   log_init_complete(comm, fn, t_boot, t1 - t0, t2 - t1);
@@ -348,6 +351,7 @@ void braid_comm_free(struct braid_comm* comm) {
    * the flag they poll, so stuck ones end too). */
   if (comm->launch != NULL) braid_launch_wait(comm);
   braid_launch_free(comm);
+  braid_sym_free(comm);
   braid_connect_free(comm);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
