@@ -17,12 +17,13 @@
 struct ncclDevCommRequirements;
 struct ncclDevComm;
 
-#define DEVAPI_NOT_YET(fn)                                                                                       \
-  do {                                                                                                         \
-    BRAID_WARN("%s: the NCCL device API is not implemented in braid yet (device communicators, LSA barriers, " \
-               "GIN); use the host API",                                                                       \
-               fn);                                                                                            \
-    return ncclInvalidUsage;                                                                                   \
+#define DEVAPI_NOT_YET(fn)                                                                              \
+  do {                                                                                                  \
+    BRAID_WARN(                                                                                         \
+        "%s: the NCCL device API is not implemented in braid yet (device communicators, LSA barriers, " \
+        "GIN); use the host API",                                                                       \
+        fn);                                                                                            \
+    return ncclInvalidUsage;                                                                            \
   } while (0)
 
 BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,

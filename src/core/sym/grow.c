@@ -83,9 +83,10 @@ static ncclResult_t agree_on_id(struct braid_comm* comm, const ncclUniqueId* min
   for (int r = 0; res == ncclSuccess && r < comm->nranks; r++)
     if (votes[r].has_id) nids++, from = r;
   if (res == ncclSuccess && nids != 1) {
-    BRAID_WARN("%s: rank %d: %d existing ranks passed a unique id; exactly one must (the rank that called "
-               "ncclCommGetUniqueId), the others pass NULL",
-               fn, comm->rank, nids);
+    BRAID_WARN(
+        "%s: rank %d: %d existing ranks passed a unique id; exactly one must (the rank that called "
+        "ncclCommGetUniqueId), the others pass NULL",
+        fn, comm->rank, nids);
     res = ncclInvalidUsage;
   }
   if (res == ncclSuccess) *id_p = votes[from].id;
@@ -185,10 +186,9 @@ BRAID_API ncclResult_t ncclCommGrow(ncclComm_t handle, int nRanks, const ncclUni
     BRAID_WARN("%s: existing ranks must pass rank=-1, got %d", fn, rank);
     return ncclInvalidArgument;
   }
-  if (uniqueId != NULL &&
-      (!comm->sym->grow_pending || memcmp(uniqueId, &comm->sym->grow_id, sizeof(*uniqueId)) != 0)) {
-    BRAID_WARN("%s: rank %d: the unique id was not made by ncclCommGetUniqueId on this communicator (or was used)",
-               fn, comm->rank);
+  if (uniqueId != NULL && (!comm->sym->grow_pending || memcmp(uniqueId, &comm->sym->grow_id, sizeof(*uniqueId)) != 0)) {
+    BRAID_WARN("%s: rank %d: the unique id was not made by ncclCommGetUniqueId on this communicator (or was used)", fn,
+               comm->rank);
     uniqueId = NULL; /* still vote, so every existing rank fails together */
     nRanks = -1;
   }

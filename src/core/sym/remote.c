@@ -79,10 +79,10 @@ static ncclResult_t land_put(struct braid_comm* comm, int peer, const struct rma
   if (!ok || on_device) free(dst);
   if (res != ncclSuccess) return res;
   if (!ok) {
-    BRAID_WARN("ncclWaitSignal: rank %d: a put from rank %d names window %llu (%llu bytes at %llu), which is not "
-               "registered here (deregistered?): dropped",
-               comm->rank, peer, (unsigned long long)h->win_id, (unsigned long long)h->bytes,
-               (unsigned long long)h->offset);
+    BRAID_WARN(
+        "ncclWaitSignal: rank %d: a put from rank %d names window %llu (%llu bytes at %llu), which is not "
+        "registered here (deregistered?): dropped",
+        comm->rank, peer, (unsigned long long)h->win_id, (unsigned long long)h->bytes, (unsigned long long)h->offset);
     return ncclInvalidUsage;
   }
   return ncclSuccess;

@@ -137,7 +137,8 @@ void braid_sym_free(struct braid_comm* comm) {
   braid_win_free_all(comm);
   braid_sym_ready(comm);
   for (int r = 0; s->peer_inbox != NULL && r < comm->nranks; r++)
-    if (s->peer_inbox[r] != NULL && s->peer_inbox[r] != s->inbox && comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash)
+    if (s->peer_inbox[r] != NULL && s->peer_inbox[r] != s->inbox &&
+        comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash)
       munmap(s->peer_inbox[r], s->inbox_bytes);
   if (s->inbox_shm && s->inbox != NULL)
     munmap(s->inbox, s->inbox_bytes);
@@ -164,8 +165,7 @@ static ncclResult_t check_rma(ncclComm_t handle, const char* fn, struct braid_co
   BRAID_CHECK(braid_comm_check(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (comm->sym == NULL || comm->sym->nctx <= 0) {
-    BRAID_WARN("%s: rank %d: one-sided operations are off for this communicator (config.numRmaCtx 0)", fn,
-               comm->rank);
+    BRAID_WARN("%s: rank %d: one-sided operations are off for this communicator (config.numRmaCtx 0)", fn, comm->rank);
     return ncclInvalidUsage;
   }
   *comm_p = comm;

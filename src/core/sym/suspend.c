@@ -115,8 +115,8 @@ BRAID_API ncclResult_t ncclCommSuspend(ncclComm_t handle, int flags) {
     BRAID_CHECK(braid_launch_wait(comm));
     braid_launch_count_buffers(comm, &graph, &other);
     if (graph > 0) {
-      BRAID_WARN("%s: rank %d: %d captured CUDA graph launch(es) use this communicator's buffers; cannot suspend",
-                 fn, comm->rank, graph);
+      BRAID_WARN("%s: rank %d: %d captured CUDA graph launch(es) use this communicator's buffers; cannot suspend", fn,
+                 comm->rank, graph);
       return ncclInvalidUsage;
     }
   }
@@ -145,8 +145,8 @@ BRAID_API ncclResult_t ncclCommResume(ncclComm_t handle) {
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res == ncclSuccess) res = braid_win_map_all(comm);
   if (res != ncclSuccess) {
-    BRAID_WARN("%s: rank %d: could not reacquire the communicator's resources (%s); it stays suspended", fn,
-               comm->rank, ncclGetErrorString(res));
+    BRAID_WARN("%s: rank %d: could not reacquire the communicator's resources (%s); it stays suspended", fn, comm->rank,
+               ncclGetErrorString(res));
     pthread_mutex_lock(&comm->mutex);
     release(comm);
     pthread_mutex_unlock(&comm->mutex);

@@ -90,9 +90,9 @@ void braid_win_free_all(struct braid_comm* comm);
 
 /* Per communicator: the signal inbox every origin writes into, and the bookkeeping of waits. */
 struct braid_sym {
-  int suspended;     /* ncclCommSuspend(NCCL_SUSPEND_MEM) .. ncclCommResume */
-  int nctx;          /* config.numRmaCtx */
-  uint64_t* inbox;   /* [nranks][nctx][NSIGNALS]: signals received from each origin */
+  int suspended;   /* ncclCommSuspend(NCCL_SUSPEND_MEM) .. ncclCommResume */
+  int nctx;        /* config.numRmaCtx */
+  uint64_t* inbox; /* [nranks][nctx][NSIGNALS]: signals received from each origin */
   size_t inbox_bytes;
   int inbox_shm;                       /* a named segment (some local peer is another process) */
   char inbox_name[BRAID_SYM_NAME_MAX]; /* unlinked once every local peer mapped it */

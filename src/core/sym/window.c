@@ -173,8 +173,7 @@ BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, siz
   for (int r = 0; r < n && res == ncclSuccess; r++) res = oks[r] != ncclSuccess ? (ncclResult_t)oks[r] : res;
   if (res != ncclSuccess) {
     if (mine == ncclSuccess)
-      BRAID_WARN("%s: rank %d: the registration failed on another rank (%s)", fn, comm->rank,
-                 ncclGetErrorString(res));
+      BRAID_WARN("%s: rank %d: the registration failed on another rank (%s)", fn, comm->rank, ncclGetErrorString(res));
     win_unmap(comm, w);
     goto out;
   }
