@@ -62,7 +62,7 @@ endif
 # Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all lib tools bench test demo clean bench-compare format format-check
+.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
@@ -138,6 +138,11 @@ test: all
 	@tests/ensure-deps.sh check clang-format
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
+
+# PyTorch (torch 2.11.0 and the newest) imports with braid preloaded: tests/pytorch/run.sh.
+# Downloads about a gigabyte into a cache outside the repository the first time; not in `make test`.
+test-pytorch: lib
+	tests/pytorch/run.sh $(BUILD)
 
 # The demo runs on host-mode ranks, so it builds the library without the CUDA kernels (in
 # $(BUILD)/host: seconds instead of the kernels' minutes); `make` / `make test` build them.
