@@ -62,7 +62,7 @@ endif
 # Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch
+.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch torch-backend test-torch-backend bench-torch
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
@@ -143,6 +143,18 @@ test: all
 # Downloads about a gigabyte into a cache outside the repository the first time; not in `make test`.
 test-pytorch: lib
 	tests/pytorch/run.sh $(BUILD)
+
+# The braid torch.distributed backend for CPU (integrations/torch), built against torch
+# $(TORCH) in its cached virtualenv: `make torch-backend` builds it into $(BUILD)/torch-$(TORCH);
+# `make test-torch-backend` runs its suite against Gloo and the DDP example; `make bench-torch`
+# times dist.all_reduce on braid and Gloo (2 processes). None of them is part of `make test`.
+TORCH ?= 2.15.0
+torch-backend: lib
+	tests/pytorch/with-torch.sh $(TORCH) $(BUILD) python -c 'import braid_torch; print("braid_torch", braid_torch.library_path())'
+test-torch-backend: lib
+	tests/pytorch/backend.sh $(BUILD) $(TORCH)
+bench-torch: lib
+	tests/pytorch/with-torch.sh $(TORCH) $(BUILD) torchrun --nproc-per-node 2 bench/torch_allreduce.py $(BENCH_ARGS)
 
 # The demo runs on host-mode ranks, so it builds the library without the CUDA kernels (in
 # $(BUILD)/host: seconds instead of the kernels' minutes); `make` / `make test` build them.
