@@ -74,8 +74,8 @@ static void fill(unsigned char* p, int origin, int target, int round) {
 /* Every rank puts CHUNK bytes into every peer's window at offset origin * CHUNK and signals;
  * then waits for one signal of each peer and checks what landed. Two rounds, so the signal
  * counters accumulate. */
-static int put_round(struct harness_rank* r, ncclComm_t comm, ncclWindow_t win, unsigned char* wbuf,
-                     unsigned char* src, int round) {
+static int put_round(struct harness_rank* r, ncclComm_t comm, ncclWindow_t win, unsigned char* wbuf, unsigned char* src,
+                     int round) {
   int n = r->nranks;
   for (int p = 0; p < n; p++) {
     fill(src, r->rank, p, round);
@@ -124,6 +124,17 @@ static int body_windows(struct harness_rank* r) {
   RCHECK(r, ncclGetPeerDevicePointer(win, 16, peer, &pp));
   REXPECT(r, (pp == NULL) == (a->mode == SYM_FAKE_NODES), "rank %d's pointer %p in mode %s", peer, pp,
           sym_mode_names[a->mode]);
+  /* A window inside an allocation (peers map the allocation and add the offset). */
+  ncclWindow_t inner;
+  RCHECK(r, ncclCommWindowRegister(comm, wbuf + CHUNK, CHUNK, &inner, 0));
+  fill(src, r->rank, peer, 9);
+  RCHECK(r, ncclPutSignal(src, 64, ncclUint8, peer, inner, 128, 1, 0, 0, comm, NULL));
+  d = (ncclWaitSignalDesc_t){1, from, 1, 0};
+  RCHECK(r, ncclWaitSignal(1, &d, comm, NULL));
+  for (size_t i = 0; i < 64; i++)
+    REXPECT(r, wbuf[CHUNK + 128 + i] == pattern(from, r->rank, 9, i), "inner window byte %zu is %u", i,
+            wbuf[CHUNK + 128 + i]);
+  RCHECK(r, ncclCommWindowDeregister(comm, inner));
   RCHECK(r, ncclCommWindowDeregister(comm, win));
   RCHECK(r, ncclAllReduce(src, src, 1, ncclUint8, ncclSum, comm, NULL)); /* nobody frees under a peer */
   sync_dev();
@@ -160,7 +171,8 @@ static int body_badargs(struct harness_rank* r) {
     const char* what;
   } cases[] = {
       {ncclPutSignal(buf, 1, ncclUint8, 2, win, 0, 0, 0, 0, comm, NULL), "peer 2"},
-      {ncclPutSignal(buf, 1, ncclUint8, peer, win, 0, 8 /* braid's signal indices: 0..7 */, 0, 0, comm, NULL), "sigIdx"},
+      {ncclPutSignal(buf, 1, ncclUint8, peer, win, 0, 8 /* braid's signal indices: 0..7 */, 0, 0, comm, NULL),
+       "sigIdx"},
       {ncclPutSignal(buf, 1, ncclUint8, peer, win, 0, 0, 1, 0, comm, NULL), "ctx 1 (numRmaCtx 1)"},
       {ncclPutSignal(buf, 1, ncclUint8, peer, win, 0, 0, 0, 1, comm, NULL), "flags 1"},
       {ncclPutSignal(buf, 2, ncclUint8, peer, win, 8191, 0, 0, 0, comm, NULL), "past the window's end"},
@@ -227,15 +239,17 @@ static int body_suspend(struct harness_rank* r) {
   RCHECK(r, ncclAllReduce(x, x, 1, ncclFloat, ncclSum, comm, NULL));
   sync_dev();
   uint64_t susp, pers, total, flag;
-  REXPECT(r, !stat_of(comm, ncclStatGpuMemSuspend, &susp) && !stat_of(comm, ncclStatGpuMemPersist, &pers) &&
-                 !stat_of(comm, ncclStatGpuMemTotal, &total) && !stat_of(comm, ncclStatGpuMemSuspended, &flag),
+  REXPECT(r,
+          !stat_of(comm, ncclStatGpuMemSuspend, &susp) && !stat_of(comm, ncclStatGpuMemPersist, &pers) &&
+              !stat_of(comm, ncclStatGpuMemTotal, &total) && !stat_of(comm, ncclStatGpuMemSuspended, &flag),
           "ncclCommMemStats failed: %s", ncclGetLastError(NULL));
   REXPECT(r, susp > 0 && pers > 0 && total == susp + pers && flag == 0, "before: suspend %llu persist %llu total %llu",
           (unsigned long long)susp, (unsigned long long)pers, (unsigned long long)total);
   RCHECK(r, ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
   uint64_t susp2, pers2;
-  REXPECT(r, !stat_of(comm, ncclStatGpuMemSuspend, &susp2) && !stat_of(comm, ncclStatGpuMemPersist, &pers2) &&
-                 !stat_of(comm, ncclStatGpuMemSuspended, &flag),
+  REXPECT(r,
+          !stat_of(comm, ncclStatGpuMemSuspend, &susp2) && !stat_of(comm, ncclStatGpuMemPersist, &pers2) &&
+              !stat_of(comm, ncclStatGpuMemSuspended, &flag),
           "ncclCommMemStats while suspended failed");
   REXPECT(r, susp2 == 0 && pers2 == pers && flag == 1, "suspended: suspend %llu persist %llu flag %llu",
           (unsigned long long)susp2, (unsigned long long)pers2, (unsigned long long)flag);

@@ -139,21 +139,27 @@ uint64_t braid_mem_live_bytes(void) {
 ncclResult_t braid_mem_share(const void* ptr, size_t size, int on_device, struct braid_share* out) {
   memset(out, 0, sizeof(*out));
   const char* p = ptr;
+  const char* base = p; /* device memory: the allocation an IPC handle opens at its start */
   pthread_mutex_lock(&mem_lock);
   for (struct mem_entry* e = mem_list; e != NULL; e = e->next) {
-    if (p >= e->ptr && p + size <= e->ptr + e->bytes && !e->on_device) {
+    if (p < e->ptr || p + size > e->ptr + e->bytes) continue;
+    out->offset = (size_t)(p - e->ptr);
+    if (e->on_device) {
+      base = e->ptr;
+    } else {
       out->kind = BRAID_SHARE_SHM;
-      out->offset = (size_t)(p - e->ptr);
       out->seg_bytes = e->bytes;
       memcpy(out->name, e->name, sizeof(out->name));
-      break;
     }
+    break;
   }
   pthread_mutex_unlock(&mem_lock);
   if (out->kind != BRAID_SHARE_NONE || !on_device) return ncclSuccess;
-  /* Device memory: the device layer's IPC handle (cudaMalloc / ncclMemAlloc memory has one). */
+  /* Device memory: the device layer's IPC handle of its allocation (ncclMemAlloc's, or the
+   * user's cudaMalloc, which must then start at the window: CUDA IPC maps whole allocations). */
   const struct braid_device_ops* dev = braid_device();
-  if (dev != NULL && dev->ipc_export((void*)ptr, &out->ipc) == ncclSuccess) out->kind = BRAID_SHARE_DEVICE;
+  if (dev != NULL && dev->ipc_export((void*)base, &out->ipc) == ncclSuccess) out->kind = BRAID_SHARE_DEVICE;
+  if (base == p) out->offset = 0;
   return ncclSuccess;
 }
 
@@ -184,7 +190,7 @@ ncclResult_t braid_mem_map(const struct braid_share* s, size_t size, void** ptr_
     }
     BRAID_CHECK(dev->ipc_import(&s->ipc, &d));
     *cookie_p = d;
-    *ptr_p = d;
+    *ptr_p = (char*)d + s->offset;
     return ncclSuccess;
   }
   BRAID_WARN("Window: internal error, mapping memory that cannot be shared");
