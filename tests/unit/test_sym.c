@@ -319,16 +319,21 @@ static int body_grow(struct harness_rank* r) {
   RCHECK(r, ncclCommCount(grown, &count));
   RCHECK(r, ncclCommUserRank(grown, &me));
   REXPECT(r, count == n && me == r->rank, "grown communicator: rank %d of %d", me, count);
-  int v = r->rank + 1;
-  RCHECK(r, ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, grown, NULL));
-  REXPECT(r, v == n * (n + 1) / 2, "all-reduce on the grown communicator: %d", v);
+  int* v; /* ncclMemAlloc: device memory on the fake GPU */
+  RCHECK(r, ncclMemAlloc((void**)&v, sizeof(int)));
+  *v = r->rank + 1;
+  RCHECK(r, ncclAllReduce(v, v, 1, ncclInt32, ncclSum, grown, NULL));
+  sync_dev();
+  REXPECT(r, *v == n * (n + 1) / 2, "all-reduce on the grown communicator: %d", *v);
   if (old != NULL) {
-    int w = 1; /* the old communicator still works */
-    RCHECK(r, ncclAllReduce(&w, &w, 1, ncclInt32, ncclSum, old, NULL));
-    REXPECT(r, w == b->old_n, "all-reduce on the old communicator: %d", w);
+    *v = 1; /* the old communicator still works */
+    RCHECK(r, ncclAllReduce(v, v, 1, ncclInt32, ncclSum, old, NULL));
+    sync_dev();
+    REXPECT(r, *v == b->old_n, "all-reduce on the old communicator: %d", *v);
     RCHECK(r, ncclCommDestroy(old));
   }
   RCHECK(r, ncclCommDestroy(grown));
+  RCHECK(r, ncclMemFree(v));
   return 0;
 }
 
@@ -386,7 +391,7 @@ Suite* sym_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("grow");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
-  tcase_add_loop_test(tc, test_grow, 0, SYM_FAKE_GPU); /* host memory counts: not on the fake GPU */
+  tcase_add_loop_test(tc, test_grow, 0, SYM_NMODES);
   suite_add_tcase(s, tc);
   return s;
 }
