@@ -371,6 +371,41 @@ static int body_devapi(struct harness_rank* r) {
   return 0;
 }
 
+/* A signal that never comes: BRAID_TIMEOUT ends the wait with ncclSystemError naming the peer.
+ * Rank 1 waits outside braid meanwhile (a collective would meet BRAID_TIMEOUT itself). */
+static int body_timeout(struct harness_rank* r) {
+  volatile int* waited = r->arg;
+  ncclComm_t comm;
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  if (r->rank == 0) {
+    ncclWaitSignalDesc_t d = {2, 1, 0, 0};
+    ncclResult_t res = ncclWaitSignal(1, &d, comm, NULL);
+    REXPECT(r, res == ncclSystemError, "a wait for signals that never come gave %d", (int)res);
+    REXPECT(r, strstr(ncclGetLastError(NULL), "BRAID_TIMEOUT=1 s: 1 of 2 signals from rank 1") != NULL,
+            "last error: %s", ncclGetLastError(NULL));
+    __atomic_store_n(waited, 1, __ATOMIC_RELEASE);
+  } else {
+    RCHECK(r, ncclSignal(0, 0, 0, 0, comm, NULL)); /* one of the two */
+    while (!__atomic_load_n(waited, __ATOMIC_ACQUIRE)) usleep(1000);
+  }
+  int one = 1;
+  RCHECK(r, ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, comm, NULL));
+  RCHECK(r, ncclCommDestroy(comm));
+  return 0;
+}
+
+START_TEST(test_wait_timeout) {
+  use_mode(SYM_THREADS, 0);
+  setenv("BRAID_TIMEOUT", "1", 1);
+  braid_param_reload();
+  int waited = 0;
+  int failed = harness_run(2, HARNESS_THREADS, body_timeout, (void*)&waited, RANK_TIMEOUT_S);
+  unsetenv("BRAID_TIMEOUT");
+  braid_param_reload();
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 START_TEST(test_devapi) {
   use_mode(SYM_THREADS, 0);
   ck_assert_int_eq(harness_run(2, HARNESS_THREADS, body_devapi, NULL, RANK_TIMEOUT_S), 0);
@@ -384,6 +419,7 @@ Suite* sym_suite(void) {
   tcase_add_loop_test(tc, test_windows, 0, SYM_NMODES);
   tcase_add_loop_test(tc, test_badargs, 0, 2);
   tcase_add_test(tc, test_devapi);
+  tcase_add_test(tc, test_wait_timeout);
   suite_add_tcase(s, tc);
   tc = tcase_create("suspend");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);

@@ -26,6 +26,7 @@
 
 #include "base/api.h"
 #include "base/check.h"
+#include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "core/sym/sym.h"
 #include "kernels/executor.h"
@@ -262,8 +263,12 @@ BRAID_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int fl
 }
 BRAID_PROFILE_ALIAS(ncclSignal)
 
-/* Wait until `slot` reaches `target`, applying messages from a remote origin meanwhile. */
+/* Wait until `slot` reaches `target`, applying messages from a remote origin meanwhile (a
+ * remote origin that dies fails the bootstrap receive). Local waits poll the abort flag and
+ * end after BRAID_TIMEOUT seconds (0: no limit) with ncclSystemError, as a stuck collective. */
 static ncclResult_t wait_slot(struct braid_comm* comm, int origin, uint64_t* slot, uint64_t target) {
+  int64_t limit = braid_param_int(BRAID_PARAM_TIMEOUT);
+  double start = 0;
   for (unsigned spins = 0; __atomic_load_n(slot, __ATOMIC_ACQUIRE) < target; spins++) {
     if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
       BRAID_WARN("ncclWaitSignal: rank %d: communicator aborted while waiting for rank %d", comm->rank, origin);
@@ -271,8 +276,18 @@ static ncclResult_t wait_slot(struct braid_comm* comm, int origin, uint64_t* slo
     }
     if (!comm->sym->peer_local[origin]) {
       BRAID_CHECK(braid_remote_progress(comm, origin));
-    } else if (spins > 1000) {
-      sched_yield();
+      continue;
+    }
+    if (spins < 1000) continue;
+    sched_yield();
+    if (limit <= 0 || spins % 1024 != 0) continue;
+    double now = braid_time_now();
+    if (start == 0) start = now;
+    if (now - start > (double)limit) {
+      BRAID_WARN("ncclWaitSignal: rank %d: BRAID_TIMEOUT=%lld s: %llu of %llu signals from rank %d arrived", comm->rank,
+                 (long long)limit, (unsigned long long)__atomic_load_n(slot, __ATOMIC_ACQUIRE),
+                 (unsigned long long)target, origin);
+      return ncclSystemError;
     }
   }
   return ncclSuccess;
