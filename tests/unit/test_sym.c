@@ -8,10 +8,12 @@
  * the fake GPU (BRAID_FAKE_GPU: device memory, IPC handles, streams).
  */
 #include <check.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/param.h"
@@ -412,6 +414,31 @@ START_TEST(test_devapi) {
 }
 END_TEST
 
+/* ncclMemAlloc memory has no name: a process that exits without ncclMemFree leaves nothing
+ * in /dev/shm (glob for its pid: other engineers' runs add entries of their own). */
+START_TEST(test_memalloc_exit) {
+  use_mode(SYM_THREADS, 0);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    char* p = NULL;
+    if (ncclMemAlloc((void**)&p, 1 << 20) != ncclSuccess) _exit(2);
+    memset(p, 1, 1 << 20);
+    _exit(0);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char pattern[64];
+  glob_t g;
+  snprintf(pattern, sizeof(pattern), "/dev/shm/*-%d-*", (int)pid);
+  int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+  if (n > 0) fprintf(stderr, "left behind: %s\n", g.gl_pathv[0]);
+  globfree(&g);
+  ck_assert_int_eq(n, 0);
+}
+END_TEST
+
 Suite* sym_suite(void) {
   Suite* s = suite_create("sym");
   TCase* tc = tcase_create("windows");
@@ -420,6 +447,7 @@ Suite* sym_suite(void) {
   tcase_add_loop_test(tc, test_badargs, 0, 2);
   tcase_add_test(tc, test_devapi);
   tcase_add_test(tc, test_wait_timeout);
+  tcase_add_test(tc, test_memalloc_exit);
   suite_add_tcase(s, tc);
   tc = tcase_create("suspend");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);

@@ -2,14 +2,15 @@
  * mem.c - ncclMemAlloc / ncclMemFree: memory that peers can map, so that a window registered
  * on it is a plain pointer for every rank of the node.
  *
- * Host mode: each allocation is a POSIX shared-memory segment (/braid-mem-<pid>-<n>, whole
- * pages, zeroed), named while it lives so that another process of the node can map it, and
- * unlinked by ncclMemFree. Device mode (a CUDA device or the fake GPU): the device layer's
- * allocation, which its IPC handles share. A process-wide registry remembers which segment
- * holds which addresses (windows may start inside an allocation).
+ * Host mode: each allocation is an anonymous shared-memory file (memfd, whole pages, zeroed)
+ * whose descriptor stays open while it lives; another process of the node maps it through
+ * /proc/<pid>/fd/<fd> (so it must see this process there: the same user and pid namespace;
+ * otherwise window registration fails with a WARN saying so). It has no name, so nothing is left in /dev/shm when a
+ * process exits or is killed without ncclMemFree: the memory goes with its last mapping. Device mode (a CUDA device or
+ * the fake GPU): the device layer's allocation, which its IPC handles share. A process-wide registry remembers which
+ * segment holds which addresses (windows may start inside an allocation).
  */
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ struct mem_entry {
   char* ptr;
   size_t bytes;
   int on_device;
-  char name[BRAID_SYM_NAME_MAX]; /* host mode */
+  int fd; /* host mode: the memfd */
 };
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,29 +34,25 @@ static struct mem_entry* mem_list;
 static uint64_t mem_live;
 
 static ncclResult_t shm_segment(size_t bytes, struct mem_entry* e) {
-  static atomic_uint counter;
-  snprintf(e->name, sizeof(e->name), "/braid-mem-%d-%u", (int)getpid(), atomic_fetch_add(&counter, 1));
-  int fd = shm_open(e->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  int fd = memfd_create("braid-mem", MFD_CLOEXEC);
   if (fd < 0) {
-    BRAID_WARN("ncclMemAlloc: shm_open %s failed: %s", e->name, strerror(errno));
+    BRAID_WARN("ncclMemAlloc: memfd_create failed: %s", strerror(errno));
     return ncclSystemError;
   }
   int err = posix_fallocate(fd, 0, (off_t)bytes);
   if (err != 0) {
-    BRAID_WARN("ncclMemAlloc: cannot reserve %zu bytes of shared memory (%s): %s; enlarge /dev/shm", bytes, e->name,
-               strerror(err));
+    BRAID_WARN("ncclMemAlloc: cannot reserve %zu bytes of shared memory: %s", bytes, strerror(err));
     close(fd);
-    shm_unlink(e->name);
     return ncclSystemError;
   }
   void* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (p == MAP_FAILED) {
-    BRAID_WARN("ncclMemAlloc: mmap of %zu bytes (%s) failed: %s", bytes, e->name, strerror(errno));
-    shm_unlink(e->name);
+    BRAID_WARN("ncclMemAlloc: mmap of %zu bytes failed: %s", bytes, strerror(errno));
+    close(fd);
     return ncclSystemError;
   }
   e->ptr = p;
+  e->fd = fd;
   return ncclSuccess;
 }
 
@@ -94,7 +91,7 @@ BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   mem_live += e->bytes;
   pthread_mutex_unlock(&mem_lock);
   BRAID_INFO(BRAID_LOG_ALLOC, "ncclMemAlloc: %zu bytes at %p (%s)", e->bytes, (void*)e->ptr,
-             e->on_device ? "device" : e->name);
+             e->on_device ? "device" : "host, shared");
   *ptr = e->ptr;
   return ncclSuccess;
 }
@@ -122,7 +119,7 @@ BRAID_API ncclResult_t ncclMemFree(void* ptr) {
     if (dev != NULL) dev->free(e->ptr);
   } else {
     munmap(e->ptr, e->bytes);
-    shm_unlink(e->name);
+    close(e->fd);
   }
   free(e);
   return ncclSuccess;
@@ -149,7 +146,7 @@ ncclResult_t braid_mem_share(const void* ptr, size_t size, int on_device, struct
     } else {
       out->kind = BRAID_SHARE_SHM;
       out->seg_bytes = e->bytes;
-      memcpy(out->name, e->name, sizeof(out->name));
+      snprintf(out->name, sizeof(out->name), "/proc/%d/fd/%d", (int)getpid(), e->fd);
     }
     break;
   }
@@ -165,10 +162,12 @@ ncclResult_t braid_mem_share(const void* ptr, size_t size, int on_device, struct
 
 ncclResult_t braid_mem_map(const struct braid_share* s, size_t size, void** ptr_p, void** cookie_p) {
   if (s->kind == BRAID_SHARE_SHM) {
-    int fd = shm_open(s->name, O_RDWR, 0600);
+    int fd = open(s->name, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-      BRAID_WARN("Window: cannot open a peer's memory %s: %s (freed with ncclMemFree while registered?)", s->name,
-                 strerror(errno));
+      BRAID_WARN(
+          "Window: cannot open a peer's memory %s: %s (freed with ncclMemFree while registered, or the peer "
+          "runs as another user or in another pid namespace?)",
+          s->name, strerror(errno));
       return ncclSystemError;
     }
     void* base = mmap(NULL, s->seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

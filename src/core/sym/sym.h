@@ -27,7 +27,7 @@
 /* How another process reaches an allocation: what it maps. */
 enum braid_share_kind {
   BRAID_SHARE_NONE = 0,   /* only this process (plain host memory) */
-  BRAID_SHARE_SHM = 1,    /* host mode: a named POSIX shared-memory segment */
+  BRAID_SHARE_SHM = 1,    /* host mode: an ncclMemAlloc memfd, opened as /proc/<pid>/fd/<fd> */
   BRAID_SHARE_DEVICE = 2, /* device memory: an IPC handle of the device layer */
 };
 
@@ -35,7 +35,7 @@ struct braid_share {
   int kind;                      /* enum braid_share_kind */
   size_t offset;                 /* of the pointer inside the segment / allocation */
   size_t seg_bytes;              /* BRAID_SHARE_SHM: the segment's size */
-  char name[BRAID_SYM_NAME_MAX]; /* BRAID_SHARE_SHM */
+  char name[BRAID_SYM_NAME_MAX]; /* BRAID_SHARE_SHM: the path that opens it */
   struct braid_ipc_handle ipc;   /* BRAID_SHARE_DEVICE */
 };
 
@@ -108,7 +108,9 @@ struct braid_sym {
 };
 
 /* Init hooks (init.c): sym_init after the connections (collective: inbox names are
- * allgathered and mapped), sym_ready after init's final barrier (every peer mapped: names go). */
+ * allgathered and mapped), sym_ready after init's final barrier (every peer mapped: names go).
+ * The inbox is a named segment, not a memfd like ncclMemAlloc's, so that init works between
+ * processes of one node in different pid namespaces (as the shm transport does). */
 ncclResult_t braid_sym_init(struct braid_comm* comm);
 void braid_sym_ready(struct braid_comm* comm);
 /* Teardown (braid_comm_free): windows, mappings, inbox. Safe on a half-built communicator. */
