@@ -35,6 +35,7 @@
 
 #include "base/check.h"
 #include "base/debug.h"
+#include "base/fault.h"
 #include "base/param.h"
 
 #define NS_PER_MS 1000000LL
@@ -56,12 +57,6 @@ struct bs_hdr {
   uint32_t pad;
   uint64_t tag;
   uint64_t size; /* payload bytes that follow */
-};
-
-struct bs_peer_hello {
-  struct braid_socket_handshake hs;
-  int32_t rank;
-  int32_t nranks;
 };
 
 /* A message received before anyone asked for it. */
@@ -755,11 +750,13 @@ static ncclResult_t bs_check_args(const struct braid_bootstrap* bs, int peer, co
 
 ncclResult_t braid_bootstrap_send(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data, size_t size) {
   BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_send"));
+  if (braid_fault_hit("bootstrap.send")) return ncclSystemError;
   return bs_send(bs, peer, BS_KIND_USER, tag, data, size, 0);
 }
 
 ncclResult_t braid_bootstrap_recv(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size) {
   BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_recv"));
+  if (braid_fault_hit("bootstrap.recv")) return ncclSystemError;
   return bs_recv(bs, peer, BS_KIND_USER, tag, data, size, 0);
 }
 
@@ -817,6 +814,8 @@ void braid_bootstrap_set_abort_flag(struct braid_bootstrap* bs, volatile uint32_
 void braid_bootstrap_abort(struct braid_bootstrap* bs) {
   if (bs != NULL) __atomic_store_n(&bs->abort, 1, __ATOMIC_RELEASE);
 }
+
+void braid_bootstrap_test_hello(struct braid_bootstrap* bs, int peer, struct bs_peer_hello* h) {}
 
 void braid_bootstrap_close(struct braid_bootstrap* bs) {
   if (bs != NULL) bs_free(bs);

@@ -110,6 +110,14 @@ struct bs_down {
   char text[BS_TEXT_MAX];
 };
 
+/* The first bytes of a connection between ranks. */
+struct bs_peer_hello {
+  struct braid_socket_handshake hs;
+  int32_t rank;
+  int32_t nranks;
+};
+void braid_bootstrap_test_hello(struct braid_bootstrap* bs, int peer, struct bs_peer_hello* h);
+
 /* Extra seconds a rank waits past BRAID_INIT_TIMEOUT for its root's verdict. */
 static inline int64_t bs_grace_s(int64_t timeout_s) {
   return 1 + timeout_s / 10;

@@ -11,6 +11,7 @@
 
 #include "base/api.h"
 #include "base/check.h"
+#include "base/fault.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
@@ -232,6 +233,7 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   BRAID_CHECK(braid_connect_rings(comm));
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
+  if (braid_fault_hit("init.barrier")) return ncclSystemError;
   BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
   if (comm->device != NULL) BRAID_CHECK(braid_launch_setup(comm));
   double t2 = braid_time_now();
