@@ -12,6 +12,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@
 #include "base/check.h"
 #include "base/debug.h"
 #include "base/param.h"
+
+static int warn_due(const char* ctx, const union braid_sockaddr* from, int* quiet_p);
 
 /* ---- time ---------------------------------------------------------------------------------- */
 
@@ -462,6 +465,17 @@ ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid
       *got_p = 0;
       return ncclSuccess;
     }
+    /* out of descriptors or memory: the connection waits in the backlog; try again later */
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      char buf[BRAID_SOCKET_ADDR_STR_MAX];
+      int quiet, err = errno;
+      listener->err = err;
+      if (warn_due("accept", &listener->addr, &quiet))
+        BRAID_WARN("Cannot accept connections on %s: %s; they wait in the backlog (%d such failures before)",
+                   braid_socket_addr_str(&listener->addr, buf), strerror(err), quiet);
+      *got_p = 0;
+      return ncclSuccess;
+    }
     BRAID_WARN("Call to accept failed: %s", strerror(errno));
     listener->fail = BRAID_SOCKET_FAIL_SYSTEM;
     listener->err = errno;
@@ -471,6 +485,7 @@ ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid
   braid_socket_init(s);
   s->fd = fd;
   s->addr = peer;
+  listener->err = 0;
   *got_p = 1;
   return ncclSuccess;
 }
@@ -725,14 +740,11 @@ ncclResult_t braid_socket_peer_closed(const struct braid_socket* s, int* closed_
 
 ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct braid_socket_handshake* hs,
                                           uint64_t secret, int type, const char* ctx) {
-  char buf[BRAID_SOCKET_ADDR_STR_MAX];
   if (hs->secret == secret && hs->type == type) return ncclSuccess;
   if (hs->secret != secret)
-    BRAID_WARN("%s: dropping connection from %s: wrong secret (not a peer of this communicator)", ctx,
-               braid_socket_addr_str(&s->addr, buf));
+    braid_socket_warn_drop(ctx, &s->addr, "wrong secret (not a peer of this communicator)");
   else
-    BRAID_WARN("%s: dropping connection from %s: connection type %d, expected %d", ctx,
-               braid_socket_addr_str(&s->addr, buf), (int)hs->type, type);
+    braid_socket_warn_drop(ctx, &s->addr, "connection type %d, expected %d", (int)hs->type, type);
   s->fail = BRAID_SOCKET_FAIL_HANDSHAKE;
   return ncclRemoteError;
 }
@@ -759,4 +771,69 @@ const char* braid_socket_fail_str(enum braid_socket_fail fail) {
       return "failed with a system error";
   }
   return "failed";
+}
+
+/* ---- rate-limited drop warnings ------------------------------------------------------------ */
+
+#define DROP_SLOTS 32
+
+/* One (context, source host) pair that was warned about. */
+struct drop_slot {
+  char ctx[32];
+  union braid_sockaddr host; /* port 0 */
+  int64_t last_ns;           /* the last line's time; 0: free */
+  int quiet;                 /* dropped since without a line */
+};
+
+static pthread_mutex_t drop_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct drop_slot drop_slots[DROP_SLOTS];
+
+/* The slot of (ctx, host), or the least recently used one (reset) when none matches. */
+static struct drop_slot* drop_slot_of(const char* ctx, const union braid_sockaddr* host) {
+  struct drop_slot* lru = &drop_slots[0];
+  for (int i = 0; i < DROP_SLOTS; i++) {
+    struct drop_slot* d = &drop_slots[i];
+    if (d->last_ns != 0 && strcmp(d->ctx, ctx) == 0 && braid_socket_addr_equal(&d->host, host)) return d;
+    if (d->last_ns < lru->last_ns) lru = d;
+  }
+  memset(lru, 0, sizeof(*lru));
+  snprintf(lru->ctx, sizeof(lru->ctx), "%s", ctx);
+  lru->host = *host;
+  return lru;
+}
+
+/* 1 when a line about (ctx, from) is due now; *quiet_p: lines skipped since the last one. */
+static int warn_due(const char* ctx, const union braid_sockaddr* from, int* quiet_p) {
+  union braid_sockaddr host;
+  memset(&host, 0, sizeof(host));
+  if (braid_socket_addr_valid(from)) memcpy(&host, from, braid_socket_addr_len(from));
+  braid_socket_addr_set_port(&host, 0);
+  int64_t now = braid_socket_clock_ns();
+  pthread_mutex_lock(&drop_lock);
+  struct drop_slot* d = drop_slot_of(ctx, &host);
+  int due = d->last_ns == 0 || now - d->last_ns >= BRAID_SOCKET_DROP_WARN_S * 1000000000LL;
+  if (due) {
+    *quiet_p = d->quiet;
+    d->quiet = 0;
+    d->last_ns = now;
+  } else {
+    d->quiet++;
+  }
+  pthread_mutex_unlock(&drop_lock);
+  return due;
+}
+
+void braid_socket_warn_drop(const char* ctx, const union braid_sockaddr* from, const char* fmt, ...) {
+  char why[256], buf[BRAID_SOCKET_ADDR_STR_MAX];
+  int quiet;
+  if (!warn_due(ctx, from, &quiet)) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  if (quiet > 0)
+    BRAID_WARN("%s: dropping connection from %s: %s (and %d more from that host since the last such line)", ctx,
+               braid_socket_addr_str(from, buf), why, quiet);
+  else
+    BRAID_WARN("%s: dropping connection from %s: %s", ctx, braid_socket_addr_str(from, buf), why);
 }

@@ -345,7 +345,7 @@ START_TEST(test_huge_header) {
     uint64_t tag, size;
   } msg;
   insider_hello(jobs[0].bs, 2, &h);
-  braid_bootstrap_test_hello(jobs[2].bs, 0, &h); /* the real rank 2's credentials */
+  braid_bootstrap_test_hello(jobs[2].bs, &h); /* the real rank 2's credentials */
   memset(&msg, 0, sizeof(msg));
   msg.h = h;
   msg.kind = 1;
