@@ -471,8 +471,9 @@ ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid
       int quiet, err = errno;
       listener->err = err;
       if (warn_due("accept", &listener->addr, &quiet))
-        BRAID_WARN("Cannot accept connections on %s: %s; they wait in the backlog (%d such failures before)",
-                   braid_socket_addr_str(&listener->addr, buf), strerror(err), quiet);
+        braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_NET | BRAID_LOG_BOOTSTRAP, __FILE__, __LINE__,
+                        "Cannot accept connections on %s: %s; they wait in the backlog (%d such failures before)",
+                        braid_socket_addr_str(&listener->addr, buf), strerror(err), quiet);
       *got_p = 0;
       return ncclSuccess;
     }
@@ -831,9 +832,14 @@ void braid_socket_warn_drop(const char* ctx, const union braid_sockaddr* from, c
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
+  /* printed as a WARN, not recorded: a stranger is no caller's error (ncclGetLastError keeps
+   * the message of what really failed, even when this line comes later from another thread) */
+  uint64_t subsys = strncmp(ctx, "NET", 3) == 0 ? BRAID_LOG_NET : BRAID_LOG_BOOTSTRAP;
   if (quiet > 0)
-    BRAID_WARN("%s: dropping connection from %s: %s (and %d more from that host since the last such line)", ctx,
-               braid_socket_addr_str(from, buf), why, quiet);
+    braid_debug_log(BRAID_LOG_WARN, subsys, __FILE__, __LINE__,
+                    "%s: dropping connection from %s: %s (and %d more from that host since the last such line)", ctx,
+                    braid_socket_addr_str(from, buf), why, quiet);
   else
-    BRAID_WARN("%s: dropping connection from %s: %s", ctx, braid_socket_addr_str(from, buf), why);
+    braid_debug_log(BRAID_LOG_WARN, subsys, __FILE__, __LINE__, "%s: dropping connection from %s: %s", ctx,
+                    braid_socket_addr_str(from, buf), why);
 }

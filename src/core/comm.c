@@ -5,8 +5,11 @@
  */
 #include "core/comm.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +93,35 @@ int braid_comm_registry_take(struct braid_comm* comm) {
   }
   pthread_mutex_unlock(&registry_mutex);
   return mine;
+}
+
+static pthread_mutex_t raise_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char* fmt, ...) {
+  pthread_mutex_lock(&raise_mutex);
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm->abort_reason, sizeof(comm->abort_reason), fmt, ap);
+    va_end(ap);
+    comm->failed_peer = peer;
+    __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
+    BRAID_WARN("rank %d: %s", comm->rank, comm->abort_reason);
+  }
+  pthread_mutex_unlock(&raise_mutex);
+}
+
+int braid_comm_pid_gone(int pid) {
+  char path[64], buf[512];
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0; /* no procfs: it runs, as far as we can tell */
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* close_paren = strrchr(buf, ')'); /* the state follows "(comm)" */
+  return close_paren != NULL && (close_paren[2] == 'Z' || close_paren[2] == 'X');
 }
 
 static int registry_has(const struct braid_comm* comm) {

@@ -150,6 +150,14 @@ int braid_comm_registry_take(struct braid_comm* comm);
  * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
 ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
 
+/* Fail a communicator from inside braid (a watch that saw a peer die): the first caller's
+ * message becomes comm->abort_reason, `peer` comm->failed_peer, and the abort flag carries
+ * `status` (enum braid_exec_status), so every wait of the communicator ends. */
+void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A process of this machine that no longer runs (gone, or a zombie). */
+int braid_comm_pid_gone(int pid);
+
 /* Connection management (src/core/connect.c). */
 ncclResult_t braid_connect_rings(struct braid_comm* comm);
 /* Connections are made in three phases, each over every communicator of a group before the

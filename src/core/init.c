@@ -208,8 +208,18 @@ static void log_init_complete(struct braid_comm* comm, const char* fn, double t_
              total - t_boot - t_gather - t_connect);
 }
 
-/* Everything after the bootstrap exists: identities, nodes, channels, connections. */
-ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t_boot) {
+/* The bootstrap's death watch during init's connections: a rank whose bootstrap connection
+ * closes has died or given up, and whatever this rank waits for on another transport (a
+ * network accept, a peer's shared memory) will never come. */
+static void init_peer_died(void* arg, int rank) {
+  struct braid_comm* comm = arg;
+  braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, rank,
+                   "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", rank,
+                   braid_bootstrap_peer_host(comm->bootstrap, rank), comm->peers != NULL ? comm->peers[rank].pid : -1);
+}
+
+/* Identities, nodes, channels, connections. */
+static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   double t0 = braid_time_now();
   comm->peers = calloc(comm->nranks, sizeof(*comm->peers));
   if (comm->peers == NULL) {
@@ -225,19 +235,35 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
       return ncclInvalidUsage;
     }
   }
-  double t1 = braid_time_now();
+  *t_gather = braid_time_now() - t0;
   BRAID_CHECK(compute_nodes(comm));
   BRAID_CHECK(setup_buffers(comm));
   BRAID_CHECK(setup_graph(comm));
   BRAID_CHECK(setup_channels(comm));
   BRAID_CHECK(braid_connect_rings(comm));
+  return ncclSuccess;
+}
+
+/* Everything after the bootstrap exists. Every bootstrap wait is bounded by
+ * BRAID_INIT_TIMEOUT, and until the last barrier a peer's death fails the connections at
+ * once (the watch stops before it: past the barrier a peer may leave, and its messages to us
+ * may still be on their way). */
+ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t_boot) {
+  double t0 = braid_time_now(), t_gather = 0;
+  int64_t timeout_s = braid_param_int(BRAID_PARAM_INIT_TIMEOUT);
+  if (timeout_s > 0) braid_bootstrap_set_deadline(comm->bootstrap, braid_socket_deadline_ms(timeout_s * 1000));
+  braid_bootstrap_watch(comm->bootstrap, init_peer_died, comm);
+  ncclResult_t res = init_connect(comm, &t_gather);
+  braid_bootstrap_watch(comm->bootstrap, NULL, NULL);
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
-  if (braid_fault_hit("init.barrier")) return ncclSystemError;
-  BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
-  if (comm->device != NULL) BRAID_CHECK(braid_launch_setup(comm));
+  if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;
+  if (res == ncclSuccess) res = braid_bootstrap_barrier(comm->bootstrap);
+  braid_bootstrap_set_deadline(comm->bootstrap, 0);
+  if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
+  if (res != ncclSuccess) return res;
   double t2 = braid_time_now();
-  log_init_complete(comm, fn, t_boot, t1 - t0, t2 - t1);
+  log_init_complete(comm, fn, t_boot, t_gather, t2 - t0 - t_gather);
   return ncclSuccess;
 }
 
@@ -387,6 +413,31 @@ void braid_init_join_thread(struct braid_comm* comm) {
 
 /* ---- running init ------------------------------------------------------------------------- */
 
+/* A peer on this machine that is gone may have left what it made for this communicator in
+ * /dev/shm (a receive segment whose sender never mapped it): its survivors remove it. */
+static void init_forget_dead(struct braid_comm* comm) {
+  const struct braid_peer_info* me = comm->peers != NULL ? &comm->peers[comm->rank] : NULL;
+  for (int r = 0; me != NULL && r < comm->nranks; r++) {
+    const struct braid_peer_info* p = &comm->peers[r];
+    if (r == comm->rank || p->pid <= 0 || p->kernel_hash != me->kernel_hash || p->shm_dev != me->shm_dev) continue;
+    if (braid_comm_pid_gone(p->pid)) braid_transport_shm_forget(comm, r);
+  }
+}
+
+/* Why init failed, said last (the message ncclGetLastError returns): when braid raised the
+ * abort flag itself (a peer died), its reason, which names the rank; a user's abort. */
+static ncclResult_t init_failed(struct braid_comm* comm, const char* fn, ncclResult_t res) {
+  uint32_t flag = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
+  if (flag != 0 && flag != BRAID_EXEC_ABORTED && comm->abort_reason[0]) {
+    BRAID_WARN("%s: rank %d: initialization failed: %s", fn, comm->rank, comm->abort_reason);
+    res = ncclRemoteError;
+  } else if (flag != 0) {
+    BRAID_WARN("%s: rank %d: initialization aborted", fn, comm->rank);
+  }
+  init_forget_dead(comm);
+  return res;
+}
+
 static ncclResult_t init_run(struct init_args* a) {
   struct braid_comm* comm = a->comm;
   double t0 = braid_time_now();
@@ -402,7 +453,7 @@ static ncclResult_t init_run(struct init_args* a) {
     res = braid_bootstrap_init(a->ids, a->nids, comm->rank, comm->nranks, &comm->abort_flag, &comm->bootstrap);
   }
   if (res == ncclSuccess) res = braid_init_finish(comm, a->fn, braid_time_now() - t0);
-  if (res != ncclSuccess && comm->abort_flag) BRAID_WARN("%s: rank %d: initialization aborted", a->fn, comm->rank);
+  if (res != ncclSuccess) res = init_failed(comm, a->fn, res);
   comm->state = res == ncclSuccess ? BRAID_COMM_READY : BRAID_COMM_FAILED;
   __atomic_store_n(&comm->async_error, res, __ATOMIC_RELEASE);
   return res;
