@@ -124,10 +124,17 @@ int braid_comm_pid_gone(int pid) {
   return close_paren != NULL && (close_paren[2] == 'Z' || close_paren[2] == 'X');
 }
 
-static int registry_has(const struct braid_comm* comm) {
+uint32_t braid_comm_new_gen(void) {
+  static uint32_t counter;
+  return (uint32_t)(__atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED) % BRAID_HANDLE_GEN_MASK) + 1;
+}
+
+/* Registered, and of that generation: a pointer is compared before anything is read. */
+int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen) {
   int found = 0;
   pthread_mutex_lock(&registry_mutex);
   for (int i = 0; i < registry_len && !found; i++) found = registry[i] == comm;
+  found = found && comm->magic == BRAID_COMM_MAGIC && comm->handle_gen == gen;
   pthread_mutex_unlock(&registry_mutex);
   return found;
 }
@@ -135,12 +142,12 @@ static int registry_has(const struct braid_comm* comm) {
 /* Is `comm` a live communicator? (Any state.) */
 static ncclResult_t comm_alive(ncclComm_t handle, const char* fn) {
   struct braid_comm* comm = braid_comm_of(handle);
-  if (comm == NULL) {
+  if (handle == NULL) {
     BRAID_WARN("%s: comm argument is NULL", fn);
     return ncclInvalidArgument;
   }
-  if (!registry_has(comm) || comm->magic != BRAID_COMM_MAGIC) {
-    BRAID_WARN("%s: comm %p has already been destroyed or is not a valid communicator", fn, (void*)comm);
+  if (!braid_comm_registry_valid(comm, (uint32_t)((uintptr_t)handle & BRAID_HANDLE_GEN_MASK))) {
+    BRAID_WARN("%s: comm %p has already been destroyed or is not a valid communicator", fn, (void*)handle);
     return ncclInvalidArgument;
   }
   return ncclSuccess;

@@ -322,17 +322,27 @@ ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, c
  * abort_flag where every host-side writer (abort, the net proxy, the watchdog) raises it. */
 static ncclResult_t comm_struct_alloc(const struct braid_device_ops* dev, struct braid_comm** comm_p) {
   struct braid_comm* comm = NULL;
-  void* dev_self = NULL;
+  void *base = NULL, *dev_self = NULL;
   int cuda_dev = -1;
   int64_t bus_id = -1;
+  /* aligned to BRAID_COMM_ALIGN, so its handles have room for a generation (comm.h) */
   if (dev != NULL) {
     BRAID_CHECK(dev->get_current(&cuda_dev));
     BRAID_CHECK(dev->bus_id(cuda_dev, &bus_id, NULL, 0));
-    BRAID_CHECK(dev->host_alloc((void**)&comm, &dev_self, sizeof(*comm)));
-  } else if ((comm = calloc(1, sizeof(*comm))) == NULL) {
+    BRAID_CHECK(dev->host_alloc(&base, &dev_self, sizeof(*comm) + BRAID_COMM_ALIGN));
+    size_t pad = (BRAID_COMM_ALIGN - (uintptr_t)base % BRAID_COMM_ALIGN) % BRAID_COMM_ALIGN;
+    comm = (struct braid_comm*)((char*)base + pad);
+    dev_self = (char*)dev_self + pad;
+    memset(comm, 0, sizeof(*comm));
+  } else if (posix_memalign(&base, BRAID_COMM_ALIGN, sizeof(*comm)) != 0) {
     BRAID_WARN("Failed to allocate a communicator (%zu bytes)", sizeof(*comm));
     return ncclSystemError;
+  } else {
+    comm = base;
+    memset(comm, 0, sizeof(*comm));
   }
+  comm->alloc_base = base;
+  comm->handle_gen = braid_comm_new_gen();
   comm->device = dev;
   comm->dev_self = dev_self;
   comm->cuda_dev = cuda_dev;
@@ -394,9 +404,9 @@ void braid_comm_free(struct braid_comm* comm) {
   braid_comm_registry_remove(comm);
   comm->magic = 0;
   if (comm->device != NULL)
-    comm->device->host_free(comm);
+    comm->device->host_free(comm->alloc_base);
   else
-    free(comm);
+    free(comm->alloc_base);
   braid_host_pool_release();
 }
 
