@@ -106,7 +106,8 @@ void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char*
     va_end(ap);
     comm->failed_peer = peer;
     __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
-    BRAID_WARN("rank %d: %s", comm->rank, comm->abort_reason);
+    /* printed, not recorded: the call that fails because of it says so (ncclGetLastError) */
+    braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
   }
   pthread_mutex_unlock(&raise_mutex);
 }

@@ -61,6 +61,7 @@ int braid_group_depth(void) {
 
 ncclResult_t braid_group_add(struct braid_task* task) {
   task->next = NULL;
+  if (task->comm_gen == 0) task->comm_gen = task->comm->handle_gen; /* the comm it is queued on now */
   if (depth == 0) return braid_enqueue_run(task);
   if (tail != NULL)
     tail->next = task;

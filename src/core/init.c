@@ -218,7 +218,9 @@ static void init_peer_died(void* arg, int rank) {
                    braid_bootstrap_peer_host(comm->bootstrap, rank), comm->peers != NULL ? comm->peers[rank].pid : -1);
 }
 
-/* Identities, nodes, channels, connections. */
+/* Identities, nodes, channels, connections. Bootstrap waits watch the peer they wait for
+ * themselves; the connections also wait on other transports (a network accept), so while
+ * they are made the bootstrap's death watch covers every peer. */
 static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   double t0 = braid_time_now();
   comm->peers = calloc(comm->nranks, sizeof(*comm->peers));
@@ -240,21 +242,21 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   BRAID_CHECK(setup_buffers(comm));
   BRAID_CHECK(setup_graph(comm));
   BRAID_CHECK(setup_channels(comm));
-  BRAID_CHECK(braid_connect_rings(comm));
-  return ncclSuccess;
+  braid_bootstrap_watch(comm->bootstrap, init_peer_died, comm);
+  ncclResult_t res = braid_connect_rings(comm);
+  braid_bootstrap_watch(comm->bootstrap, NULL, NULL);
+  return res;
 }
 
 /* Everything after the bootstrap exists. Every bootstrap wait is bounded by
- * BRAID_INIT_TIMEOUT, and until the last barrier a peer's death fails the connections at
- * once (the watch stops before it: past the barrier a peer may leave, and its messages to us
- * may still be on their way). */
+ * BRAID_INIT_TIMEOUT; while the connections are made a peer's death fails them at once (the
+ * watch stops before the last barrier: past it a peer may leave, and its messages to us may
+ * still be on their way). */
 ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t_boot) {
   double t0 = braid_time_now(), t_gather = 0;
   int64_t timeout_s = braid_param_int(BRAID_PARAM_INIT_TIMEOUT);
   if (timeout_s > 0) braid_bootstrap_set_deadline(comm->bootstrap, braid_socket_deadline_ms(timeout_s * 1000));
-  braid_bootstrap_watch(comm->bootstrap, init_peer_died, comm);
   ncclResult_t res = init_connect(comm, &t_gather);
-  braid_bootstrap_watch(comm->bootstrap, NULL, NULL);
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
   if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;
@@ -435,13 +437,16 @@ static void init_forget_dead(struct braid_comm* comm) {
 }
 
 /* Why init failed, said last (the message ncclGetLastError returns): when braid raised the
- * abort flag itself (a peer died), its reason, which names the rank; a user's abort. */
+ * abort flag itself (a peer died) and the failure is what that makes a wait return (aborted:
+ * ncclInvalidUsage; a broken connection: ncclRemoteError), the reason, which names the rank;
+ * a local error of this rank (a bad setting) keeps its own message. A user's abort. */
 static ncclResult_t init_failed(struct braid_comm* comm, const char* fn, ncclResult_t res) {
   uint32_t flag = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
-  if (flag != 0 && flag != BRAID_EXEC_ABORTED && comm->abort_reason[0]) {
+  int consequence = res == ncclInvalidUsage || res == ncclRemoteError;
+  if (flag != 0 && flag != BRAID_EXEC_ABORTED && comm->abort_reason[0] && consequence) {
     BRAID_WARN("%s: rank %d: initialization failed: %s", fn, comm->rank, comm->abort_reason);
     res = ncclRemoteError;
-  } else if (flag != 0) {
+  } else if (flag == BRAID_EXEC_ABORTED) {
     BRAID_WARN("%s: rank %d: initialization aborted", fn, comm->rank);
   }
   init_forget_dead(comm);
