@@ -22,7 +22,10 @@
 
 static void* ctx;
 static void* listen_comm;
-static struct sock_handle handle;
+static union {
+  struct sock_handle h;
+  char bytes[BRAID_NET_HANDLE_MAXSIZE]; /* what listen may fill */
+} handle;
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   struct braid_net_config cfg = {SECRET, -1};
@@ -56,7 +59,7 @@ static void drain(void* recv_comm) {
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   struct braid_socket s;
   if (size < 1 || size > (1 << 16)) return 0;
-  if (braid_socket_connect(&s, &handle.addr, 0, NULL, braid_socket_deadline_ms(2000)) != ncclSuccess) return 0;
+  if (braid_socket_connect(&s, &handle.h.addr, 0, NULL, braid_socket_deadline_ms(2000)) != ncclSuccess) return 0;
   if (data[0] & 1) {
     struct braid_socket_handshake hs = {SECRET, BRAID_SOCKET_TYPE_NET, 0};
     (void)braid_socket_send(&s, &hs, sizeof(hs), NULL, braid_socket_deadline_ms(1000));

@@ -1,7 +1,8 @@
 /*
  * fuzz_param.c - libFuzzer target: the parameter parser (src/base/param.c). The input is an
  * NCCL_CONF_FILE (NAME=value lines); its first line's value is also given to one variable
- * through the environment (byte 0 picks which). Every parameter is then read.
+ * through the environment (byte 0 picks which). Every parameter is then read. The log goes
+ * to /dev/null, and no input may name a file to write (lines naming *_FILE are dropped).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
   snprintf(path, sizeof(path), "/tmp/braid-fuzz-param-%d.conf", (int)getpid());
   setenv("NCCL_CONF_FILE", path, 1);
   setenv("HOME", "/nonexistent", 1); /* no ~/.nccl.conf of the machine's */
+  setenv("NCCL_DEBUG_FILE", "/dev/null", 1);
   return 0;
 }
 
@@ -24,7 +26,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   FILE* f = fopen(path, "w");
   if (f == NULL) return 0;
-  fwrite(data + 1, 1, size - 1, f);
+  for (const char *p = (const char*)data + 1, *end = (const char*)data + size; p < end;) {
+    const char* nl = memchr(p, '\n', (size_t)(end - p));
+    const char* stop = nl ? nl + 1 : end;
+    if (memmem(p, (size_t)(stop - p), "_FILE", 5) == NULL) fwrite(p, 1, (size_t)(stop - p), f);
+    p = stop;
+  }
   fclose(f);
   /* the first line's text after '=' (NUL-free) as an environment value too */
   char value[256];
@@ -35,7 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   value[n] = '\0';
   enum braid_param id = (enum braid_param)(data[0] % BRAID_PARAM_COUNT);
   const char* name = braid_param_name(id);
-  if (id != BRAID_PARAM_CONF_FILE && id != BRAID_PARAM_DEBUG_FILE) setenv(name, value, 1);
+  int file = strstr(name, "_FILE") != NULL;
+  if (!file) setenv(name, value, 1);
   braid_param_reload();
   for (int i = 0; i < BRAID_PARAM_COUNT; i++) {
     if (braid_param_is_int((enum braid_param)i))
@@ -44,6 +52,6 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)braid_param_str((enum braid_param)i);
     (void)braid_param_source((enum braid_param)i);
   }
-  if (id != BRAID_PARAM_CONF_FILE && id != BRAID_PARAM_DEBUG_FILE) unsetenv(name);
+  if (!file) unsetenv(name);
   return 0;
 }
