@@ -212,9 +212,8 @@ static ncclResult_t bs_wait_writable(struct braid_bootstrap* bs, struct braid_so
   }
   if (bs_aborted(bs)) {
     s->fail = BRAID_SOCKET_FAIL_ABORTED;
-    return ncclInvalidUsage;
-  }
-  if (deadline != 0 && braid_socket_clock_ns() >= deadline) {
+    res = ncclInvalidUsage;
+  } else if (deadline != 0 && braid_socket_clock_ns() >= deadline) {
     s->fail = BRAID_SOCKET_FAIL_TIMEOUT;
     res = ncclRemoteError;
   } else {
