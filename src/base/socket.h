@@ -156,5 +156,8 @@ const char* braid_socket_fail_str(enum braid_socket_fail fail);
 #define BRAID_SOCKET_DROP_WARN_S 10
 void braid_socket_warn_drop(const char* ctx, const union braid_sockaddr* from, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same limit for other lines: 1 when one about (ctx, from's host) is due now;
+ * *quiet_p: how many were skipped since the last one. */
+int braid_socket_warn_due(const char* ctx, const union braid_sockaddr* from, int* quiet_p);
 
 #endif /* BRAID_SOCKET_H */

@@ -464,6 +464,18 @@ static void root_check_deadlines(struct root* rt) {
   }
 }
 
+/* Forget dropped connections. */
+static void root_reap(struct root* rt) {
+  for (int i = 0; i < rt->nconns;) {
+    if (rt->conns[i]->dead) {
+      free(rt->conns[i]);
+      rt->conns[i] = rt->conns[--rt->nconns];
+    } else {
+      i++;
+    }
+  }
+}
+
 /* Over the cap of connections still in their handshake: the oldest goes. */
 static void root_evict_oldest(struct root* rt) {
   struct rc* old = NULL;
@@ -500,6 +512,7 @@ static ncclResult_t root_accept_all(struct root* rt) {
     int n = 0;
     for (int i = 0; i < rt->nconns; i++) n += !rt->conns[i]->dead && rt->conns[i]->state == RC_HANDSHAKE;
     if (n > rt->max_handshake) root_evict_oldest(rt);
+    root_reap(rt);
   }
 }
 
@@ -508,16 +521,10 @@ static ncclResult_t root_step(struct root* rt, const struct pollfd* fds, int nfd
   for (int i = 2; i < nfds && !rt->finished; i++)
     if (fds[i].revents != 0 && !rt->conns[i - 2]->dead) rc_progress(rt, rt->conns[i - 2]);
   if (!rt->finished && !rt->failed && fds[1].revents != 0) root_read_up(rt);
-  for (int i = 0; i < rt->nconns;) {
-    if (rt->conns[i]->dead) {
-      free(rt->conns[i]);
-      rt->conns[i] = rt->conns[--rt->nconns];
-    } else {
-      i++;
-    }
-  }
+  root_reap(rt);
   if (!rt->finished) BRAID_CHECK(root_accept_all(rt));
   if (!rt->finished) root_check_deadlines(rt);
+  root_reap(rt); /* poll() refuses more entries than RLIMIT_NOFILE, dead ones included */
   return ncclSuccess;
 }
 
