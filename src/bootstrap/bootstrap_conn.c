@@ -318,6 +318,7 @@ int bs_service_fds(struct braid_bootstrap* bs, struct pollfd** fds_p, int* cap_p
     else if (bs->accept_after < *wake_ns)
       *wake_ns = bs->accept_after;
     for (struct bs_in* in = bs->pending; in != NULL; in = in->next) {
+      if (in->off == sizeof(in->hello)) continue; /* complete, waits for the table: not for bytes */
       fds[n++] = (struct pollfd){.fd = in->sock.fd, .events = POLLIN};
       if (in->hs_deadline < *wake_ns) *wake_ns = in->hs_deadline;
     }
