@@ -14,8 +14,13 @@
 
 static char path[64];
 
+static void remove_conf(void) {
+  unlink(path);
+}
+
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
   snprintf(path, sizeof(path), "/tmp/braid-fuzz-param-%d.conf", (int)getpid());
+  atexit(remove_conf);
   setenv("NCCL_CONF_FILE", path, 1);
   setenv("HOME", "/nonexistent", 1); /* no ~/.nccl.conf of the machine's */
   setenv("NCCL_DEBUG_FILE", "/dev/null", 1);
