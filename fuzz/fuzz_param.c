@@ -12,14 +12,15 @@
 
 #include "base/param.h"
 
-static char path[64];
+static char path[4096];
 
 static void remove_conf(void) {
   unlink(path);
 }
 
 int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  snprintf(path, sizeof(path), "/tmp/braid-fuzz-param-%d.conf", (int)getpid());
+  const char* tmp = getenv("TMPDIR");
+  snprintf(path, sizeof(path), "%s/braid-fuzz-param-%d.conf", tmp != NULL && tmp[0] ? tmp : "/tmp", (int)getpid());
   atexit(remove_conf);
   setenv("NCCL_CONF_FILE", path, 1);
   setenv("HOME", "/nonexistent", 1); /* no ~/.nccl.conf of the machine's */

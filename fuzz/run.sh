@@ -37,7 +37,7 @@ for t in "${targets[@]}"; do
   work=$(mktemp -d)
   cp fuzz/corpus/"$name"/* "$work"/ 2>/dev/null
   # -rss_limit_mb: the sanitizers' shadow and the library's threads; -timeout: one input
-  "$bin" "$work" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+  TMPDIR=$work "$bin" "$work" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
     -artifact_prefix="$dir/crashes/$t-" >"$log" 2>&1
   rc=$?
   rm -rf "$work"
