@@ -35,12 +35,13 @@ for t in "${targets[@]}"; do
     fi
   fi
   work=$(mktemp -d)
+  scratch=$(mktemp -d) # the targets' own files (not in the corpus: libFuzzer re-reads that)
   cp fuzz/corpus/"$name"/* "$work"/ 2>/dev/null
   # -rss_limit_mb: the sanitizers' shadow and the library's threads; -timeout: one input
-  TMPDIR=$work "$bin" "$work" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+  TMPDIR=$scratch "$bin" "$work" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
     -artifact_prefix="$dir/crashes/$t-" >"$log" 2>&1
   rc=$?
-  rm -rf "$work"
+  rm -rf "$work" "$scratch"
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$')
   cov=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]*' | tail -n 1 | grep -o '[0-9]*$')
   ft=$(grep -E '^#[0-9]+' "$log" | grep -o 'ft: [0-9]*' | tail -n 1 | grep -o '[0-9]*$')
