@@ -77,6 +77,9 @@ void braid_bootstrap_set_deadline(struct braid_bootstrap* bs, int64_t deadline);
  * is not running and will not be called. */
 typedef void (*braid_bootstrap_death_fn)(void* arg, int rank);
 void braid_bootstrap_watch(struct braid_bootstrap* bs, braid_bootstrap_death_fn fn, void* arg);
+/* The watch's test, run now by the caller: a rank whose connection with this one closed or
+ * broke, or -1 when none is known. */
+int braid_bootstrap_dead_peer(struct braid_bootstrap* bs);
 /* Free everything: sockets, memory. No thread of the bootstrap outlives it. */
 void braid_bootstrap_close(struct braid_bootstrap* bs);
 

@@ -277,22 +277,40 @@ int bs_pollset(struct braid_bootstrap* bs, struct pollfd** fds_p, int* cap_p, in
 
 /* ---- the service thread's share ------------------------------------------------------------ */
 
+static int bs_peer_gone(struct bs_peer* p) {
+  if (p->out_dead || (p->in != NULL && p->in->closed)) return 1;
+  struct pollfd f[2];
+  int n = 0;
+  if (p->in != NULL) f[n++] = (struct pollfd){.fd = p->in->sock.fd, .events = POLLRDHUP};
+  if (p->watch.fd >= 0) f[n++] = (struct pollfd){.fd = p->watch.fd, .events = POLLRDHUP};
+  if (n > 0 && poll(f, (nfds_t)n, 0) > 0)
+    for (int i = 0; i < n; i++)
+      if (f[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) return 1;
+  return 0;
+}
+
 /* A rank that closed or reset its connection to us, or ours to it, or refused us: -1 if none.
- * Non-destructive: POLLRDHUP reports the close even with its last bytes still unread. */
+ * Non-destructive: POLLRDHUP reports the close even with its last bytes still unread. Of
+ * several, the one found gone first (a rank that fails because another died usually leaves
+ * later); found in the same check, the lowest rank. */
 static int bs_dead_peer(struct braid_bootstrap* bs) {
+  int64_t now = braid_socket_clock_ns();
+  int first = -1;
   for (int r = 0; r < bs->nranks; r++) {
     struct bs_peer* p = &bs->peers[r];
-    if (r == bs->rank) continue;
-    if (p->out_dead || (p->in != NULL && p->in->closed)) return r;
-    struct pollfd f[2];
-    int n = 0;
-    if (p->in != NULL) f[n++] = (struct pollfd){.fd = p->in->sock.fd, .events = POLLRDHUP};
-    if (p->watch.fd >= 0) f[n++] = (struct pollfd){.fd = p->watch.fd, .events = POLLRDHUP};
-    if (n > 0 && poll(f, (nfds_t)n, 0) > 0)
-      for (int i = 0; i < n; i++)
-        if (f[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) return r;
+    if (r == bs->rank || (p->gone_seen_ns == 0 && !bs_peer_gone(p))) continue;
+    if (p->gone_seen_ns == 0) p->gone_seen_ns = now;
+    if (first < 0 || p->gone_seen_ns < bs->peers[first].gone_seen_ns) first = r;
   }
-  return -1;
+  return first;
+}
+
+int braid_bootstrap_dead_peer(struct braid_bootstrap* bs) {
+  if (bs == NULL) return -1;
+  pthread_mutex_lock(&bs->lock);
+  int dead = bs_dead_peer(bs);
+  pthread_mutex_unlock(&bs->lock);
+  return dead;
 }
 
 int bs_service_pass(struct braid_bootstrap* bs) {

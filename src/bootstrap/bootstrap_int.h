@@ -72,7 +72,8 @@ struct bs_peer {
   int out_dead;              /* it refused us or closed `out` (bs->lock) */
   int64_t out_dead_ns;
   enum braid_socket_fail out_fail;
-  struct bs_in* in; /* its connection to us (bs->lock) */
+  struct bs_in* in;     /* its connection to us (bs->lock) */
+  int64_t gone_seen_ns; /* when a death check first found it gone, 0: not yet (bs->lock) */
 };
 
 struct braid_bootstrap {

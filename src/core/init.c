@@ -244,7 +244,12 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   BRAID_CHECK(setup_channels(comm));
   braid_bootstrap_watch(comm->bootstrap, init_peer_died, comm);
   ncclResult_t res = braid_connect_rings(comm);
+  /* a failure here may be a dead peer's doing that the watch has not reported yet (a busy
+   * machine): give it a moment, then ask, while no rank may have left legitimately */
+  for (int i = 0; res != ncclSuccess && comm->abort_flag == 0 && i < 20; i++) usleep(5000);
+  int dead = res != ncclSuccess && comm->abort_flag == 0 ? braid_bootstrap_dead_peer(comm->bootstrap) : -1;
   braid_bootstrap_watch(comm->bootstrap, NULL, NULL);
+  if (dead >= 0) init_peer_died(comm, dead);
   return res;
 }
 
@@ -437,12 +442,13 @@ static void init_forget_dead(struct braid_comm* comm) {
 }
 
 /* Why init failed, said last (the message ncclGetLastError returns): when braid raised the
- * abort flag itself (a peer died) and the failure is what that makes a wait return (aborted:
- * ncclInvalidUsage; a broken connection: ncclRemoteError), the reason, which names the rank;
- * a local error of this rank (a bad setting) keeps its own message. A user's abort. */
+ * abort flag itself (a peer died) and the failure can be what that causes (a wait aborted:
+ * ncclInvalidUsage; a broken connection: ncclRemoteError; a peer's segment gone with it:
+ * ncclSystemError), the reason, which names the rank; a bad setting of this rank
+ * (ncclInvalidArgument) keeps its own message. A user's abort. */
 static ncclResult_t init_failed(struct braid_comm* comm, const char* fn, ncclResult_t res) {
   uint32_t flag = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
-  int consequence = res == ncclInvalidUsage || res == ncclRemoteError;
+  int consequence = res == ncclInvalidUsage || res == ncclRemoteError || res == ncclSystemError;
   if (flag != 0 && flag != BRAID_EXEC_ABORTED && comm->abort_reason[0] && consequence) {
     BRAID_WARN("%s: rank %d: initialization failed: %s", fn, comm->rank, comm->abort_reason);
     res = ncclRemoteError;
