@@ -1,7 +1,8 @@
 /*
  * register.c - buffer registration and braid-allocated memory. In host mode a registration is
  * bookkeeping and validation (a registered buffer may later be read directly by peers);
- * windows and ncclMemAlloc are in src/core/sym/ (window.c, mem.c).
+ * windows and ncclMemAlloc (which remembers what it handed out: ncclMemFree takes back only
+ * that) are in src/core/sym/ (window.c, mem.c).
  */
 #include <stdlib.h>
 #include <string.h>

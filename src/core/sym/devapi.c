@@ -55,7 +55,7 @@ static ncclResult_t window_of(ncclWindow_t window, void** outPtr, const char* fn
     BRAID_WARN("%s: window %p is not a registered window", fn, (void*)window);
     return ncclInvalidArgument;
   }
-  BRAID_CHECK(braid_comm_check((ncclComm_t)window->comm, fn));
+  BRAID_CHECK(braid_comm_check(braid_comm_handle(window->comm), fn));
   if (braid_win_lookup(window->comm, window, fn) == NULL) return ncclInvalidArgument;
   *w_p = window;
   return ncclSuccess;

@@ -152,7 +152,7 @@ static ncclResult_t start_init(struct braid_comm* parent, int nRanks, const nccl
   comm->comm_hash = braid_hash(id, sizeof(*id), 0);
   comm->parent = parent;
   a->comm = comm;
-  *newcomm = (ncclComm_t)comm;
+  *newcomm = braid_comm_handle(comm);
   res = braid_init_start(a);
   if (res != ncclSuccess && res != ncclInProgress && config.blocking && braid_group_depth() == 0) *newcomm = NULL;
   return res;
