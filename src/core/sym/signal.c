@@ -60,7 +60,9 @@ static ncclResult_t inbox_alloc(struct braid_comm* comm, struct inbox_info* me) 
     s->inbox = calloc(1, s->inbox_bytes);
     if (s->inbox == NULL) return ncclSystemError;
   } else {
-    snprintf(s->inbox_name, sizeof(s->inbox_name), "/braid-sig-%d-%llx-%d-%u", (int)getpid(),
+    /* The shm transport's prefix (braid-<pid>-<comm hash>-<rank>-), so that survivors of a rank
+     * that dies before sym_ready remove it with its FIFOs (braid_transport_shm_forget). */
+    snprintf(s->inbox_name, sizeof(s->inbox_name), "/braid-%d-%llx-%d-sig-%u", (int)getpid(),
              (unsigned long long)comm->comm_hash, comm->rank, atomic_fetch_add(&counter, 1));
     int fd = shm_open(s->inbox_name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)s->inbox_bytes) != 0) {
@@ -103,6 +105,11 @@ ncclResult_t braid_sym_init(struct braid_comm* comm) {
   for (int r = 0; r < n; r++) s->peer_local[r] = reachable(comm, r);
   BRAID_CHECK_GOTO(inbox_alloc(comm, &all[comm->rank]), res, out);
   BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, all, sizeof(*all)), res, out);
+  /* Until init's last barrier: if init fails, whoever frees the communicator removes every
+   * local inbox name (a rank stopped or killed before sym_ready leaves its own behind). */
+  BRAID_CALLOC_GOTO(s->peer_names, n, res, out);
+  for (int r = 0; r < n; r++)
+    if (s->peer_local[r]) memcpy(s->peer_names[r], all[r].name, sizeof(s->peer_names[r]));
   for (int r = 0; r < n; r++) {
     if (!s->peer_local[r]) continue;
     if (all[r].pid_hash == all[comm->rank].pid_hash) {
@@ -130,12 +137,18 @@ void braid_sym_ready(struct braid_comm* comm) {
     shm_unlink(s->inbox_name);
     s->inbox_name[0] = '\0';
   }
+  if (s != NULL) {
+    free(s->peer_names); /* every peer mapped its inbox: the names are gone or going */
+    s->peer_names = NULL;
+  }
 }
 
 void braid_sym_free(struct braid_comm* comm) {
   struct braid_sym* s = comm->sym;
   if (s == NULL) return;
   braid_win_free_all(comm);
+  for (int r = 0; s->peer_names != NULL && r < comm->nranks; r++) /* init never got to sym_ready */
+    if (s->peer_names[r][0] != '\0') shm_unlink(s->peer_names[r]);
   braid_sym_ready(comm);
   for (int r = 0; s->peer_inbox != NULL && r < comm->nranks; r++)
     if (s->peer_inbox[r] != NULL && s->peer_inbox[r] != s->inbox &&

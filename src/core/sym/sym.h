@@ -94,11 +94,12 @@ struct braid_sym {
   int nctx;        /* config.numRmaCtx */
   uint64_t* inbox; /* [nranks][nctx][NSIGNALS]: signals received from each origin */
   size_t inbox_bytes;
-  int inbox_shm;                       /* a named segment (some local peer is another process) */
-  char inbox_name[BRAID_SYM_NAME_MAX]; /* unlinked once every local peer mapped it */
-  uint64_t** peer_inbox;               /* [nranks] local peers' inboxes (self: inbox); remote: NULL */
-  int* peer_local;                     /* [nranks] 1: load/store reachable (same decision on both ends) */
-  uint64_t* waited;                    /* [nranks][nctx][NSIGNALS]: signals consumed by ncclWaitSignal */
+  int inbox_shm;                          /* a named segment (some local peer is another process) */
+  char inbox_name[BRAID_SYM_NAME_MAX];    /* unlinked once every local peer mapped it */
+  char (*peer_names)[BRAID_SYM_NAME_MAX]; /* [nranks] local inbox names, from sym_init to sym_ready */
+  uint64_t** peer_inbox;                  /* [nranks] local peers' inboxes (self: inbox); remote: NULL */
+  int* peer_local;                        /* [nranks] 1: load/store reachable (same decision on both ends) */
+  uint64_t* waited;                       /* [nranks][nctx][NSIGNALS]: signals consumed by ncclWaitSignal */
   struct ncclWindow_vidmem* windows;
   uint64_t next_win_id;
   pthread_mutex_t lock; /* windows list, remote sends */
