@@ -5,7 +5,9 @@
 # for NCCL 2.28.9; 2.15.0, the newest, built for NCCL 2.30.7), in a cached virtualenv
 # (tests/pytorch/venv.sh; about a gigabyte of downloads the first time):
 #   - `import torch` with LD_PRELOAD=BUILD_DIR/lib/libnccl.so.2 succeeds;
-#   - /proc/self/maps shows braid's library, and no other libnccl;
+#   - every nccl* symbol libtorch_cuda.so imports resolves (global lookup) into braid's library
+#     (torch 2.15 also dlopens NVIDIA's libnccl by path from the nvidia-nccl wheel's folder when
+#     it is there: mapped, but the preloaded library's symbols come first);
 #   - torch.cuda.nccl.version() answers (torch reports the NCCL its headers were, 2.28.9 or
 #     2.30.7) and ncclGetVersion of the loaded library is braid's 23007;
 #   - the README's old recipe, LD_LIBRARY_PATH=BUILD_DIR/lib, loads NVIDIA's NCCL instead when it
@@ -30,15 +32,24 @@ for list in "$root"/tests/abi/torch-*.imports; do
     f=$((f + 1))
     continue
   fi
-  out=$(LD_PRELOAD=$lib LD_LIBRARY_PATH=$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$venv/bin/python" - "$lib" 2>&1 <<'PY'
+  out=$(LD_PRELOAD=$lib LD_LIBRARY_PATH=$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$venv/bin/python" - "$lib" "$list" 2>&1 <<'PY'
 import os, sys
 import torch
-lib = os.path.realpath(sys.argv[1])
-maps = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libnccl" in l})
-print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())
-print("libnccl mapped:", " ".join(maps))
-assert [os.path.realpath(m) for m in maps] == [lib], "braid's library is not the only libnccl mapped"
 import ctypes
+lib = os.path.realpath(sys.argv[1])
+maps = [l.split() for l in open("/proc/self/maps") if "libnccl" in l]
+print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())
+print("libnccl mapped:", " ".join(sorted({m[-1] for m in maps})))
+def owner(name):  # the file whose code a global lookup of `name` (what libtorch_cuda binds) lands in
+    addr = ctypes.cast(getattr(ctypes.CDLL(None), name), ctypes.c_void_p).value
+    for m in maps:
+        lo, hi = (int(x, 16) for x in m[0].split("-"))
+        if lo <= addr < hi:
+            return os.path.realpath(m[-1])
+names = [l.strip() for l in open(sys.argv[2])]
+wrong = [(n, owner(n)) for n in names if owner(n) != lib]
+print("nccl symbols torch imports:", len(names), "resolved to braid:", len(names) - len(wrong))
+assert not wrong, wrong[:5]
 rt = ctypes.c_int(0)
 assert ctypes.CDLL("libnccl.so.2").ncclGetVersion(ctypes.byref(rt)) == 0
 print("ncclGetVersion", rt.value)
