@@ -67,7 +67,9 @@ static void rules_build(const char* value) {
       BRAID_WARN("BRAID_FAULT_INJECT=%s: more than %d entries, the rest ignored", value, FAULT_RULES);
       break;
     }
-    if (parse_rule(s, len, &rules[nrules]) == 0)
+    if (len == 0)
+      ; /* an empty entry ("a,,b") */
+    else if (parse_rule(s, len, &rules[nrules]) == 0)
       nrules++;
     else
       BRAID_WARN("BRAID_FAULT_INJECT=%s: entry '%.*s' is not SITE[@FUNCTION][:N|:*], ignored", value, (int)len, s);

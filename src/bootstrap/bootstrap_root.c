@@ -478,7 +478,10 @@ static ncclResult_t root_step(struct root* rt, const struct pollfd* fds, int nfd
   for (int got = 1; got && !rt->finished;) {
     struct braid_socket s;
     BRAID_CHECK(braid_socket_accept_try(&rt->listener, &s, &got));
-    if (got && root_add_conn(rt, &s) != ncclSuccess) braid_socket_close(&s);
+    if (got && root_add_conn(rt, &s) != ncclSuccess) { /* out of memory: the root gives up (else it idles forever) */
+      braid_socket_close(&s);
+      root_fail(rt, ncclSystemError, "Bootstrap: the root could not take a connection (out of memory)");
+    }
   }
   if (!rt->finished) root_check_deadlines(rt);
   return ncclSuccess;
