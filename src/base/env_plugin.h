@@ -33,9 +33,9 @@ struct braid_env_v1 {
  * Loads it, calls its init, and logs what happened at INFO (INIT|ENV). Returns 1 when a plugin
  * is in use from now on. Called once per process, after the logger is configured. */
 int braid_env_plugin_open(const char* setting);
-/* The plugin's answer for `name` (NULL: no plugin, or it has no value). Its storage is the
- * plugin's: copy it before the next call for the same name. */
-const char* braid_env_plugin_get(const char* name);
+/* A malloc'ed copy of the plugin's answer for `name` (NULL: no plugin, or it has no value);
+ * calls into the plugin are serialised. */
+char* braid_env_plugin_dup(const char* name);
 /* "env plugin <its name>", or NULL without a plugin. */
 const char* braid_env_plugin_source(void);
 

@@ -130,6 +130,7 @@ static pthread_once_t plugin_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t param_reload_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct param_state* param_current; /* atomic */
 static int param_stale;                   /* atomic: set in a forked child */
+static int param_ready;                   /* atomic: loaded, logger configured, env plugin tried */
 /* Used only when allocating a state fails: defaults, no messages. */
 static struct param_state param_fallback;
 
@@ -323,8 +324,9 @@ static void load_plugin(struct param_state* st) {
   if (source == NULL) return;
   for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
     if (id == BRAID_PARAM_ENV_PLUGIN || id == BRAID_PARAM_CONF_FILE) continue; /* NCCL: getenv only */
-    const char* text = braid_env_plugin_get(rows[id].name);
+    char* text = braid_env_plugin_dup(rows[id].name);
     if (text != NULL) state_set(st, id, text, source, SRC_PLUGIN);
+    free(text);
   }
 }
 
@@ -555,16 +557,27 @@ static void plugin_load_once(void) {
   if (braid_env_plugin_open(setting)) param_swap(PARAM_ALL);
 }
 
-static struct param_state* param_state(void) {
+/* The first read, a forked child's first read, a read before the logger is configured. */
+static void param_state_slow(void) {
   pthread_once(&param_once, param_load_first);
   if (__atomic_load_n(&param_stale, __ATOMIC_ACQUIRE) && __atomic_exchange_n(&param_stale, 0, __ATOMIC_ACQ_REL))
     param_swap(PARAM_ALL);
   /* The logger's settings are parameters too: configure it now, so the messages of this load
    * are printed no later than the first read (braid_debug_init ignores the reads it makes). */
   if (__atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0) braid_debug_init();
-  if (__atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) >= 0) pthread_once(&plugin_once, plugin_load_once);
+  if (__atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0) return; /* inside braid_debug_init */
+  pthread_once(&plugin_once, plugin_load_once);
+  __atomic_store_n(&param_ready, 1, __ATOMIC_RELEASE);
+}
+
+static struct param_state* param_state(void) {
+  if (__builtin_expect(!__atomic_load_n(&param_ready, __ATOMIC_ACQUIRE) ||
+                           __atomic_load_n(&param_stale, __ATOMIC_ACQUIRE) ||
+                           __atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0,
+                       0))
+    param_state_slow();
   struct param_state* st = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE);
-  state_report(st);
+  if (!__atomic_load_n(&st->reported, __ATOMIC_ACQUIRE)) state_report(st);
   return st;
 }
 
@@ -574,12 +587,14 @@ static struct param_state* state_of(int id) {
   struct param_state* st = param_state();
   const struct param_value* v = &st->v[id];
   if (!v->fresh) return st;
-  const char* now = braid_env_plugin_get(rows[id].name);
+  char* from_plugin = braid_env_plugin_dup(rows[id].name);
+  const char* now = from_plugin;
   int kind = SRC_PLUGIN;
   if (now == NULL || now[0] == '\0') now = getenv(rows[id].name), kind = SRC_ENV;
   if (now != NULL && now[0] == '\0') now = NULL;
   int same = now == NULL ? v->kind != SRC_PLUGIN && v->kind != SRC_ENV
                          : v->kind == kind && v->raw != NULL && strcmp(v->raw, now) == 0;
+  free(from_plugin);
   if (same) return st;
   st = param_swap(PARAM_FRESH);
   state_report(st);

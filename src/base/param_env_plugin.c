@@ -7,6 +7,7 @@
  * stays loaded for the life of the process; its finalize runs at exit.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,6 @@ static struct braid_env_v2 plugin_v2;        /* the plugin's table, v1 adapted *
 static const struct braid_env_v1* plugin_v1; /* a v1 plugin's own table (its init) */
 static const struct braid_env_v2* plugin;    /* NULL: none */
 static char plugin_source[640];
-static void* plugin_lib;
 
 /* NCCL's logger signature over braid's logger (same level and subsystem numbering). */
 static void plugin_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
@@ -57,7 +57,7 @@ static void* find_library(const char* setting, char* lib, size_t len) {
     snprintf(lib, len, "%s", setting);
   void* dl = try_open(lib, missing, sizeof(missing));
   size_t n = setting ? strlen(setting) : 0;
-  int lib_name = n >= 3 && strncmp(setting, "lib", 3) == 0 && n >= 3 && strcmp(setting + n - 3, ".so") == 0;
+  int lib_name = n >= 3 && strncmp(setting, "lib", 3) == 0 && strcmp(setting + n - 3, ".so") == 0;
   if (dl == NULL && n > 0 && strchr(setting, '/') == NULL && !lib_name) {
     snprintf(lib, len, "libnccl-env-%s.so", setting);
     dl = try_open(lib, missing, sizeof(missing));
@@ -106,7 +106,6 @@ int braid_env_plugin_open(const char* setting) {
     goto err_close;
   }
   snprintf(plugin_source, sizeof(plugin_source), "env plugin %s", p->name ? p->name : lib);
-  plugin_lib = dl;
   __atomic_store_n(&plugin, p, __ATOMIC_RELEASE);
   atexit(plugin_finalize);
   BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_ENV, "Successfully loaded external env plugin %s", lib);
@@ -117,9 +116,16 @@ err_close:
   return 0;
 }
 
-const char* braid_env_plugin_get(const char* name) {
+char* braid_env_plugin_dup(const char* name) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   const struct braid_env_v2* p = __atomic_load_n(&plugin, __ATOMIC_ACQUIRE);
-  return p != NULL ? p->getEnv(name) : NULL;
+  if (p == NULL) return NULL;
+  /* The plugin's answer lives until its next getEnv of the same name: ask and copy as one. */
+  pthread_mutex_lock(&lock);
+  const char* v = p->getEnv(name);
+  char* copy = v != NULL ? strdup(v) : NULL;
+  pthread_mutex_unlock(&lock);
+  return copy;
 }
 
 const char* braid_env_plugin_source(void) {
