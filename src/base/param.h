@@ -177,7 +177,7 @@
   X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", LIVE, INT(0, INT32_MAX), 0,                                                  \
     "microseconds the net proxy thread keeps polling after its last work before it sleeps")                            \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", LIVE, STR, NULL,                                                               \
-    "tests: fail named calls on purpose: SITE[@function][:N|:*],... (base/fault.h)")
+    "tests: fail, kill or stop at a named point or call: POINT[@function][#N|#*][:fail|kill|stop],... (fault.h)")
 
 #include "base/param_nccl.h"
 

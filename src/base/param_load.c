@@ -118,18 +118,21 @@ const char* braid_param_foreign_owner(const char* name, size_t len) {
   return NULL;
 }
 
-/* Levenshtein distance between a[0..la) and b[0..lb); names are short (< 64). */
-static size_t edit_distance(const char* a, size_t la, const char* b, size_t lb) {
+/* Levenshtein distance between a[0..la) and b[0..lb), or `limit` as soon as it cannot be
+ * less; names are short (< 128). */
+static size_t edit_distance(const char* a, size_t la, const char* b, size_t lb, size_t limit) {
   size_t prev[128], cur[128];
   if (lb >= 128) lb = 127;
   for (size_t j = 0; j <= lb; j++) prev[j] = j;
   for (size_t i = 1; i <= la; i++) {
-    cur[0] = i;
+    size_t row_min = cur[0] = i;
     for (size_t j = 1; j <= lb; j++) {
       size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
       size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
       cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+      if (cur[j] < row_min) row_min = cur[j];
     }
+    if (row_min >= limit) return limit;
     memcpy(prev, cur, (lb + 1) * sizeof(size_t));
   }
   return prev[lb];
@@ -139,7 +142,9 @@ static const char* closest_known(const char* name, size_t len) {
   const char* best = braid_param_rows[0].name;
   size_t best_d = (size_t)-1;
   for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
-    size_t d = edit_distance(name, len, braid_param_rows[id].name, strlen(braid_param_rows[id].name));
+    size_t rl = strlen(braid_param_rows[id].name);
+    if ((rl > len ? rl - len : len - rl) >= best_d) continue; /* the distance is at least that */
+    size_t d = edit_distance(name, len, braid_param_rows[id].name, rl, best_d);
     if (d < best_d) best_d = d, best = braid_param_rows[id].name;
   }
   return best;

@@ -1,9 +1,10 @@
 /*
  * test_fault.c - BRAID_FAULT_INJECT (src/base/fault.c) and the failure paths it opens:
- *   - the rule syntax: SITE, SITE@FUNCTION, :N, :*, entries that do not parse;
+ *   - the rule syntax: POINT, POINT@FUNCTION, #N, #*, :fail, a named point (braid_fault_hit, the
+ *     caller's WARN), entries that do not parse;
  *   - ncclGetUniqueId when the root's socket cannot be made: ncclSystemError naming the call,
  *     and no thread or descriptor left behind;
- *   - every allocation of a one-rank ncclCommInitRank failing in turn (calloc:N, N = 1, 2, ...
+ *   - every allocation of a one-rank ncclCommInitRank failing in turn (calloc#N, N = 1, 2, ...
  *     until init needs no more): each attempt fails with the allocation named (ncclSystemError,
  *     or ncclRemoteError when it was the bootstrap root's), leaks no descriptor, thread or
  *     shared memory (a root whose own allocation failed is given its BRAID_INIT_TIMEOUT to
@@ -49,18 +50,26 @@ START_TEST(test_rules) {
   set_fault(NULL);
   ck_assert_int_eq(site("calloc"), 0);
   ck_assert_int_eq(braid_fault_armed, 0); /* unset: one load, then no more calls */
-  set_fault("calloc:2");
+  set_fault("calloc#2");
   ck_assert_int_eq(site("calloc"), 0);
   ck_assert_int_eq(site("socket"), 0);
   ck_assert_int_eq(site("calloc"), 1);
   ck_assert_int_eq(site("calloc"), 0);
-  set_fault("socket:*,calloc@other_function");
+  set_fault("socket#*,calloc@other_function");
   ck_assert_int_eq(site("calloc"), 0);
   ck_assert_int_eq(other_function("calloc"), 1);
   ck_assert_int_eq(other_function("calloc"), 0);
   for (int i = 0; i < 5; i++) ck_assert_int_eq(site("socket"), 1);
+  /* A named point (braid_fault_hit): the hook WARNs, naming it. */
+  set_fault("init.barrier#2:fail,calloc");
+  ck_assert_int_eq(braid_fault_hit("init.barrier"), 0);
+  ck_assert_int_eq(braid_fault_hit("init.barrier"), 1);
+  ck_assert_str_eq(ncclGetLastError(NULL),
+                   "BRAID_FAULT_INJECT=init.barrier#2:fail,calloc: fault injected at init.barrier");
+  ck_assert_int_eq(braid_fault_hit("bootstrap.send"), 0);
+  ck_assert_int_eq(site("calloc"), 1);
   /* A reload starts the counts again. */
-  set_fault("calloc:2");
+  set_fault("calloc#2");
   ck_assert_int_eq(site("calloc"), 0);
   ck_assert_int_eq(site("calloc"), 1);
 }
@@ -68,12 +77,13 @@ END_TEST
 
 START_TEST(test_bad_rules) {
   log_to_file("WARN", NULL);
-  set_fault("calloc:0,@f,socket:x,,listen");
+  set_fault("calloc#0,@f,socket#x,,listen:explode,listen");
   ck_assert_int_eq(site("listen"), 1);
   char* log = read_file(param_logpath);
-  ck_assert_int_eq(count_of(log, "is not SITE[@FUNCTION][:N|:*], ignored"), 3);
-  ck_assert_ptr_nonnull(strstr(log, "entry 'calloc:0'"));
-  ck_assert_ptr_nonnull(strstr(log, "entry 'socket:x'"));
+  ck_assert_int_eq(count_of(log, "is not POINT[@FUNCTION][#N|#*][:fail|:kill|:stop], ignored"), 4);
+  ck_assert_ptr_nonnull(strstr(log, "entry 'calloc#0'"));
+  ck_assert_ptr_nonnull(strstr(log, "entry 'socket#x'"));
+  ck_assert_ptr_nonnull(strstr(log, "entry 'listen:explode'"));
   free(log);
 }
 END_TEST
@@ -123,7 +133,7 @@ static int free_port(void) {
  * rank 0's (NCCL_COMM_ID), so everything init makes is init's to undo. */
 static int init_with_failing_calloc(int n) {
   char spec[32], comm_id[32];
-  snprintf(spec, sizeof(spec), "calloc:%d", n);
+  snprintf(spec, sizeof(spec), "calloc#%d", n);
   snprintf(comm_id, sizeof(comm_id), "127.0.0.1:%d", free_port());
   setenv("NCCL_COMM_ID", comm_id, 1);
   ncclUniqueId id;
