@@ -65,6 +65,7 @@ if [ $# -eq 0 ]; then
   [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
+  [ -x tests/param/run.sh ] && part param tests/param/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
   # a short round of every libFuzzer target (make fuzz runs them longer)

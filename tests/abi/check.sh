@@ -11,7 +11,8 @@
 #   4. probe.c (all facts) built against ours prints tests/abi/nccl-2.30.7.probe, the probe's
 #      output on NVIDIA's 2.30.7 header, kept as data;
 #   5. our header declares exactly the functions of tests/abi/nccl-2.30.7.functions, except
-#      those of tests/abi/pending-2.30.7.txt (another change adds them; reported as PENDING);
+#      those listed in tests/abi/pending-2.30.7.txt if that file exists (functions another change
+#      is adding; reported as PENDING; none now);
 #   6. when NVIDIA's 2.30.7 header can be had (NCCL230_INCLUDE, or generated from the NVIDIA/nccl
 #      mirror at NCCL_MIRROR), the two fact files are re-derived from it and must be unchanged,
 #      and the declarations cross-compile as in 3.
