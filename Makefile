@@ -62,7 +62,7 @@ endif
 # Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all lib tools bench test demo clean bench-compare format format-check
+.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch torch-backend test-torch-backend bench-torch
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
@@ -120,7 +120,10 @@ $(BUILD)/bin/%_perf: $(BUILD)/obj/bench/%_perf.o $(BENCH_COMMON) $(SO) $(BUILD)/
 
 # Tests: Check suites, one runner. The suite list is generated from the file names.
 # Tests see src/ only through quoted includes: libcheck's <check.h> must not find src/base/check.h.
-TEST_CPPFLAGS = -Iinclude -iquote src -iquote tools/lib -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE
+# NCCL_OS_LINUX: the tests call the deprecated ncclResetDebugInit, which NCCL 2.30's nccl.h
+# declares only then (elsewhere it is a no-op macro).
+TEST_CPPFLAGS = -Iinclude -iquote src -iquote tools/lib -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE \
+  -DNCCL_OS_LINUX -Wno-deprecated-declarations
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 $(BUILD)/gen/suites.h: $(TEST_SRCS)
 	@mkdir -p $(dir $@)
@@ -135,9 +138,56 @@ $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
 test: all
-	@tests/ensure-deps.sh check clang-format
-	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
+	@tests/ensure-deps.sh check clang-format libfuzzer
+	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests fuzz-build
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
+
+# PyTorch (torch 2.11.0 and the newest) imports with braid preloaded: tests/pytorch/run.sh.
+# Downloads about a gigabyte into a cache outside the repository the first time; not in `make test`.
+test-pytorch: lib
+	tests/pytorch/run.sh $(BUILD)
+
+# The braid torch.distributed backend for CPU (integrations/torch), built against torch
+# $(TORCH) in its cached virtualenv: `make torch-backend` builds it into $(BUILD)/torch-$(TORCH);
+# `make test-torch-backend` runs its suite against Gloo and the DDP example; `make bench-torch`
+# times dist.all_reduce on braid and Gloo (2 processes). None of them is part of `make test`.
+TORCH ?= 2.15.0
+torch-backend: lib
+	tests/pytorch/with-torch.sh $(TORCH) $(BUILD) python -c 'import braid_torch; print("braid_torch", braid_torch.library_path())'
+test-torch-backend: lib
+	tests/pytorch/backend.sh $(BUILD) $(TORCH)
+bench-torch: lib
+	tests/pytorch/with-torch.sh $(TORCH) $(BUILD) torchrun --nproc-per-node 2 bench/torch_allreduce.py $(BENCH_ARGS)
+
+# Fuzzing (fuzz/README.md): libFuzzer targets fuzz/fuzz_<name>.c, linked against the library
+# built again by clang with AddressSanitizer, UndefinedBehaviorSanitizer and coverage (host
+# code only, in $(BUILD)/fuzz). `make fuzz` runs each target FUZZ_SECONDS from its seed corpus
+# after replaying its regression inputs; `make test` runs a short round (tests/run.sh).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=gnu11 -g -O1 -fno-omit-frame-pointer -pthread $(FUZZ_SAN)
+# the layers the targets reach (base, bootstrap, topo, the Socket plugin), not the data path
+FUZZ_LIB_SRCS := $(filter src/base/% src/bootstrap/% src/topo/% src/transport/net/socket/%,$(LIB_SRCS))
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
+FUZZ_BINS    := $(patsubst fuzz/%.c,$(FUZZ_DIR)/bin/%,$(wildcard fuzz/fuzz_*.c))
+.PHONY: fuzz fuzz-build
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
+	  -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/lib/libnccl_fuzz.a: $(FUZZ_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_DIR)/bin/%: $(FUZZ_DIR)/obj/fuzz/%.o $(FUZZ_DIR)/lib/libnccl_fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_DIR)/lib/libnccl_fuzz.a $(LDLIBS)
+fuzz-build:
+	@tests/ensure-deps.sh libfuzzer
+	$(MAKE) --no-print-directory $(FUZZ_BINS)
+fuzz: fuzz-build
+	fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 # The demo runs on host-mode ranks, so it builds the library without the CUDA kernels (in
 # $(BUILD)/host: seconds instead of the kernels' minutes); `make` / `make test` build them.
@@ -160,4 +210,4 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

@@ -19,6 +19,7 @@ struct braid_watchdog;
 struct braid_tuner;
 struct braid_device_ops;
 struct braid_launch_state;
+struct braid_sym;
 
 /* A channel on the host side. */
 struct braid_channel {
@@ -58,7 +59,9 @@ enum braid_comm_state {
 };
 
 struct braid_comm {
-  uint64_t magic; /* BRAID_COMM_MAGIC while alive */
+  uint64_t magic;      /* BRAID_COMM_MAGIC while alive */
+  uint32_t handle_gen; /* the generation its handles carry (1..BRAID_HANDLE_GEN_MASK) */
+  void* alloc_base;    /* what the allocator returned (the struct is aligned inside it) */
   int rank, nranks;
   int node, nnodes, local_rank, local_nranks;
   int* rank_to_node; /* [nranks] */
@@ -78,7 +81,7 @@ struct braid_comm {
   volatile int state;           /* enum braid_comm_state */
   volatile ncclResult_t async_error;
   int claimed;            /* someone (abort, or a failed init) frees it: under the registry lock */
-  char abort_reason[256]; /* why braid itself raised abort_flag (braid_comm_fail: a transport,
+  char abort_reason[256]; /* why braid itself raised abort_flag (braid_comm_raise: a transport,
                              the watchdog): the message the failed call repeats */
   int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
   pthread_t init_thread;  /* non-blocking init */
@@ -102,6 +105,7 @@ struct braid_comm {
   struct braid_user_redop* redops;
   int nredops;
   struct braid_reg* regs;
+  struct braid_sym* sym; /* windows, one-sided signals, suspend, grow (src/core/sym/) */
 
   /* Split bookkeeping for logs. */
   struct braid_comm* parent;
@@ -112,9 +116,23 @@ struct braid_comm {
 
 #define BRAID_COMM_MAGIC 0x62726169645f636dULL /* "braid_cm" */
 
+/* Handles. An ncclComm_t is the communicator's address (aligned to BRAID_COMM_ALIGN) with a
+ * generation in its low bits, new for every communicator: when a destroyed communicator's
+ * memory comes back for a new one, the old handle still differs from the new one and the
+ * registry refuses it instead of running on the new communicator. Every handle given to a
+ * caller is made by braid_comm_handle; braid_comm_of undoes it (checked handles only). */
+#define BRAID_COMM_ALIGN 4096
+#define BRAID_HANDLE_GEN_MASK ((uintptr_t)BRAID_COMM_ALIGN - 1)
 static inline struct braid_comm* braid_comm_of(ncclComm_t c) {
-  return (struct braid_comm*)c;
+  return (struct braid_comm*)((uintptr_t)c & ~BRAID_HANDLE_GEN_MASK);
 }
+static inline ncclComm_t braid_comm_handle(const struct braid_comm* comm) {
+  return (ncclComm_t)((uintptr_t)comm | comm->handle_gen);
+}
+/* A generation for a new communicator. */
+uint32_t braid_comm_new_gen(void);
+/* comm (of generation gen) is still registered: a task queued on it may run. */
+int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen);
 
 /* The registry of live communicators: catches use after destroy and garbage handles. */
 void braid_comm_registry_add(struct braid_comm* comm);
@@ -126,6 +144,18 @@ int braid_comm_registry_take(struct braid_comm* comm);
 /* ncclInvalidArgument with a WARN naming `fn` when comm is NULL, destroyed or garbage;
  * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
 ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
+/* braid_comm_check, but a suspended communicator passes (ncclCommResume, ncclCommMemStats). */
+ncclResult_t braid_comm_check_resumable(ncclComm_t comm, const char* fn);
+
+/* Fail a communicator from inside braid (a watch that saw a peer die, the watchdog, a
+ * transport through its context): the first caller's message becomes comm->abort_reason,
+ * `peer` comm->failed_peer, `res` (unless ncclSuccess) comm->async_error, and the abort flag
+ * carries `status` (enum braid_exec_status), so every wait of the communicator ends and every
+ * later call repeats the reason. Later callers change nothing. 1 when this call raised it. */
+int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* A process of this machine that no longer runs (gone, or a zombie). */
+int braid_comm_pid_gone(int pid);
 
 /* Connection management (src/core/connect.c). */
 ncclResult_t braid_connect_rings(struct braid_comm* comm);

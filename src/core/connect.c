@@ -18,7 +18,7 @@
 /* ---- the transports' context --------------------------------------------------------------- */
 
 static void ctx_fail(void* owner, int status, ncclResult_t res, int peer, const char* msg) {
-  braid_comm_fail(owner, status, res, peer, "%s", msg);
+  braid_comm_raise(owner, status, res, peer, "%s", msg);
 }
 static int ctx_dead_peer(void* owner) {
   return braid_watchdog_dead_peer(owner);
@@ -244,9 +244,9 @@ void braid_connect_free(struct braid_comm* comm) {
       free_connector(&ch->tree_down_send[d], 1);
       free_connector(&ch->tree_down_recv[d], 0);
     }
-    for (int p = 0; ch->p2p_send && p < comm->nranks; p++) {
-      free_connector(&ch->p2p_send[p], 1);
-      free_connector(&ch->p2p_recv[p], 0);
+    for (int p = 0; (ch->p2p_send || ch->p2p_recv) && p < comm->nranks; p++) { /* either may be missing */
+      if (ch->p2p_send) free_connector(&ch->p2p_send[p], 1);
+      if (ch->p2p_recv) free_connector(&ch->p2p_recv[p], 0);
     }
   }
 }

@@ -1,8 +1,8 @@
 /*
  * register.c - buffer registration and braid-allocated memory. In host mode a registration is
  * bookkeeping and validation (a registered buffer may later be read directly by peers);
- * ncclMemAlloc returns device memory on a GPU and page-aligned host memory in host mode.
- * Windows (symmetric memory) are not implemented yet.
+ * windows and ncclMemAlloc (which remembers what it handed out: ncclMemFree takes back only
+ * that) are in src/core/sym/ (window.c, mem.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,6 @@
 #include "base/api.h"
 #include "base/check.h"
 #include "core/comm.h"
-#include "device/device.h"
 
 BRAID_API ncclResult_t ncclCommRegister(const ncclComm_t handle, void* buff, size_t size, void** handle_p) {
   const char* fn = "ncclCommRegister";
@@ -60,40 +59,3 @@ BRAID_API ncclResult_t ncclCommDeregister(const ncclComm_t handle, void* reg) {
   return res;
 }
 BRAID_PROFILE_ALIAS(ncclCommDeregister)
-
-BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-                                              int winFlags) {
-  BRAID_CHECK(braid_comm_check(comm, "ncclCommWindowRegister"));
-  BRAID_WARN("ncclCommWindowRegister is not implemented yet in braid (symmetric windows need the CUDA backend)");
-  return ncclInvalidUsage;
-}
-BRAID_PROFILE_ALIAS(ncclCommWindowRegister)
-
-BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  BRAID_CHECK(braid_comm_check(comm, "ncclCommWindowDeregister"));
-  BRAID_WARN("ncclCommWindowDeregister is not implemented yet in braid (symmetric windows need the CUDA backend)");
-  return ncclInvalidUsage;
-}
-BRAID_PROFILE_ALIAS(ncclCommWindowDeregister)
-
-BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
-  if (ptr == NULL) {
-    BRAID_WARN("ncclMemAlloc: ptr argument is NULL");
-    return ncclInvalidArgument;
-  }
-  if (size == 0) {
-    BRAID_WARN("ncclMemAlloc: size is 0");
-    return ncclInvalidArgument;
-  }
-  /* Device memory on a GPU, page-aligned host memory in host mode (device.c). */
-  ncclResult_t res = braid_device_mem_alloc(ptr, size);
-  if (res != ncclSuccess) BRAID_WARN("ncclMemAlloc: failed to allocate %zu bytes", size);
-  return res;
-}
-BRAID_PROFILE_ALIAS(ncclMemAlloc)
-
-BRAID_API ncclResult_t ncclMemFree(void* ptr) {
-  braid_device_mem_free(ptr); /* NULL is a no-op, as ncclMemFree(NULL) is */
-  return ncclSuccess;
-}
-BRAID_PROFILE_ALIAS(ncclMemFree)

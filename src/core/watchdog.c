@@ -18,7 +18,7 @@
  * shared-memory and P2P peers, which have no socket to break, and names the real culprit when
  * a network connection broke because a third rank died. BRAID_TIMEOUT=s (0: off) fails a
  * communicator that stayed busy without progress for s seconds, with BRAID_EXEC_TIMEOUT and
- * the channel, step and peer it waits for. Failing raises the abort flag that the host
+ * the channel, step and peer it waits for. Failing (braid_comm_raise) raises the abort flag that the host
  * executor and the kernels poll (a device communicator lives in pinned, mapped memory), so
  * the waits end and the call, or ncclCommGetAsyncError, reports the message.
  *
@@ -32,7 +32,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,38 +74,19 @@ struct braid_watchdog {
   int ntrack, captrack;
 };
 
-static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Every watchdog's peers and comm->watchdog itself: the engine's ticks, the transports'
  * dead_peer calls (from the engine thread or an executor), and stop. */
 static pthread_mutex_t peers_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void fork_child(void) {
-  /* A thread of the parent may have held them. */
-  pthread_mutex_init(&fail_lock, NULL);
-  pthread_mutex_init(&peers_lock, NULL);
+  pthread_mutex_init(&peers_lock, NULL); /* a thread of the parent may have held it */
 }
 static void atfork_register(void) {
   pthread_atfork(NULL, NULL, fork_child);
 }
 
-/* ---- failing a communicator ---------------------------------------------------------------- */
-
-void braid_comm_fail(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...) {
-  pthread_once(&atfork_once, atfork_register);
-  pthread_mutex_lock(&fail_lock);
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(comm->abort_reason, sizeof(comm->abort_reason), fmt, ap);
-    va_end(ap);
-    comm->failed_peer = peer;
-    comm->async_error = res;
-    __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
-    BRAID_WARN("%s", comm->abort_reason);
-  }
-  pthread_mutex_unlock(&fail_lock);
-}
+/* ---- failing a communicator: braid_comm_raise (core/comm.c) -------------------------------- */
 
 int braid_comm_blamed_peer(const struct braid_comm* comm) {
   return comm->abort_reason[0] && comm->failed_peer >= 0 ? comm->failed_peer : -1;
@@ -341,14 +321,14 @@ static void tick(struct braid_watchdog* w, int64_t now) {
   char who[160], what[400];
   if (still >= STALL_MS * 1000000LL && dead >= 0) {
     describe_wait(w, what, sizeof(what));
-    braid_comm_fail(comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,
+    braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,
                     "rank %d: %s died while this rank waited in a collective (%s)", comm->rank,
                     braid_transport_peer_name(&comm->tctx, dead, who, sizeof(who)), what);
     return;
   }
   if (limit > 0 && still >= limit * 1000000000LL) {
     int peer = describe_wait(w, what, sizeof(what));
-    braid_comm_fail(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, peer,
+    braid_comm_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, peer,
                     "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; %s", comm->rank, (long long)limit,
                     (double)still * 1e-9, what);
   }

@@ -1,6 +1,6 @@
 /*
- * watchdog.h - the communicator watchdog and the one place that fails a communicator
- * (watchdog.c). Every communicator with peers has a watchdog on the progress engine
+ * watchdog.h - the communicator watchdog (watchdog.c); it fails communicators through
+ * braid_comm_raise (core/comm.h), as the transports do through their context. Every communicator with peers has a watchdog on the progress engine
  * (transport/progress.h), host mode or device, whatever its transports: dead local peers and
  * BRAID_TIMEOUT.
  */
@@ -16,12 +16,7 @@ void braid_watchdog_stop(struct braid_comm* comm);
 /* The peer of comm on this machine seen dead first (checked again now), or -1. */
 int braid_watchdog_dead_peer(struct braid_comm* comm);
 
-/* Fail a communicator: the first caller's message becomes comm->abort_reason and a WARN; the
- * abort flag carries `status` (enum braid_exec_status), async_error `res`, failed_peer `peer`.
- * Later calls change nothing. Any thread. */
-void braid_comm_fail(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-/* The rank braid blamed when it failed comm (braid_comm_fail), or -1. */
+/* The rank braid blamed when it failed comm (braid_comm_raise), or -1. */
 int braid_comm_blamed_peer(const struct braid_comm* comm);
 
 #endif /* BRAID_WATCHDOG_H */

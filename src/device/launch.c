@@ -23,6 +23,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "core/exec_status.h"
 #include "device/device.h"
 #include "kernels/kernel.cuh"
 #include "transport/progress.h"
@@ -144,11 +145,24 @@ err:
   return res; /* braid_comm_free calls braid_launch_free */
 }
 
+/* The watchdog's reads (braid_launch_running, on the progress engine's thread, which holds
+ * no communicator lock) against braid_launch_free, which may run under comm->mutex: a leaf
+ * lock of its own. */
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t running_once = PTHREAD_ONCE_INIT;
+static void running_lock_child(void) {
+  pthread_mutex_init(&running_lock, NULL); /* a parent's thread may have held it */
+}
+static void running_lock_atfork(void) {
+  pthread_atfork(NULL, NULL, running_lock_child);
+}
+
 void braid_launch_free(struct braid_comm* comm) {
-  pthread_mutex_lock(&comm->mutex); /* braid_launch_running reads it under the mutex */
+  pthread_once(&running_once, running_lock_atfork);
+  pthread_mutex_lock(&running_lock);
   struct braid_launch_state* s = comm->launch;
   comm->launch = NULL;
-  pthread_mutex_unlock(&comm->mutex);
+  pthread_mutex_unlock(&running_lock);
   if (s == NULL) return;
   const struct braid_device_ops* dev = s->dev;
   while (s->bufs != NULL) {
@@ -170,34 +184,24 @@ void braid_launch_free(struct braid_comm* comm) {
 
 int braid_launch_running(struct braid_comm* comm) {
   int n = 0;
-  pthread_mutex_lock(&comm->mutex);
-  for (struct launch_buf* b = comm->launch ? comm->launch->bufs : NULL; b != NULL; b = b->next) {
+  pthread_once(&running_once, running_lock_atfork);
+  pthread_mutex_lock(&running_lock);
+  struct braid_launch_state* s = comm->launch;
+  /* Buffers are only added at the head (released there, take_buf); their status words and
+   * counts may be rewritten meanwhile (pack): a stale read only miscounts for one tick. */
+  for (struct launch_buf* b = s ? __atomic_load_n(&s->bufs, __ATOMIC_ACQUIRE) : NULL; b != NULL; b = b->next) {
     const volatile int* st = (const volatile int*)b->host;
-    for (int i = 0; i < b->nblocks; i++) n += st[i] == BRAID_KERNEL_STATUS_RUNNING;
+    int nb = b->nblocks < BRAID_MAX_CHANNELS ? b->nblocks : BRAID_MAX_CHANNELS;
+    for (int i = 0; i < nb; i++) n += st[i] == BRAID_KERNEL_STATUS_RUNNING;
   }
-  pthread_mutex_unlock(&comm->mutex);
+  pthread_mutex_unlock(&running_lock);
   return n;
 }
 
 /* ---- statuses ----------------------------------------------------------------------------- */
 
 static ncclResult_t status_error(struct braid_comm* comm, int status, int block) {
-  switch (status) {
-    case BRAID_EXEC_ABORTED:
-      BRAID_WARN("rank %d: kernel stopped (channel block %d): communicator %p was aborted", comm->rank, block,
-                 (void*)comm);
-      return ncclInvalidUsage;
-    case BRAID_EXEC_TIMEOUT:
-      BRAID_WARN("%s", comm->abort_reason[0] ? comm->abort_reason : "kernel timed out waiting for a peer");
-      return ncclSystemError;
-    case BRAID_EXEC_PEER_FAILED:
-      BRAID_WARN("rank %d: kernel failed: %s", comm->rank,
-                 comm->abort_reason[0] ? comm->abort_reason : "a peer failed");
-      return ncclRemoteError;
-    default:
-      BRAID_WARN("rank %d: kernel failed with status %d (channel block %d)", comm->rank, status, block);
-      return ncclInternalError;
-  }
+  return braid_exec_status_error(comm, status, "kernel", block);
 }
 
 /* A finished buffer's statuses; frees it for reuse. */
@@ -291,7 +295,7 @@ static ncclResult_t take_buf(struct braid_comm* comm, size_t bytes, int capturin
   BRAID_CHECK_GOTO(s->dev->event_create(&b->done), res, err_host);
   b->graph = capturing;
   b->next = s->bufs;
-  s->bufs = b;
+  __atomic_store_n(&s->bufs, b, __ATOMIC_RELEASE); /* b is whole before braid_launch_running sees it */
   *b_p = b;
   return ncclSuccess;
 err_host:

@@ -15,6 +15,7 @@
  * in another process its own mapping of it. Within one process the receiver's registration
  * serves both sides and is undone by whichever side frees the memory. Host mode is unchanged.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -281,6 +282,24 @@ static const volatile struct braid_conn_ctrl* shm_host_ctrl(const struct braid_c
   return r != NULL && r->base != NULL ? (const volatile struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES) : NULL;
 }
 
+/* ---- the survivors' cleanup (robust helper, issue 16): segments of a dead receiver ---------- */
+
+static void shm_forget_dead(uint64_t comm_hash, int peer, int peer_pid) {
+  char prefix[64], name[300];
+  DIR* d = opendir("/dev/shm");
+  if (d == NULL) return;
+  /* shm_recv_setup's names: /braid-<pid>-<comm hash>-<rank>-<peer>-<channel>-<n> */
+  int n = snprintf(prefix, sizeof(prefix), "braid-%d-%llx-%d-", peer_pid, (unsigned long long)comm_hash, peer);
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
+    snprintf(name, sizeof(name), "/%s", e->d_name);
+    if (shm_unlink(name) == 0)
+      BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM, "Removed %s, left by rank %d (pid %d), which died during init", name,
+                 peer, peer_pid);
+  }
+  closedir(d);
+}
+
 const struct braid_transport braid_transport_shm = {
     .name = "SHM",
     .can_connect = shm_can_connect,
@@ -292,4 +311,5 @@ const struct braid_transport braid_transport_shm = {
     .recv_free = shm_recv_free,
     .desc = shm_desc,
     .host_ctrl = shm_host_ctrl,
+    .forget_dead = shm_forget_dead,
 };

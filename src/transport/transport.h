@@ -136,6 +136,11 @@ struct braid_transport {
    * descriptors that become ready when this end can move, and when to look again
    * (struct braid_progress_wait, progress.h). */
   void (*wait)(struct braid_connector* c, int64_t now, struct braid_progress_wait* w);
+  /* May be NULL (nothing outlives a process). A rank of this machine, `peer` (pid `peer_pid`),
+   * died during the init of the communicator `comm_hash`: remove what it made for it that
+   * its death leaves behind (shm: receive segments whose sender never mapped them). The
+   * survivors call it (core/init.c); it may find nothing. */
+  void (*forget_dead)(uint64_t comm_hash, int peer, int peer_pid);
 };
 
 /* Size of the FIFO memory a receiver allocates for one connection. */
