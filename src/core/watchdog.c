@@ -322,15 +322,15 @@ static void tick(struct braid_watchdog* w, int64_t now) {
   if (still >= STALL_MS * 1000000LL && dead >= 0) {
     describe_wait(w, what, sizeof(what));
     braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclRemoteError, dead,
-                    "rank %d: %s died while this rank waited in a collective (%s)", comm->rank,
-                    braid_transport_peer_name(&comm->tctx, dead, who, sizeof(who)), what);
+                     "rank %d: %s died while this rank waited in a collective (%s)", comm->rank,
+                     braid_transport_peer_name(&comm->tctx, dead, who, sizeof(who)), what);
     return;
   }
   if (limit > 0 && still >= limit * 1000000000LL) {
     int peer = describe_wait(w, what, sizeof(what));
     braid_comm_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, peer,
-                    "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; %s", comm->rank, (long long)limit,
-                    (double)still * 1e-9, what);
+                     "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; %s", comm->rank, (long long)limit,
+                     (double)still * 1e-9, what);
   }
 }
 

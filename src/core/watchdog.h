@@ -1,8 +1,8 @@
 /*
  * watchdog.h - the communicator watchdog (watchdog.c); it fails communicators through
- * braid_comm_raise (core/comm.h), as the transports do through their context. Every communicator with peers has a watchdog on the progress engine
- * (transport/progress.h), host mode or device, whatever its transports: dead local peers and
- * BRAID_TIMEOUT.
+ * braid_comm_raise (core/comm.h), as the transports do through their context. Every communicator with peers has a
+ * watchdog on the progress engine (transport/progress.h), host mode or device, whatever its transports: dead local
+ * peers and BRAID_TIMEOUT.
  */
 #ifndef BRAID_WATCHDOG_H
 #define BRAID_WATCHDOG_H
