@@ -24,6 +24,12 @@
  *               function keeps its unfused rounding (always_inline would fuse it in the caller).
  * BRAID_DEVICE_COMPILE is 1 while compiling device code (__CUDA_ARCH__), else 0. Function
  * bodies branch on it, never on __CUDACC__, because nvcc compiles HD functions twice.
+ *
+ * A third mode, for tests only: a host translation unit that defines BRAID_SIMT_EMULATE before
+ * including the data path runs a "block" as several host threads (tests/unit/simt_emu.c), so
+ * the multi-thread logic of the kernels (barriers, votes, warp-cooperative lines, per-thread
+ * element ranges) runs on a CPU. Every barrier then names its call site, and threads that reach
+ * different barriers abort the test instead of silently pairing up as __syncthreads would.
  */
 #ifndef BRAID_SIMT_H
 #define BRAID_SIMT_H
@@ -78,6 +84,13 @@
 #define BRAID_FP_STRICT_END
 #endif
 
+/* A compile-time check in either language. */
+#if defined(__cplusplus)
+#define BRAID_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define BRAID_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 /* restrict for the shared subset (C99 keyword; a compiler extension in CUDA C++). */
 #if defined(__CUDACC__) || defined(__cplusplus)
 #define BRAID_RESTRICT __restrict__
@@ -103,9 +116,27 @@
 
 /* ---- threads of a channel worker ---- */
 
+#if defined(BRAID_SIMT_EMULATE) && !BRAID_DEVICE_COMPILE
+/* tests/unit/simt_emu.c: the calling thread's index and its block's size, barriers that check
+ * that every thread of the block (or warp) reached the same call site. */
+int simt_emu_tid(void);
+int simt_emu_nthreads(void);
+int simt_emu_bar(int pred, const char* file, int line);      /* block barrier, OR of pred */
+int simt_emu_warp_any(int pred, const char* file, int line); /* warp barrier, OR of pred */
+#endif
+
+/* Threads per warp (the unit of simt_warp_any / simt_warp_sync); 1 for a host worker. */
+#if BRAID_DEVICE_COMPILE || defined(BRAID_SIMT_EMULATE)
+#define BRAID_SIMT_WARP 32
+#else
+#define BRAID_SIMT_WARP 1
+#endif
+
 HD int simt_tid(void) {
 #if BRAID_DEVICE_COMPILE
   return (int)threadIdx.x;
+#elif defined(BRAID_SIMT_EMULATE)
+  return simt_emu_tid();
 #else
   return 0;
 #endif
@@ -114,24 +145,66 @@ HD int simt_tid(void) {
 HD int simt_nthreads(void) {
 #if BRAID_DEVICE_COMPILE
   return (int)blockDim.x;
+#elif defined(BRAID_SIMT_EMULATE)
+  return simt_emu_nthreads();
 #else
   return 1;
 #endif
 }
 
 /* Barrier among the threads of one worker; nothing to do for a single host thread. */
+#if defined(BRAID_SIMT_EMULATE) && !BRAID_DEVICE_COMPILE
+#define simt_bar_sync() ((void)simt_emu_bar(0, __FILE__, __LINE__))
+#define simt_bar_or(pred) simt_emu_bar((pred) != 0, __FILE__, __LINE__)
+#define simt_warp_any(pred) simt_emu_warp_any((pred) != 0, __FILE__, __LINE__)
+#define simt_warp_sync() ((void)simt_emu_warp_any(0, __FILE__, __LINE__))
+#else
 HD void simt_bar_sync(void) {
 #if BRAID_DEVICE_COMPILE
   __syncthreads();
 #endif
 }
 
+/* Barrier that also tells every thread whether any thread passed a non-zero `pred`. This is how
+ * the threads of a block agree on a decision (a failed wait, a ready connection) without a
+ * shared variable that a thread could still be reading when another rewrites it. */
+HD int simt_bar_or(int pred) {
+#if BRAID_DEVICE_COMPILE
+  return __syncthreads_or(pred);
+#else
+  return pred != 0;
+#endif
+}
+
+/* The same within one warp (every lane of the warp calls it): LL128's lanes of one line. */
+HD int simt_warp_any(int pred) {
+#if BRAID_DEVICE_COMPILE
+  return __any_sync(0xffffffffu, pred);
+#else
+  return pred != 0;
+#endif
+}
+
+/* Orders the memory accesses of the lanes of a warp (and reconverges them). */
+HD void simt_warp_sync(void) {
+#if BRAID_DEVICE_COMPILE
+  __syncwarp();
+#endif
+}
+#endif
+
 /* ---- fences: order this worker's data stores before a flag store (release) and a flag load
  * before the data loads that follow it (acquire), as seen by other GPUs, the host and NICs. */
 
+/* Device: fence.acq_rel.sys, the lightest fence that orders earlier stores before later ones
+ * for every observer (__threadfence_system is the stronger fence.sc.sys). */
 HD void simt_fence_release(void) {
 #if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
   __threadfence_system();
+#endif
 #else
   __atomic_thread_fence(__ATOMIC_RELEASE);
 #endif
@@ -139,7 +212,11 @@ HD void simt_fence_release(void) {
 
 HD void simt_fence_acquire(void) {
 #if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
   __threadfence_system();
+#endif
 #else
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
 #endif
@@ -216,6 +293,30 @@ HD void simt_st_volatile_u64x2(volatile uint64_t* p, uint64_t lo, uint64_t hi) {
 #endif
 }
 
+/* Weak 16-byte accesses of ordinary global memory (16-byte aligned): user buffers, and FIFO
+ * slots read after an acquire of their counter or written before a release. One 128-bit access
+ * on the device; on the host the compiler picks (memcpy of 16 bytes). */
+HD void simt_ld_v16(const void* p, uint64_t* w) {
+#if BRAID_DEVICE_COMPILE
+  const ulonglong2 v = *(const ulonglong2*)p;
+  w[0] = v.x;
+  w[1] = v.y;
+#else
+  __builtin_memcpy(w, p, 16);
+#endif
+}
+
+HD void simt_st_v16(void* p, const uint64_t* w) {
+#if BRAID_DEVICE_COMPILE
+  ulonglong2 v;
+  v.x = w[0];
+  v.y = w[1];
+  *(ulonglong2*)p = v;
+#else
+  __builtin_memcpy(p, w, 16);
+#endif
+}
+
 /* ---- waiting ---- */
 
 #if !BRAID_DEVICE_COMPILE
@@ -226,10 +327,15 @@ extern int braid_spin_before_yield;
 #endif
 
 /* Call once per iteration of every wait loop, with a counter the loop set to 0 when it started
- * waiting. The counter saturates, so the caller may also use it to space out abort checks. */
+ * waiting; the caller spaces out its abort checks with it (braid_spin_check in prims.h: every
+ * 256 polls). The counter never wraps to 0, where the waits would start over without sleeping
+ * or yielding, nor sticks at UINT32_MAX, whose low byte 255 would end the abort checks after
+ * 2^32 polls (about an hour of a wait): it goes from UINT32_MAX back to BRAID_SPIN_WRAP, past
+ * every threshold and with a low byte of 0. */
+#define BRAID_SPIN_WRAP 0x80000000u
 HD void simt_spin_pause(uint32_t* spins) {
   uint32_t n = *spins;
-  if (n != UINT32_MAX) *spins = n + 1;
+  *spins = n == UINT32_MAX ? BRAID_SPIN_WRAP : n + 1;
 #if BRAID_DEVICE_COMPILE
 #if __CUDA_ARCH__ >= 700
   if (n >= BRAID_SPIN_BEFORE_SLEEP) __nanosleep(BRAID_SPIN_SLEEP_NS);

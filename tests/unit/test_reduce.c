@@ -469,7 +469,7 @@ static void check_run(const struct dt* t, int kind, size_t n, int has_b, int pre
   }
   const void* src1 = lay == LAY_ALL_SAME ? (const void*)a : (const void*)b;
   const uint8_t* b_in = lay == LAY_ALL_SAME ? a0 : b0; /* what src1 held */
-  struct braid_redop op = {(uint8_t)kind, (uint8_t)t->id, scalar};
+  struct braid_redop op = {.kind = (uint8_t)kind, .dtype = (uint8_t)t->id, .scalar = scalar};
   braid_reduce_copy(&op, d0, d1, a, pre0, has_b ? src1 : NULL, pre1, post, n);
   void* outs[2] = {d0, d1};
   for (int o = 0; o < 2; o++) {
@@ -545,7 +545,7 @@ START_TEST(test_reduce_pack64) {
             a |= gen(t, (size_t)(it * per + e)) << (8 * t->size * e);
             b |= gen(t, (size_t)(it * per + e + 5)) << (8 * t->size * e);
           }
-          struct braid_redop op = {(uint8_t)kind, (uint8_t)t->id, sc};
+          struct braid_redop op = {.kind = (uint8_t)kind, .dtype = (uint8_t)t->id, .scalar = sc};
           uint64_t r = braid_reduce_pack64(&op, a, pre0, has_b ? &b : NULL, pre1, post);
           for (int e = 0; e < per; e++) {
             int any_nan;
@@ -576,7 +576,7 @@ START_TEST(test_reduce_threads) {
   }
   for (size_t k = 0; k < 4; k++) {
     const size_t n = ns[k];
-    struct braid_redop sum = {BRAID_RED_SUM, 7, 0}, pms = {BRAID_RED_PREMULSUM, 6, s16};
+    struct braid_redop sum = {.kind = BRAID_RED_SUM, .dtype = 7}, pms = {.kind = BRAID_RED_PREMULSUM, .dtype = 6, .scalar = s16};
     for (int i = 0; i < 1031; i++) want[i] = -1.0f, hwant[i] = 0x7777;
     braid_reduce_copy(&sum, want, NULL, a, 0, b, 0, 0, n);
     braid_reduce_copy(&pms, hwant, NULL, ha, 1, hb, 0, 0, n);
@@ -604,7 +604,7 @@ END_TEST
 
 START_TEST(test_reduce_bad_op_and_scalars) {
   uint32_t src[4] = {1, 2, 3, 4}, dst[4] = {9, 9, 9, 9};
-  struct braid_redop bad_kind = {BRAID_NUM_REDKINDS, 7, 0}, bad_type = {0, 12, 0};
+  struct braid_redop bad_kind = {.kind = BRAID_NUM_REDKINDS, .dtype = 7}, bad_type = {.kind = 0, .dtype = 12};
   ref_tables();
   braid_reduce_copy(&bad_kind, dst, NULL, src, 0, src, 0, 0, 4);
   braid_reduce_copy(&bad_type, dst, NULL, src, 0, src, 0, 0, 4);
