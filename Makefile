@@ -94,9 +94,12 @@ $(STATIC): $(LIB_OBJS)
 # CUDA kernels: one file per datatype family so `make -j` compiles them in parallel. Their host
 # code (launch stubs, registration) must not need the C++ runtime: libnccl.so.2 links C only.
 NVCC_HOSTFLAGS := -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti
+# ptxas reports registers, stack and spills of every kernel function per architecture: kept
+# next to the object (tests/cuda/ptxas.sh prints them and fails on any spill).
 $(BUILD)/obj/src/kernels/%.o: src/kernels/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -Xptxas -v -MMD -MP -c $< -o $@ \
+	  2> $@.ptxas || { cat $@.ptxas >&2; exit 1; }
 
 $(BUILD)/lib/libbraid_kernels.a: $(CU_OBJS)
 	@mkdir -p $(dir $@)

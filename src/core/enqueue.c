@@ -94,6 +94,11 @@ static ncclResult_t exec_error(struct braid_plan* plan, int status) {
     case BRAID_EXEC_PEER_FAILED: /* the net proxy or the watchdog named the peer */
       BRAID_WARN("%s", comm->abort_reason[0] ? comm->abort_reason : "operation failed: a peer failed");
       return comm->async_error == ncclSystemError ? ncclSystemError : ncclRemoteError;
+    case BRAID_EXEC_BAD_SCHEDULE:
+      BRAID_WARN("rank %d: operation stopped: its schedule refused a step (bad ring position, root, step or "
+                 "primitive): internal error",
+                 comm->rank);
+      return ncclInternalError;
     default:
       BRAID_WARN("rank %d: operation failed (status %d)", comm->rank, status);
       return ncclInternalError;
@@ -145,12 +150,16 @@ static ncclResult_t launch_plans(struct braid_plan* plans, int nplans, struct br
       return ncclInvalidUsage;
     }
   }
+  /* Everything that could wait for the device before the first kernel: that kernel may spin
+   * waiting for one launched after it (two ranks of one process on one device). */
+  BRAID_CHECK(braid_launch_check_group(plans, nplans, tasks));
   for (int i = 0; i < nplans; i++) {
     struct braid_plan* plan = &plans[i];
     if (plan->connect_trees || plan->nconnect_send + plan->nconnect_recv > 0)
       BRAID_CHECK(braid_launch_sync(plan->comm));
-    BRAID_CHECK(braid_launch_plan(plan, tasks));
+    BRAID_CHECK(braid_launch_prepare(plan, tasks));
   }
+  for (int i = 0; i < nplans; i++) BRAID_CHECK(braid_launch_plan(&plans[i], tasks));
   return ncclSuccess;
 }
 

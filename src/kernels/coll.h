@@ -74,7 +74,7 @@ HD int braid_ring_pos_of(const struct braid_dev_ring* ring, int nranks, int rank
 }
 
 /* AllReduce: each loop covers nranks chunks; chunk c of the loop is the same range on every rank. */
-HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+HD_STEP int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
   int n = w->nranks, es = p->esize, nsteps = braid_ring_allreduce_nsteps(n);
   size_t size = w->chan_count, loop = (size_t)n * w->chunk_elems;
   const char* in = (const char*)w->sendbuff + w->chan_off * es;
@@ -98,22 +98,22 @@ HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* 
 /* AllReduce of two ranks by exchange: each sends its whole input to the other and reduces
  * locally, so a chunk costs one one-way hop (the ring needs two). Both ranks compute
  * op(mine, theirs); every operator braid has is commutative, so they agree bit for bit. */
-HD int braid_run_pair_allreduce(struct braid_prims* p, const struct braid_work* w) {
-  int es = p->esize;
-  size_t size = w->chan_count;
-  const char* in = (const char*)w->sendbuff + w->chan_off * es;
-  char* out = (char*)w->recvbuff + w->chan_off * es;
-  for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
-    size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
-    int rc = braid_prim_step(p, BRAID_PRIM_SEND, in + grid * es, 0, nelem, 1);
-    if (rc == 0) rc = braid_prim_step(p, BRAID_PRIM_RECV_REDUCE_COPY, in + grid * es, out + grid * es, nelem, 1);
+HD_STEP int braid_run_pair_allreduce(struct braid_prims* p, const struct braid_work* w) {
+  /* (what a step needs is re-read from the work item each time, so little stays live across
+   * the calls: the kernels then spill nothing) */
+  for (size_t grid = 0; grid < w->chan_count; grid += w->chunk_elems) {
+    size_t nelem = braid_min_sz(w->chunk_elems, w->chan_count - grid), at = (w->chan_off + grid) * p->esize;
+    int rc = braid_prim_step(p, BRAID_PRIM_SEND, (const char*)w->sendbuff + at, 0, nelem, 1);
+    if (rc == 0)
+      rc = braid_prim_step(p, BRAID_PRIM_RECV_REDUCE_COPY, (const char*)w->sendbuff + at, (char*)w->recvbuff + at,
+                           nelem, 1);
     if (rc) return rc;
   }
   return 0;
 }
 
 /* AllGather / ReduceScatter: chunk c of a loop is the data of the rank at ring position c. */
-HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
+HD_STEP int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
                                      const struct braid_dev_channel* ch, int is_gather) {
   int n = w->nranks, es = p->esize;
   int nsteps = is_gather ? braid_ring_allgather_nsteps(n) : braid_ring_reducescatter_nsteps(n);
@@ -138,7 +138,7 @@ HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_w
 }
 
 /* Broadcast / Reduce: a pipelined chain along the ring, one step per chunk. */
-HD int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
+HD_STEP int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
                             int is_bcast) {
   int n = w->nranks, es = p->esize;
   int root_pos = braid_ring_pos_of(&ch->ring, n, w->root);
@@ -174,34 +174,33 @@ HD int braid_tree_conns(int dir, struct braid_conn* up, struct braid_conn* const
 
 /* Tree AllReduce: reduce up the tree then broadcast down, software-pipelined a few chunks
  * deep (algo/tree.h), each chunk one FIFO slot. */
-HD int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
-  struct braid_conn* down_send[BRAID_MAX_TREE_ARITY];
-  struct braid_conn* down_recv[BRAID_MAX_TREE_ARITY];
-  int ndown = 0, has_up = ch->tree.up >= 0, es = p->esize;
-  for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
-    if (ch->tree.down[d] < 0) continue;
-    down_send[ndown] = ch->tree_down_send[d];
-    down_recv[ndown++] = ch->tree_down_recv[d];
-  }
-  size_t size = w->chan_count, chunk = w->chunk_elems;
-  int nchunks = (int)((size + chunk - 1) / chunk);
+HD_STEP int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+  int ndown = 0, has_up = ch->tree.up >= 0;
+  for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) ndown += ch->tree.down[d] >= 0;
+  size_t chunk = w->chunk_elems;
+  int nchunks = (int)((w->chan_count + chunk - 1) / chunk);
   /* The root may run this many chunks ahead of a child: each connection must hold them. */
   const int depth = BRAID_NSTEPS / 2;
   int nsteps = braid_tree_allreduce_nsteps(has_up, ndown, nchunks);
-  const char* in = (const char*)w->sendbuff + w->chan_off * es;
-  char* out = (char*)w->recvbuff + w->chan_off * es;
   if (nsteps <= 0 && nchunks > 0) return BRAID_EXEC_BAD_SCHEDULE;
   for (int s = 0; s < nsteps; s++) {
     struct braid_tree_step ts = {0, 0, 0, 0, 0};
-    struct braid_conn *rc_[BRAID_MAX_FAN], *sc_[BRAID_MAX_FAN];
     if (braid_tree_allreduce_step(has_up, ndown, nchunks, depth, s, &ts) != BRAID_SCHED_OK)
       return BRAID_EXEC_BAD_SCHEDULE;
     if (ts.prim == BRAID_PRIM_NONE) continue; /* a pipeline bubble: nothing this step */
+    struct braid_conn *down_send[BRAID_MAX_TREE_ARITY], *down_recv[BRAID_MAX_TREE_ARITY], *rc_[BRAID_MAX_FAN],
+        *sc_[BRAID_MAX_FAN];
+    for (int d = 0, k = 0; d < BRAID_MAX_TREE_ARITY; d++) {
+      if (ch->tree.down[d] < 0) continue;
+      down_send[k] = ch->tree_down_send[d];
+      down_recv[k++] = ch->tree_down_recv[d];
+    }
     int nr = braid_tree_conns(ts.recv, ch->tree_up_recv, down_recv, ndown, rc_);
     int ns = braid_tree_conns(ts.send, ch->tree_up_send, down_send, ndown, sc_);
     braid_prims_set_fan(p, sc_, ns, rc_, nr);
-    size_t off = (size_t)ts.chunk * chunk;
-    int rc = braid_prim_step(p, ts.prim, in + off * es, out + off * es, braid_min_sz(chunk, size - off), 1);
+    size_t off = (size_t)ts.chunk * chunk, at = (w->chan_off + off) * p->esize;
+    int rc = braid_prim_step(p, ts.prim, (const char*)w->sendbuff + at, (char*)w->recvbuff + at,
+                             braid_min_sz(chunk, w->chan_count - off), 1);
     if (rc) return rc;
   }
   return 0;
@@ -273,7 +272,7 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
  * ready, so a rank sending a large message to one peer keeps draining another's. Each op
  * moves ceil(bytes / chunk) steps (none for 0 bytes), identically on both ends.
  */
-HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+HD_STEP int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
   if (w->nops > 0 && (w->ops == 0 || w->p2p_chunk_bytes == 0)) return BRAID_EXEC_BAD_SCHEDULE;
   for (int i = 0, end; i < w->nops; i = end) {
     for (end = i; end < w->nops && w->ops[end].round == w->ops[i].round; end++) continue;

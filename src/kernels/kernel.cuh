@@ -71,22 +71,23 @@ extern "C" __global__ void __launch_bounds__(BRAID_KERNEL_MAX_THREADS)
   __shared__ struct braid_work work;
   __shared__ struct braid_dev_channel chan;
   __shared__ struct braid_p2p_op ops[BRAID_KERNEL_SMEM_OPS];
-  int b = blockIdx.x, status = 0;
-  const struct braid_work* works = braid_kernel_works(&args, b);
+  int status = 0;
   if (threadIdx.x == 0) {
     prims.ops = ops;
     prims.ops_cap = BRAID_KERNEL_SMEM_OPS;
     prims.variant = 0;
     prims.direct = 0;
   }
-  braid_kernel_copy(&chan, &args.channels[args.block_channel[b]], sizeof(chan));
-  for (uint32_t i = 0; i < args.block_nworks[b] && status == 0; i++) {
-    braid_kernel_copy(&work, &works[i], sizeof(work));
+  braid_kernel_copy(&chan, &args.channels[args.block_channel[blockIdx.x]], sizeof(chan));
+  /* (the block's items are found again from the parameters each time: nothing but the loop
+   * counter stays live across the item, which keeps the kernel free of spills) */
+  for (uint32_t i = 0; i < args.block_nworks[blockIdx.x] && status == 0; i++) {
+    braid_kernel_copy(&work, braid_kernel_works(&args, blockIdx.x) + i, sizeof(work));
     __syncthreads();
     status = braid_run_work(&prims, &work, &chan, args.abort_flag);
     __syncthreads(); /* the next item rewrites `work` and prims, which slower threads may still read */
   }
-  if (threadIdx.x == 0) args.status[b] = status;
+  if (threadIdx.x == 0) args.status[blockIdx.x] = status;
 }
 #endif
 

@@ -232,7 +232,7 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
 }
 
 /* Simple protocol: one slot per step. */
-HD int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
+HD_STEP int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   int st = braid_prims_wait(p, nr, ns, 1);
   if (st) return st;
@@ -285,8 +285,9 @@ HD uint64_t braid_word_compute(const struct braid_prims* p, int prim, int nr, co
   if (first == nr) {
     acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in, 0, 0, do_post);
   } else {
-    for (int i = first; i < nr; i++)
-      acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in && i == first, &recv_w[i], 0, do_post && i == nr - 1);
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
+      if (i >= first && i < nr)
+        acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in && i == first, &recv_w[i], 0, do_post && i == nr - 1);
   }
   if (writes_out) braid_word_store(out, acc, n, aligned);
   return acc;
@@ -310,7 +311,7 @@ HD int braid_ll_wait(const volatile uint64_t* line, uint32_t flag, const volatil
 }
 
 /* One line per thread per iteration (a warp covers 512 contiguous bytes of a slot). */
-HD int braid_prim_ll(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
+HD_STEP int braid_prim_ll(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   int st = braid_prims_wait(p, nr, ns, 0);
   if (st) return st;
@@ -331,13 +332,15 @@ HD int braid_prim_ll(struct braid_prims* p, int prim, const char* in, char* out,
     size_t off = line * BRAID_LL_PAYLOAD;
     int n = (int)(bytes - off < BRAID_LL_PAYLOAD ? bytes - off : BRAID_LL_PAYLOAD);
     uint64_t rw[BRAID_MAX_FAN] = {0, 0, 0};
-    for (int i = 0; i < nr && st == 0; i++) st = braid_ll_wait(rl[i] + 2 * line, rflag[i], p->abort_flag, &rw[i]);
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
+      if (i < nr && st == 0) st = braid_ll_wait(rl[i] + 2 * line, rflag[i], p->abort_flag, &rw[i]);
     if (st) break;
     uint64_t w = braid_word_compute(p, prim, nr, in ? in + off : 0, out ? out + off : 0, rw, n, aligned, post);
     if (n < 8) w &= ((uint64_t)1 << (8 * n)) - 1; /* a short tail travels zero-padded */
-    for (int i = 0; i < ns; i++)
-      simt_st_volatile_u64x2(sl[i] + 2 * line, (w & 0xffffffffu) | ((uint64_t)sflag[i] << 32),
-                             (w >> 32) | ((uint64_t)sflag[i] << 32));
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
+      if (i < ns)
+        simt_st_volatile_u64x2(sl[i] + 2 * line, (w & 0xffffffffu) | ((uint64_t)sflag[i] << 32),
+                               (w >> 32) | ((uint64_t)sflag[i] << 32));
   }
   st = braid_prims_vote(p, st); /* also the barrier after every thread's lines */
   if (st) return st;
@@ -402,22 +405,28 @@ HD void braid_ll128_line(const struct braid_prims* p, int prim, int nr, int ns, 
   size_t base = line * BRAID_LL128_PAYLOAD;
   int nline = (int)(bytes - base < BRAID_LL128_PAYLOAD ? bytes - base : BRAID_LL128_PAYLOAD);
   for (int c = lane; c < BRAID_LL128_CHUNKS; c += lanes) {
-    uint64_t rw[BRAID_MAX_FAN][2] = {{0, 0}, {0, 0}, {0, 0}}, sw[2] = {0, 0};
-    for (int i = 0; i < nr; i++) braid_ll128_load_chunk(f->rl[i] + line * BRAID_LL128_WORDS, c, rw[i]);
-    for (int k = 0; k < 2; k++) {
+    /* (loops to BRAID_MAX_FAN with constant indices: the words stay in registers) */
+    uint64_t rw[2][BRAID_MAX_FAN] = {{0, 0, 0}, {0, 0, 0}}, sw[2] = {0, 0};
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) {
+      uint64_t w[2] = {0, 0};
+      if (i < nr) braid_ll128_load_chunk(f->rl[i] + line * BRAID_LL128_WORDS, c, w);
+      rw[0][i] = w[0];
+      rw[1][i] = w[1];
+    }
+    BRAID_UNROLL for (int k = 0; k < 2; k++) {
       int at = 16 * c + 8 * k, n = nline - at;
-      if (n <= 0 || (c == BRAID_LL128_CHUNKS - 1 && k == 1)) continue;
+      if (n <= 0) continue; /* past the payload (word 15 is the flag: at = 120) */
       if (n > 8) n = 8;
-      uint64_t col[BRAID_MAX_FAN] = {rw[0][k], rw[1][k], rw[2][k]};
-      uint64_t w = braid_word_compute(p, prim, nr, in ? in + base + at : 0, out ? out + base + at : 0, col, n, aligned,
-                                      post);
+      uint64_t w = braid_word_compute(p, prim, nr, in ? in + base + at : 0, out ? out + base + at : 0, rw[k], n,
+                                      aligned, post);
       sw[k] = n < 8 ? w & (((uint64_t)1 << (8 * n)) - 1) : w;
     }
-    for (int i = 0; i < ns; i++) braid_ll128_store_chunk(f->sl[i] + line * BRAID_LL128_WORDS, c, sw);
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
+      if (i < ns) braid_ll128_store_chunk(f->sl[i] + line * BRAID_LL128_WORDS, c, sw);
   }
 }
 
-HD int braid_prim_ll128(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
+HD_STEP int braid_prim_ll128(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   int st = braid_prims_wait(p, nr, ns, 0);
   if (st) return st;

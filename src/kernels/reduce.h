@@ -254,10 +254,32 @@ HD double braid_red_fmin_f64(double x, double y) {
  * aliasing (a destination equal to a source) stays right since each pack is read whole before
  * it is written. Every pointer is 16-byte aligned here; BRAID_RED_SPLIT runs the elements
  * before the first and after the last pack through the element loops (_g).
- * Fewer packs of the 1-byte types: 16 elements each, converted one by one for fp8.
+ * Fewer packs in flight for the narrow types, whose 8 or 16 elements a pack each convert to
+ * float and back: more would not fit the 128 registers of a 512-thread block. Plain copies of
+ * any type move 4 packs at a time (braid_red_copy_packs).
  */
+HD void braid_red_copy_packs(void* dst0, void* dst1, const void* src, size_t np, size_t t0, size_t nt) {
+  char* d0 = (char*)dst0;
+  char* d1 = (char*)dst1;
+  const char* a = (const char*)src;
+  size_t k = t0;
+  for (; k + 3 * nt < np; k += 4 * nt) {
+    uint64_t w[4][2];
+    BRAID_UNROLL for (int u = 0; u < 4; u++) simt_ld_v16(a + (k + u * nt) * 16, w[u]);
+    BRAID_UNROLL for (int u = 0; u < 4; u++) {
+      simt_st_v16(d0 + (k + u * nt) * 16, w[u]);
+      if (d1 != NULL) simt_st_v16(d1 + (k + u * nt) * 16, w[u]);
+    }
+  }
+  for (; k < np; k += nt) {
+    uint64_t w[2];
+    simt_ld_v16(a + k * 16, w);
+    simt_st_v16(d0 + k * 16, w);
+    if (d1 != NULL) simt_st_v16(d1 + k * 16, w);
+  }
+}
 #define BRAID_RED_PACK_ELEMS(T) (16 / (int)sizeof(T))
-#define BRAID_RED_PACKS_IN_FLIGHT(T) (sizeof(T) == 1 ? 2 : 4)
+#define BRAID_RED_PACKS_IN_FLIGHT(T) (sizeof(T) == 1 ? 1 : sizeof(T) == 2 ? 2 : 4)
 /* One pack of packs w (2 words each): x[e] = VAL over its elements, VAL reading xa[e] (and xb[e]). */
 #define BRAID_RED_PACK_APPLY(T, wa, wb, VAL)                                 \
   do {                                                                       \
@@ -304,8 +326,14 @@ HD double braid_red_fmin_f64(double x, double y) {
     const T* b = a;                                                                                                \
     (void)b;                                                                                                       \
     BRAID_RED_USE3;                                                                                                \
-    BRAID_RED_PACK_LOOP(T, 1, BRAID_RE_##OP(sh, xa[e]));                                                           \
+    if (BRAID_IS_RAW_##OP)                                                                                         \
+      braid_red_copy_packs(d0, d1, a, np, t0, nt);                                                                 \
+    else                                                                                                           \
+      BRAID_RED_PACK_LOOP(T, 1, BRAID_RE_##OP(sh, xa[e]));                                                         \
   }
+#define BRAID_IS_RAW_RAW 1
+#define BRAID_IS_RAW_MUL1 0
+#define BRAID_IS_RAW_DIV1 0
 
 #define BRAID_RED_KERNELS(sh, T, C, D)                                  \
   BRAID_RED_KERNEL2(sh, T, C, D, ADD)                                   \
@@ -495,8 +523,8 @@ HD double braid_red_fmin_f64(double x, double y) {
 
 /* Per-datatype traits, keyed by the short names of BRAID_DTYPES (a new datatype in axes.h
  * fails to compile until it gets a line here). */
-#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i8, T, T, int64_t)
-#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u8, T, T, uint64_t)
+#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int32_t, INT32_MAX) BRAID_RED_DEFINE(i8, T, T, int32_t)
+#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint32_t, UINT32_MAX) BRAID_RED_DEFINE(u8, T, T, uint32_t)
 #define BRAID_RED_DEF_i32(T) BRAID_RED_INT(i32, T, uint32_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i32, T, T, int64_t)
 #define BRAID_RED_DEF_u32(T) BRAID_RED_INT(u32, T, uint32_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u32, T, T, uint64_t)
 #define BRAID_RED_DEF_i64(T) BRAID_RED_INT(i64, T, uint64_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i64, T, T, int64_t)

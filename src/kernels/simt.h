@@ -22,6 +22,10 @@
  *               BRAID_FP_STRICT region (below): forced inline under nvcc; plain `static inline`
  *               under gcc, which does not inline across differing -ffp-contract modes, so the
  *               function keeps its unfused rounding (always_inline would fuse it in the caller).
+ *   HD_STEP     a protocol's step function (prims.h): a call of its own on the device, so that
+ *               each protocol gets its own register allocation instead of the kernel's one
+ *               function carrying the largest of them (the cost: a call per step); like HD on
+ *               the host, where the executor's Simple steps stay inlined.
  * BRAID_DEVICE_COMPILE is 1 while compiling device code (__CUDA_ARCH__), else 0. Function
  * bodies branch on it, never on __CUDACC__, because nvcc compiles HD functions twice.
  *
@@ -41,14 +45,17 @@
 #define HD __host__ __device__ __forceinline__
 #define HD_NOFORCE static __host__ __device__ __noinline__ __attribute__((unused))
 #define HD_FP __host__ __device__ __forceinline__
+#define HD_STEP static __host__ __device__ __noinline__ __attribute__((unused))
 #elif defined(__GNUC__)
 #define HD static inline __attribute__((always_inline))
 #define HD_NOFORCE static inline
 #define HD_FP static inline
+#define HD_STEP static inline __attribute__((always_inline))
 #else
 #define HD static inline
 #define HD_NOFORCE static inline
 #define HD_FP static inline
+#define HD_STEP static inline
 #endif
 
 #if defined(__CUDA_ARCH__)
