@@ -137,6 +137,13 @@ $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
+# The GPU suite without libcheck (tests/gpu/check_shim.h): what tests/gpu/run.sh builds on a GPU
+# machine, which has no package manager.
+GPU_TEST_SRCS := tests/gpu/gpu_main.c tests/unit/test_gpu.c tests/unit/gpu_rt.c tests/unit/refdata.c
+$(BUILD)/bin/braid-gpu-tests: $(GPU_TEST_SRCS) $(STATIC) $(ALL_CUDA) tests/gpu/check_shim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CPPFLAGS) -DBRAID_CHECK_SHIM -Itests/gpu $(CFLAGS) -o $@ $(GPU_TEST_SRCS) $(STATIC) $(CUDA_LIBS) $(LDLIBS)
+
 test: all
 	@tests/ensure-deps.sh check clang-format
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests

@@ -95,9 +95,10 @@ static ncclResult_t exec_error(struct braid_plan* plan, int status) {
       BRAID_WARN("%s", comm->abort_reason[0] ? comm->abort_reason : "operation failed: a peer failed");
       return comm->async_error == ncclSystemError ? ncclSystemError : ncclRemoteError;
     case BRAID_EXEC_BAD_SCHEDULE:
-      BRAID_WARN("rank %d: operation stopped: its schedule refused a step (bad ring position, root, step or "
-                 "primitive): internal error",
-                 comm->rank);
+      BRAID_WARN(
+          "rank %d: operation stopped: its schedule refused a step (bad ring position, root, step or "
+          "primitive): internal error",
+          comm->rank);
       return ncclInternalError;
     default:
       BRAID_WARN("rank %d: operation failed (status %d)", comm->rank, status);

@@ -333,7 +333,7 @@ _Static_assert((int)cudaStreamCaptureModeRelaxed == BRAID_CAPTURE_RELAXED &&
                    (int)cudaStreamCaptureModeGlobal == BRAID_CAPTURE_GLOBAL,
                "braid_capture_mode has CUDA's values");
 static ncclResult_t cuda_capture_mode(int* mode) {
-  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)*mode;
+  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode) * mode;
   CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&m));
   *mode = (int)m;
   return ncclSuccess;

@@ -298,8 +298,8 @@ struct fake_op {
   void* dst;
   const void* src;
   size_t bytes;
-  void* staged;               /* OP_COPY from a staging copy of pageable memory: freed after */
-  struct fake_stream* after;  /* OP_WAIT_STREAM: wait until this stream has done `gen` ops */
+  void* staged;              /* OP_COPY from a staging copy of pageable memory: freed after */
+  struct fake_stream* after; /* OP_WAIT_STREAM: wait until this stream has done `gen` ops */
   int nblocks;
   struct braid_kernel_args args; /* by value, as a kernel launch copies them */
 };
@@ -307,8 +307,8 @@ struct fake_op {
 struct fake_stream {
   struct fake_stream* next;
   cudaStream_t handle;
-  int dev;     /* for the NULL stream: one per device */
-  int of_dev;  /* the device current when the stream was first used (every stream) */
+  int dev;    /* for the NULL stream: one per device */
+  int of_dev; /* the device current when the stream was first used (every stream) */
   pthread_t thread;
   pthread_cond_t cond; /* work queued */
   struct fake_op *head, *tail;
@@ -322,7 +322,7 @@ struct fake_stream {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER; /* some op completed */
 static struct fake_stream* streams;
-static int legacy_copies;                                 /* test hook */
+static int legacy_copies;                                /* test hook */
 static __thread int capture_mode = BRAID_CAPTURE_GLOBAL; /* this thread's */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 

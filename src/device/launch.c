@@ -194,9 +194,10 @@ static ncclResult_t status_error(struct braid_comm* comm, int status, int block)
                  comm->abort_reason[0] ? comm->abort_reason : "a peer failed");
       return ncclRemoteError;
     case BRAID_EXEC_BAD_SCHEDULE:
-      BRAID_WARN("rank %d: kernel stopped (channel block %d): its schedule refused a step (bad ring position, root, "
-                 "step or primitive): internal error",
-                 comm->rank, block);
+      BRAID_WARN(
+          "rank %d: kernel stopped (channel block %d): its schedule refused a step (bad ring position, root, "
+          "step or primitive): internal error",
+          comm->rank, block);
       return ncclInternalError;
     default:
       BRAID_WARN("rank %d: kernel failed with status %d (channel block %d)", comm->rank, status, block);
@@ -460,9 +461,10 @@ static ncclResult_t plan_capturing(const struct braid_plan* plan, struct braid_t
     BRAID_CHECK(dev->stream_capturing(streams[i], &c));
     if (i == 0) first = c;
     if (c != first) {
-      BRAID_WARN("rank %d: a group mixes a stream that is being captured into a CUDA graph (%p) with one that is not "
-                 "(%p): every stream of a group must be captured, or none",
-                 plan->comm->rank, (void*)(c ? streams[i] : streams[0]), (void*)(c ? streams[0] : streams[i]));
+      BRAID_WARN(
+          "rank %d: a group mixes a stream that is being captured into a CUDA graph (%p) with one that is not "
+          "(%p): every stream of a group must be captured, or none",
+          plan->comm->rank, (void*)(c ? streams[i] : streams[0]), (void*)(c ? streams[0] : streams[i]));
       return ncclInvalidUsage;
     }
   }
@@ -478,9 +480,10 @@ ncclResult_t braid_launch_check_group(struct braid_plan* plans, int nplans, stru
     if (a->njobs == 0) continue;
     BRAID_CHECK(plan_capturing(a, tasks, &c));
     if (capturing >= 0 && c != capturing) {
-      BRAID_WARN("rank %d: a group mixes streams that are being captured into a CUDA graph with streams that are not: "
-                 "every stream of a group must be captured, or none",
-                 a->comm->rank);
+      BRAID_WARN(
+          "rank %d: a group mixes streams that are being captured into a CUDA graph with streams that are not: "
+          "every stream of a group must be captured, or none",
+          a->comm->rank);
       return ncclInvalidUsage;
     }
     capturing = c;
@@ -492,10 +495,11 @@ ncclResult_t braid_launch_check_group(struct braid_plan* plans, int nplans, stru
       BRAID_CHECK(b->comm->launch->dev->stream_kind(b->stream, &kb));
       if (a->stream == b->stream || ka == BRAID_STREAM_LEGACY || kb == BRAID_STREAM_LEGACY) {
         /* The second kernel would queue behind the first, which waits for it: a deadlock. */
-        BRAID_WARN("ncclGroupEnd: ranks %d and %d (communicators %p and %p) share CUDA device %d and launch on %s: "
-                   "their kernels wait for each other; give each rank its own stream, not the legacy default stream",
-                   b->comm->rank, a->comm->rank, (void*)b->comm, (void*)a->comm, a->comm->cuda_dev,
-                   a->stream == b->stream ? "the same stream" : "the legacy default stream");
+        BRAID_WARN(
+            "ncclGroupEnd: ranks %d and %d (communicators %p and %p) share CUDA device %d and launch on %s: "
+            "their kernels wait for each other; give each rank its own stream, not the legacy default stream",
+            b->comm->rank, a->comm->rank, (void*)b->comm, (void*)a->comm, a->comm->cuda_dev,
+            a->stream == b->stream ? "the same stream" : "the legacy default stream");
         return ncclInvalidUsage;
       }
     }

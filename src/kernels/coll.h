@@ -33,8 +33,8 @@ HD size_t braid_align_elems(size_t n, int es) {
 
 /* The connections of the next steps: thread 0 writes them (prims.h rules); also whether they
  * take the host-only variant of direct.h. */
-HD void braid_prims_set_fan(struct braid_prims* p, struct braid_conn* const* send, int ns, struct braid_conn* const* recv,
-                            int nr) {
+HD void braid_prims_set_fan(struct braid_prims* p, struct braid_conn* const* send, int ns,
+                            struct braid_conn* const* recv, int nr) {
   if (simt_tid() != 0) return;
   for (int i = 0; i < BRAID_MAX_FAN; i++) {
     p->send[i] = i < ns ? send[i] : 0;
@@ -74,7 +74,8 @@ HD int braid_ring_pos_of(const struct braid_dev_ring* ring, int nranks, int rank
 }
 
 /* AllReduce: each loop covers nranks chunks; chunk c of the loop is the same range on every rank. */
-HD_STEP int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+HD_STEP int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w,
+                                     const struct braid_dev_channel* ch) {
   int n = w->nranks, es = p->esize, nsteps = braid_ring_allreduce_nsteps(n);
   size_t size = w->chan_count, loop = (size_t)n * w->chunk_elems;
   const char* in = (const char*)w->sendbuff + w->chan_off * es;
@@ -114,7 +115,7 @@ HD_STEP int braid_run_pair_allreduce(struct braid_prims* p, const struct braid_w
 
 /* AllGather / ReduceScatter: chunk c of a loop is the data of the rank at ring position c. */
 HD_STEP int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
-                                     const struct braid_dev_channel* ch, int is_gather) {
+                                          const struct braid_dev_channel* ch, int is_gather) {
   int n = w->nranks, es = p->esize;
   int nsteps = is_gather ? braid_ring_allgather_nsteps(n) : braid_ring_reducescatter_nsteps(n);
   size_t size = w->chan_count;
@@ -139,7 +140,7 @@ HD_STEP int braid_run_ring_gather_scatter(struct braid_prims* p, const struct br
 
 /* Broadcast / Reduce: a pipelined chain along the ring, one step per chunk. */
 HD_STEP int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
-                            int is_bcast) {
+                                 int is_bcast) {
   int n = w->nranks, es = p->esize;
   int root_pos = braid_ring_pos_of(&ch->ring, n, w->root);
   int rel =
@@ -174,7 +175,8 @@ HD int braid_tree_conns(int dir, struct braid_conn* up, struct braid_conn* const
 
 /* Tree AllReduce: reduce up the tree then broadcast down, software-pipelined a few chunks
  * deep (algo/tree.h), each chunk one FIFO slot. */
-HD_STEP int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+HD_STEP int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w,
+                                     const struct braid_dev_channel* ch) {
   int ndown = 0, has_up = ch->tree.up >= 0;
   for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) ndown += ch->tree.down[d] >= 0;
   size_t chunk = w->chunk_elems;

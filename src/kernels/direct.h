@@ -190,7 +190,6 @@ static inline int braid_direct_drain(struct braid_direct* d, const volatile uint
   return st;
 }
 
-
 /* Receives not declared to land in user memory land in their slots: declared as such before
  * the step waits for them, so the proxy posts them. */
 static inline void braid_direct_declare_slots(struct braid_prims* p, int nr) {
@@ -275,7 +274,6 @@ static inline void braid_p2p_recv_declare(struct braid_prims* p, struct braid_co
     dst = NULL;
   braid_recv_declare(p->direct, c, dst, bytes);
 }
-
 
 /* The variant's step: Simple steps that can use user pointers do; everything else runs the
  * plain primitive once the receives are declared. */

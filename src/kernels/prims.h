@@ -285,9 +285,8 @@ HD uint64_t braid_word_compute(const struct braid_prims* p, int prim, int nr, co
   if (first == nr) {
     acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in, 0, 0, do_post);
   } else {
-    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
-      if (i >= first && i < nr)
-        acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in && i == first, &recv_w[i], 0, do_post && i == nr - 1);
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) if (i >= first && i < nr) acc =
+        BRAID_REDUCE_PACK64(&p->op, acc, reads_in && i == first, &recv_w[i], 0, do_post && i == nr - 1);
   }
   if (writes_out) braid_word_store(out, acc, n, aligned);
   return acc;
@@ -332,15 +331,13 @@ HD_STEP int braid_prim_ll(struct braid_prims* p, int prim, const char* in, char*
     size_t off = line * BRAID_LL_PAYLOAD;
     int n = (int)(bytes - off < BRAID_LL_PAYLOAD ? bytes - off : BRAID_LL_PAYLOAD);
     uint64_t rw[BRAID_MAX_FAN] = {0, 0, 0};
-    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
-      if (i < nr && st == 0) st = braid_ll_wait(rl[i] + 2 * line, rflag[i], p->abort_flag, &rw[i]);
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) if (i < nr && st == 0) st =
+        braid_ll_wait(rl[i] + 2 * line, rflag[i], p->abort_flag, &rw[i]);
     if (st) break;
     uint64_t w = braid_word_compute(p, prim, nr, in ? in + off : 0, out ? out + off : 0, rw, n, aligned, post);
     if (n < 8) w &= ((uint64_t)1 << (8 * n)) - 1; /* a short tail travels zero-padded */
-    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
-      if (i < ns)
-        simt_st_volatile_u64x2(sl[i] + 2 * line, (w & 0xffffffffu) | ((uint64_t)sflag[i] << 32),
-                               (w >> 32) | ((uint64_t)sflag[i] << 32));
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) if (i < ns) simt_st_volatile_u64x2(
+        sl[i] + 2 * line, (w & 0xffffffffu) | ((uint64_t)sflag[i] << 32), (w >> 32) | ((uint64_t)sflag[i] << 32));
   }
   st = braid_prims_vote(p, st); /* also the barrier after every thread's lines */
   if (st) return st;
@@ -417,12 +414,12 @@ HD void braid_ll128_line(const struct braid_prims* p, int prim, int nr, int ns, 
       int at = 16 * c + 8 * k, n = nline - at;
       if (n <= 0) continue; /* past the payload (word 15 is the flag: at = 120) */
       if (n > 8) n = 8;
-      uint64_t w = braid_word_compute(p, prim, nr, in ? in + base + at : 0, out ? out + base + at : 0, rw[k], n,
-                                      aligned, post);
+      uint64_t w =
+          braid_word_compute(p, prim, nr, in ? in + base + at : 0, out ? out + base + at : 0, rw[k], n, aligned, post);
       sw[k] = n < 8 ? w & (((uint64_t)1 << (8 * n)) - 1) : w;
     }
-    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++)
-      if (i < ns) braid_ll128_store_chunk(f->sl[i] + line * BRAID_LL128_WORDS, c, sw);
+    BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) if (i < ns)
+        braid_ll128_store_chunk(f->sl[i] + line * BRAID_LL128_WORDS, c, sw);
   }
 }
 
@@ -446,8 +443,7 @@ HD_STEP int braid_prim_ll128(struct braid_prims* p, int prim, const char* in, ch
     size_t line = r * ngroups + group;
     int active = group < ngroups && line < nlines;
     for (int i = 0; i < nr && active && flag_lane && st == 0; i++)
-      st = braid_ll128_wait_flag(f.rl[i] + line * BRAID_LL128_WORDS + BRAID_LL128_WORDS - 1, f.rflag[i],
-                                 p->abort_flag);
+      st = braid_ll128_wait_flag(f.rl[i] + line * BRAID_LL128_WORDS + BRAID_LL128_WORDS - 1, f.rflag[i], p->abort_flag);
     if (simt_warp_any(st != 0)) break; /* the whole warp leaves together */
     simt_warp_sync();                  /* the flag lane's acquire orders its lanes' loads */
     if (active) braid_ll128_line(p, prim, nr, ns, &f, line, bytes, in, out, lane, lanes, aligned, post);

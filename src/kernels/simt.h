@@ -28,12 +28,7 @@
  *               the host, where the executor's Simple steps stay inlined.
  * BRAID_DEVICE_COMPILE is 1 while compiling device code (__CUDA_ARCH__), else 0. Function
  * bodies branch on it, never on __CUDACC__, because nvcc compiles HD functions twice.
- *
- * A third mode, for tests only: a host translation unit that defines BRAID_SIMT_EMULATE before
- * including the data path runs a "block" as several host threads (tests/unit/simt_emu.c), so
- * the multi-thread logic of the kernels (barriers, votes, warp-cooperative lines, per-thread
- * element ranges) runs on a CPU. Every barrier then names its call site, and threads that reach
- * different barriers abort the test instead of silently pairing up as __syncthreads would.
+
  */
 #ifndef BRAID_SIMT_H
 #define BRAID_SIMT_H
@@ -123,27 +118,9 @@
 
 /* ---- threads of a channel worker ---- */
 
-#if defined(BRAID_SIMT_EMULATE) && !BRAID_DEVICE_COMPILE
-/* tests/unit/simt_emu.c: the calling thread's index and its block's size, barriers that check
- * that every thread of the block (or warp) reached the same call site. */
-int simt_emu_tid(void);
-int simt_emu_nthreads(void);
-int simt_emu_bar(int pred, const char* file, int line);      /* block barrier, OR of pred */
-int simt_emu_warp_any(int pred, const char* file, int line); /* warp barrier, OR of pred */
-#endif
-
-/* Threads per warp (the unit of simt_warp_any / simt_warp_sync); 1 for a host worker. */
-#if BRAID_DEVICE_COMPILE || defined(BRAID_SIMT_EMULATE)
-#define BRAID_SIMT_WARP 32
-#else
-#define BRAID_SIMT_WARP 1
-#endif
-
 HD int simt_tid(void) {
 #if BRAID_DEVICE_COMPILE
   return (int)threadIdx.x;
-#elif defined(BRAID_SIMT_EMULATE)
-  return simt_emu_tid();
 #else
   return 0;
 #endif
@@ -152,20 +129,12 @@ HD int simt_tid(void) {
 HD int simt_nthreads(void) {
 #if BRAID_DEVICE_COMPILE
   return (int)blockDim.x;
-#elif defined(BRAID_SIMT_EMULATE)
-  return simt_emu_nthreads();
 #else
   return 1;
 #endif
 }
 
 /* Barrier among the threads of one worker; nothing to do for a single host thread. */
-#if defined(BRAID_SIMT_EMULATE) && !BRAID_DEVICE_COMPILE
-#define simt_bar_sync() ((void)simt_emu_bar(0, __FILE__, __LINE__))
-#define simt_bar_or(pred) simt_emu_bar((pred) != 0, __FILE__, __LINE__)
-#define simt_warp_any(pred) simt_emu_warp_any((pred) != 0, __FILE__, __LINE__)
-#define simt_warp_sync() ((void)simt_emu_warp_any(0, __FILE__, __LINE__))
-#else
 HD void simt_bar_sync(void) {
 #if BRAID_DEVICE_COMPILE
   __syncthreads();
@@ -198,7 +167,6 @@ HD void simt_warp_sync(void) {
   __syncwarp();
 #endif
 }
-#endif
 
 /* ---- fences: order this worker's data stores before a flag store (release) and a flag load
  * before the data loads that follow it (acquire), as seen by other GPUs, the host and NICs. */

@@ -142,8 +142,7 @@ START_TEST(test_one_device) {
     for (int r = 0; r < 2; r++)
       ncclAllReduce(k.buf[r], k.out[r], N, ncclFloat32, ncclSum, k.comm[r], S(r ? refused[c].s1 : refused[c].s0));
     ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
-    ck_assert_msg(strstr(braid_debug_last_error(), refused[c].msg) != NULL, "case %d: %s", c,
-                  braid_debug_last_error());
+    ck_assert_msg(strstr(braid_debug_last_error(), refused[c].msg) != NULL, "case %d: %s", c, braid_debug_last_error());
   }
   /* Two blocking streams and cudaMemcpy's legacy-stream behaviour: fine as long as nothing
    * between the launches touches the legacy stream (the Send/Recv connect lazily). */
@@ -190,8 +189,7 @@ START_TEST(test_capture_mixed) {
   braid_device_fake_capture(S(401), 1);
   /* two communicators, one stream captured */
   ncclGroupStart();
-  for (int r = 0; r < 2; r++)
-    ncclAllReduce(k.buf[r], k.out[r], N, ncclFloat32, ncclSum, k.comm[r], S(r ? 402 : 401));
+  for (int r = 0; r < 2; r++) ncclAllReduce(k.buf[r], k.out[r], N, ncclFloat32, ncclSum, k.comm[r], S(r ? 402 : 401));
   ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
   ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "captured"));
   /* one communicator, two streams, one captured */
