@@ -32,22 +32,22 @@ typedef struct Suite {
   TCase* tcases;
 } Suite;
 
-#define START_TEST(n)                                \
-  static void n##_fn(int _i);                        \
-  static const TTest n##_ttest = {#n, n##_fn};       \
+#define START_TEST(n)                                         \
+  static void n##_fn(int _i);                                 \
+  static const TTest n##_ttest = {#n, n##_fn};                \
   static const TTest* n __attribute__((unused)) = &n##_ttest; \
   static void n##_fn(int _i __attribute__((unused)))
 #define END_TEST
 
-#define ck_assert_msg(cond, ...)                                             \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define ck_assert_msg(cond, ...)                                                    \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       fprintf(stderr, "%s:%d: Assertion '%s' failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fputc('\n', stderr);                                                   \
-      fflush(stderr);                                                        \
-      exit(1);                                                               \
-    }                                                                        \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fputc('\n', stderr);                                                          \
+      fflush(stderr);                                                               \
+      exit(1);                                                                      \
+    }                                                                               \
   } while (0)
 
 static inline Suite* suite_create(const char* name) {
