@@ -232,6 +232,7 @@ HD int braid_p2p_blocked(const struct braid_p2p_op* ops, int k) {
  * (device: shared memory) when they fit, else in place. Their progress starts at 0. */
 HD struct braid_p2p_op* braid_p2p_round_ops(struct braid_prims* p, struct braid_p2p_op* ops, int n) {
   struct braid_p2p_op* r = p->ops != 0 && n <= p->ops_cap ? p->ops : ops;
+  simt_bar_sync(); /* a slower thread may still read the previous round's ops in its last pass */
   if (r != ops)
     for (int k = simt_tid(); k < n; k += simt_nthreads()) r[k] = ops[k];
   simt_bar_sync();

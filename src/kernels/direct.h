@@ -243,7 +243,7 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   size_t bytes = nelem * p->esize;
   braid_direct_declare_slots(p, nr);
-  if (braid_prims_wait(p, nr, ns, 1)) return p->status;
+  if (braid_prims_wait(p, prim, 1)) return p->status;
   if (rdst != NULL) {
     for (int i = 0; i < ns && src == NULL; i++) /* a relay to a connection that copies */
       BRAID_REDUCE_COPY(&p->op, braid_slot(p->send[i], BRAID_PROTO_SIMPLE), 0, rdst, 0, 0, 0, 0, nelem);

@@ -167,12 +167,22 @@ HD int braid_prims_vote(struct braid_prims* p, int st) {
   return simt_bar_or(st) ? p->status : 0;
 }
 
+/* Connections a step of `prim` receives from / sends on. The other threads read them only
+ * after the step's wait vote: thread 0 may set the step's connections right before (coll.h). */
+HD int braid_step_nrecv(const struct braid_prims* p, int prim) {
+  return braid_prim_recvs(prim) ? p->nrecv : 0;
+}
+HD int braid_step_nsend(const struct braid_prims* p, int prim) {
+  return braid_prim_sends(prim) ? p->nsend : 0;
+}
+
 /* Wait until every receive has data (tail) and every send has room (credit). Thread 0 waits,
  * the block votes on the outcome. `simple`: also wait for the tail of line protocols where
  * their lines arrive through a proxy (conn->wait_tail). */
-HD int braid_prims_wait(struct braid_prims* p, int nr, int ns, int simple) {
+HD int braid_prims_wait(struct braid_prims* p, int prim, int simple) {
   int st = 0;
   if (simt_tid() == 0) {
+    int nr = braid_step_nrecv(p, prim), ns = braid_step_nsend(p, prim);
     for (int i = 0; i < nr && st == 0; i++)
       if (simple || p->recv[i]->wait_tail)
         st = braid_wait_conn(p->recv[i], p->recv[i]->tail, p->recv[i]->step + 1, p->abort_flag);
@@ -233,9 +243,9 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
 
 /* Simple protocol: one slot per step. */
 HD_STEP int braid_prim_simple(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
-  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
-  int st = braid_prims_wait(p, nr, ns, 1);
+  int st = braid_prims_wait(p, prim, 1);
   if (st) return st;
+  int nr = braid_step_nrecv(p, prim), ns = braid_step_nsend(p, prim);
   /* No fence here: thread 0's acquire of tail and the vote's barrier order every thread's
    * reads of the slot after the sender's writes. */
   const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
@@ -311,9 +321,9 @@ HD int braid_ll_wait(const volatile uint64_t* line, uint32_t flag, const volatil
 
 /* One line per thread per iteration (a warp covers 512 contiguous bytes of a slot). */
 HD_STEP int braid_prim_ll(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
-  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
-  int st = braid_prims_wait(p, nr, ns, 0);
+  int st = braid_prims_wait(p, prim, 0);
   if (st) return st;
+  int nr = braid_step_nrecv(p, prim), ns = braid_step_nsend(p, prim);
   size_t bytes = nelem * p->esize, nlines = (bytes + BRAID_LL_PAYLOAD - 1) / BRAID_LL_PAYLOAD;
   volatile uint64_t* rl[BRAID_MAX_FAN] = {0, 0, 0};
   volatile uint64_t* sl[BRAID_MAX_FAN] = {0, 0, 0};
@@ -424,9 +434,9 @@ HD void braid_ll128_line(const struct braid_prims* p, int prim, int nr, int ns, 
 }
 
 HD_STEP int braid_prim_ll128(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
-  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
-  int st = braid_prims_wait(p, nr, ns, 0);
+  int st = braid_prims_wait(p, prim, 0);
   if (st) return st;
+  int nr = braid_step_nrecv(p, prim), ns = braid_step_nsend(p, prim);
   size_t bytes = nelem * p->esize, nlines = (bytes + BRAID_LL128_PAYLOAD - 1) / BRAID_LL128_PAYLOAD;
   struct braid_ll128_fan f;
   for (int i = 0; i < BRAID_MAX_FAN; i++) {
