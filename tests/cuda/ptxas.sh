@@ -4,7 +4,9 @@
 # kernel, registers and stack of the entry function, and every function's spill bytes. A
 # function that spills (stores or loads) fails: the kernels are written to run from registers
 # (src/kernels/README.md). Last line "N passed, N failed" (one case per object and architecture);
-# skips with the reason when CUDA=0 or no kernel was built.
+# skips with the reason when CUDA=0 or no kernel was built. PTXAS_KNOWN_SPILLS="sm_100 ..." names
+# architectures whose spills are a known open problem (docs/notes/2026-12-01-gpu-path.md): their
+# spills print as KNOWN lines, counted neither passed nor failed.
 set -u
 if [ $# -ne 1 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   echo "usage: tests/cuda/ptxas.sh BUILD_DIR" >&2
@@ -40,6 +42,8 @@ for r in "${reports[@]}"; do
     if [ -z "$bad" ]; then
       passed=$((passed + 1))
       echo "PASS: $arch $entry; $nfn functions, 0 bytes spilled"
+    elif [[ " ${PTXAS_KNOWN_SPILLS:-} " == *" $arch "* ]]; then
+      echo "KNOWN: $arch $obj: spills (PTXAS_KNOWN_SPILLS) in $(echo "$bad" | sed -E 's/_ZN[0-9]+_INTERNAL_[0-9a-z_]+_cu_[0-9a-f]+[0-9]+//g; s/EP[0-9]+braid_[A-Za-z0-9_]*//g')"
     else
       failed=$((failed + 1))
       echo "FAIL: $arch $obj: spills in $bad"
