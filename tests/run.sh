@@ -2,7 +2,8 @@
 # run.sh - the whole test suite, as `make test` runs it: the Check suites (build/bin/braid-tests),
 # the network suite once more with BRAID_NET_DIRECT=0, the ABI and export checks, the CUDA
 # kernels' cubins and ptxas reports (spills), the GPU run's no-GPU path (it skips), the
-# benchmark output checks, and last that the suite left nothing of braid's in /dev/shm. Ends with one line
+# benchmark output checks, a short fuzzing round (fuzz/), and last that the suite left nothing
+# of braid's in /dev/shm. Ends with one line
 # "N passed, N failed" summing every case of every part; exits non-zero if anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -75,6 +76,8 @@ if [ $# -eq 0 ]; then
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
+  # a short round of every libFuzzer target (make fuzz runs them longer)
+  [ -d "$BUILD/fuzz/bin" ] && part fuzz fuzz/run.sh "$BUILD/fuzz" "${FUZZ_SECONDS:-5}"
   part shm-leftovers shm_check
 fi
 echo "$passed passed, $failed failed"

@@ -13,6 +13,9 @@
 #include "core/group.h"
 #include "core/redop.h"
 
+/* 2^57: the largest user address space of any 64-bit Linux (x86-64 with 5-level paging). */
+#define BRAID_MAX_CALL_BYTES ((size_t)1 << 57)
+
 static const char* const func_names[] = {
 #define BRAID_X(id, name) #name,
     BRAID_FUNCS(BRAID_X)
@@ -29,9 +32,11 @@ static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count
     return ncclInvalidArgument;
   }
   size_t es = (size_t)braid_dtype_size(dtype);
-  if (count > SIZE_MAX / es / scale) {
-    BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu overflows the address space", fn, count, (int)dtype,
-               es, scale);
+  /* Past BRAID_MAX_CALL_BYTES no buffer can exist, and sizes computed from the count (chunks
+   * rounded up, offsets) stay far from wrapping around. */
+  if (count > BRAID_MAX_CALL_BYTES / es / scale) {
+    BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu is more than any address space holds (%llu bytes)",
+               fn, count, (int)dtype, es, scale, (unsigned long long)BRAID_MAX_CALL_BYTES);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
@@ -66,6 +71,7 @@ static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const 
     return ncclSystemError;
   }
   t->comm = comm;
+  t->comm_gen = comm->handle_gen;
   t->kind = kind;
   t->func = func;
   t->sendbuff = sendbuff;
