@@ -502,9 +502,10 @@ static ncclResult_t root_accept_all(struct root* rt) {
       if (rt->listener.err != 0) rt->accept_after = braid_socket_deadline_ms(BRAID_SOCKET_ACCEPT_BACKOFF_MS);
       return ncclSuccess;
     }
-    if (root_add_conn(rt, &s) != ncclSuccess) {
+    if (root_add_conn(rt, &s) != ncclSuccess) { /* out of memory: the root gives up (else it may idle forever) */
       braid_socket_close(&s);
-      continue;
+      root_fail(rt, ncclSystemError, "Bootstrap: the root could not take a connection (out of memory)");
+      return ncclSuccess;
     }
     struct rc* c = rt->conns[rt->nconns - 1];
     rc_progress(rt, c);

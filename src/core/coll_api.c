@@ -12,15 +12,10 @@
 #include "base/check.h"
 #include "core/group.h"
 #include "core/redop.h"
+#include "topo/tuner.h"
 
 /* 2^57: the largest user address space of any 64-bit Linux (x86-64 with 5-level paging). */
 #define BRAID_MAX_CALL_BYTES ((size_t)1 << 57)
-
-static const char* const func_names[] = {
-#define BRAID_X(id, name) #name,
-    BRAID_FUNCS(BRAID_X)
-#undef BRAID_X
-};
 
 /* Checks common to every call (the communicator first: nothing else is read before it is
  * known to be live). `per_rank`: a buffer holds nranks times `count` elements. */
@@ -86,8 +81,8 @@ static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const 
     BRAID_INFO(BRAID_LOG_COLL,
                "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
                "stream %p",
-               func_names[func], (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype, op, root,
-               (void*)comm, comm->nranks, (void*)stream);
+               braid_tuner_func_name(func), (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype,
+               op, root, (void*)comm, comm->nranks, (void*)stream);
     comm->op_count++;
   }
   return braid_group_add(t);
