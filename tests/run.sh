@@ -66,6 +66,7 @@ if [ $# -eq 0 ]; then
   part format tests/format-check.sh
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"
+  part torch-imports tests/abi/torch-imports.sh "$BUILD"
   [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"
   # sm_100 still spills a few dozen bytes (docs/notes/2026-12-01-gpu-path.md): shown, not counted.
   [ -x tests/cuda/ptxas.sh ] && part ptxas env PTXAS_KNOWN_SPILLS=sm_100 tests/cuda/ptxas.sh "$BUILD"
