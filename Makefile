@@ -94,9 +94,12 @@ $(STATIC): $(LIB_OBJS)
 # CUDA kernels: one file per datatype family so `make -j` compiles them in parallel. Their host
 # code (launch stubs, registration) must not need the C++ runtime: libnccl.so.2 links C only.
 NVCC_HOSTFLAGS := -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti
+# ptxas reports registers, stack and spills of every kernel function per architecture: kept
+# next to the object (tests/cuda/ptxas.sh prints them and fails on any spill).
 $(BUILD)/obj/src/kernels/%.o: src/kernels/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -Xptxas -v -MMD -MP -c $< -o $@ \
+	  2> $@.ptxas || { cat $@.ptxas >&2; exit 1; }
 
 $(BUILD)/lib/libbraid_kernels.a: $(CU_OBJS)
 	@mkdir -p $(dir $@)
@@ -136,6 +139,13 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
+
+# The GPU suite without libcheck (tests/gpu/check_shim.h): what tests/gpu/run.sh builds on a GPU
+# machine, which has no package manager.
+GPU_TEST_SRCS := tests/gpu/gpu_main.c tests/unit/test_gpu.c tests/unit/gpu_rt.c tests/unit/refdata.c
+$(BUILD)/bin/braid-gpu-tests: $(GPU_TEST_SRCS) $(STATIC) $(ALL_CUDA) tests/gpu/check_shim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CPPFLAGS) -DBRAID_CHECK_SHIM -Itests/gpu $(CFLAGS) -o $@ $(GPU_TEST_SRCS) $(STATIC) $(CUDA_LIBS) $(LDLIBS)
 
 test: all
 	@tests/ensure-deps.sh check clang-format libfuzzer
