@@ -84,6 +84,7 @@ struct braid_comm {
   char abort_reason[256]; /* why braid itself raised abort_flag (braid_comm_raise: a transport,
                              the watchdog): the message the failed call repeats */
   int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
+  int failure_told;       /* its peers were told why it failed (core/blame.c) */
   pthread_t init_thread;  /* non-blocking init */
   int init_thread_running;
   int blocking_init_active; /* a blocking init runs on the caller's thread (under mutex) */
@@ -154,6 +155,16 @@ ncclResult_t braid_comm_check_resumable(ncclComm_t comm, const char* fn);
  * later call repeats the reason. Later callers change nothing. 1 when this call raised it. */
 int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Blame (core/blame.h): before raising BRAID_EXEC_PEER_FAILED, braid_comm_raise looks for
+ * `peer`'s failure notice (up to BRAID_BLAME_WAIT_MS) and blames the rank that made it fail
+ * instead, and once raised it tells every peer (up to BRAID_BLAME_TELL_MS): the caller must be
+ * able to wait that long and use the bootstrap. A thread that cannot (the bootstrap's service
+ * thread) calls braid_comm_raise_nowait, and the thread that reports the failure calls
+ * braid_blame_settle later. */
+int braid_comm_raise_nowait(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* If comm still blames `peer`: blame `blamed` instead, the reason saying why (blame.c). */
+void braid_comm_reblame(struct braid_comm* comm, int peer, int blamed, const char* why);
 /* A process of this machine that no longer runs (gone, or a zombie). */
 int braid_comm_pid_gone(int pid);
 

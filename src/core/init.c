@@ -14,6 +14,7 @@
 #include "base/fault.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
+#include "core/blame.h"
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/init_internal.h"
@@ -216,9 +217,10 @@ static void log_init_complete(struct braid_comm* comm, const char* fn, double t_
  * network accept, a peer's shared memory) will never come. */
 static void init_peer_died(void* arg, int rank) {
   struct braid_comm* comm = arg;
-  braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, rank,
-                   "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", rank,
-                   braid_bootstrap_peer_host(comm->bootstrap, rank), comm->peers != NULL ? comm->peers[rank].pid : -1);
+  braid_comm_raise_nowait(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, rank,
+                          "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", rank,
+                          braid_bootstrap_peer_host(comm->bootstrap, rank),
+                          comm->peers != NULL ? comm->peers[rank].pid : -1);
 }
 
 /* Identities, nodes, channels, connections. Bootstrap waits watch the peer they wait for
@@ -253,6 +255,7 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   int dead = res != ncclSuccess && comm->abort_flag == 0 ? braid_bootstrap_dead_peer(comm->bootstrap) : -1;
   braid_bootstrap_watch(comm->bootstrap, NULL, NULL);
   if (dead >= 0) init_peer_died(comm, dead);
+  if (res != ncclSuccess) braid_blame_settle(comm); /* whom to blame, then tell the others */
   return res;
 }
 
@@ -467,6 +470,7 @@ static void init_forget_dead(struct braid_comm* comm) {
 static ncclResult_t init_failed(struct braid_comm* comm, const char* fn, ncclResult_t res) {
   uint32_t flag = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
   int consequence = res == ncclInvalidUsage || res == ncclRemoteError || res == ncclSystemError;
+  if (flag != BRAID_EXEC_ABORTED) braid_blame_tell(comm); /* the others learn why this rank leaves */
   if (flag != 0 && flag != BRAID_EXEC_ABORTED && comm->abort_reason[0] && consequence) {
     BRAID_WARN("%s: rank %d: initialization failed: %s", fn, comm->rank, comm->abort_reason);
     res = ncclRemoteError;

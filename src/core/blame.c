@@ -1,0 +1,67 @@
+/*
+ * blame.c - failure notices and whom to blame (blame.h).
+ */
+#include "core/blame.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/debug.h"
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "kernels/work.h"
+
+static const char* peer_name(struct braid_comm* comm, int peer, char* buf, size_t len) {
+  if (comm->peers == NULL || peer < 0 || peer >= comm->nranks) {
+    snprintf(buf, len, "rank %d", peer);
+    return buf;
+  }
+  snprintf(buf, len, "rank %d (host %s, pid %d)", peer, comm->peers[peer].hostname, comm->peers[peer].pid);
+  return buf;
+}
+
+int braid_blame_resolve(struct braid_comm* comm, int peer, int wait_ms, char* why, size_t len) {
+  struct braid_fail_notice n;
+  char who[160];
+  int cur = peer;
+  if (len > 0) why[0] = '\0';
+  if (comm->bootstrap == NULL || peer < 0 || peer >= comm->nranks || peer == comm->rank) return peer;
+  for (int hop = 0; hop < comm->nranks; hop++) {
+    if (!braid_bootstrap_notice(comm->bootstrap, cur, &n, sizeof(n), hop == 0 ? wait_ms : 0)) break;
+    n.reason[sizeof(n.reason) - 1] = '\0';
+    if (hop == 0) snprintf(why, len, "%s left after failing: %s", peer_name(comm, cur, who, sizeof(who)), n.reason);
+    /* only "it died" is passed on: a timeout or a local error is the leaver's own */
+    if (n.status != BRAID_EXEC_PEER_FAILED || n.blamed < 0 || n.blamed >= comm->nranks || n.blamed == comm->rank ||
+        n.blamed == cur)
+      break;
+    cur = n.blamed;
+  }
+  return cur;
+}
+
+void braid_blame_tell(struct braid_comm* comm) {
+  struct braid_fail_notice n;
+  if (comm->bootstrap == NULL || comm->nranks < 2) return;
+  if (__atomic_exchange_n(&comm->failure_told, 1, __ATOMIC_ACQ_REL)) return;
+  memset(&n, 0, sizeof(n));
+  n.rank = comm->rank;
+  uint32_t flag = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
+  n.status = (int32_t)flag;
+  n.blamed = comm->abort_reason[0] ? comm->failed_peer : -1;
+  snprintf(n.reason, sizeof(n.reason), "%s", comm->abort_reason[0] ? comm->abort_reason : braid_debug_last_error());
+  braid_debug_set_quiet(1); /* a peer gone meanwhile: said at INFO, never the error's text */
+  int all = braid_bootstrap_tell(comm->bootstrap, &n, sizeof(n), BRAID_BLAME_TELL_MS);
+  braid_debug_set_quiet(0);
+  BRAID_INFO(BRAID_LOG_INIT, "rank %d: told %s peer why the communicator failed", comm->rank,
+             all ? "every" : "every reachable");
+}
+
+void braid_blame_settle(struct braid_comm* comm) {
+  char why[256];
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == BRAID_EXEC_PEER_FAILED && comm->abort_reason[0]) {
+    int peer = comm->failed_peer;
+    int blamed = braid_blame_resolve(comm, peer, BRAID_BLAME_WAIT_MS, why, sizeof(why));
+    if (blamed != peer) braid_comm_reblame(comm, peer, blamed, why);
+  }
+  braid_blame_tell(comm);
+}
