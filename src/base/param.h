@@ -85,6 +85,8 @@
     "host identity (default hostname + boot id); ranks with equal ids share a node")                                   \
   X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300, "seconds init waits for missing ranks")          \
   X(TIMEOUT, "BRAID_TIMEOUT", LIVE, INT(0, INT32_MAX), 0, "seconds a collective may wait for a peer (0: no limit)")    \
+  X(CHECK_MISMATCH, "BRAID_CHECK_MISMATCH", LIVE, BOOL, 0,                                                             \
+    "1: ranks compare each group's collectives (function, type, count, op, root) before running them")                 \
   X(COMM_BLOCKING, "NCCL_COMM_BLOCKING", LIVE, BOOL, BRAID_PARAM_UNSET, "default of config.blocking")                  \
   X(HOST_MODE, "BRAID_HOST_MODE", LIVE, BOOL, 0, "1: run on host memory even when a GPU is usable")                    \
   X(GPU_SHARING, "BRAID_GPU_SHARING", LIVE, BOOL, 0, "1: allow several ranks on one GPU")                              \

@@ -59,7 +59,8 @@ int braid_bootstrap_notice(struct braid_bootstrap* bs, int peer, void* data, siz
     if ((found = notice_peek(bs, peer, data, size)) != 0) break;
     struct bs_peer* p = &bs->peers[peer];
     /* its connection to us is closed and read to the end: nothing more will come */
-    if ((p->in != NULL && p->in->closed) || (p->in == NULL && p->out_dead) || braid_socket_clock_ns() >= deadline) break;
+    if ((p->in != NULL && p->in->closed) || (p->in == NULL && p->out_dead) || braid_socket_clock_ns() >= deadline)
+      break;
     int n = bs_pollset(bs, &fds, &cap, -1, 0);
     if (n < 0) break;
     bs->nwaiters++;

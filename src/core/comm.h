@@ -101,6 +101,7 @@ struct braid_comm {
   struct braid_watchdog* watchdog;     /* dead peers, BRAID_TIMEOUT (core/watchdog.c) */
 
   uint64_t op_count;     /* collectives issued (logs) */
+  uint64_t mismatch_seq; /* groups run on it: tags BRAID_CHECK_MISMATCH's messages (mismatch.c) */
   volatile int inflight; /* group runs using this comm now: abort waits for them */
   pthread_mutex_t mutex; /* redops, registrations */
   struct braid_user_redop* redops;

@@ -16,6 +16,7 @@
 #include "base/param.h"
 #include "core/exec_status.h"
 #include "core/group.h"
+#include "core/mismatch.h"
 #include "core/plan.h"
 #include "device/launch.h"
 #include "kernels/executor.h"
@@ -147,6 +148,8 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   int nplans = 0;
   BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
   for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
+  /* BRAID_CHECK_MISMATCH: the ranks agree on what the group does before anything moves */
+  if (braid_mismatch_enabled()) BRAID_CHECK_GOTO(braid_mismatch_check(plans, nplans, tasks), res, out_plans);
   for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_build(&plans[i], tasks), res, out_plans);
   /* Connect new peers, each phase over every communicator before the next (comm.h). */
   for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++)

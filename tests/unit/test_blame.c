@@ -30,11 +30,7 @@ struct blame_case {
 };
 
 static const struct blame_case cases[] = {
-    {1, 1, "1"},
-    {2, 1, "1"},
-    {0, 1, "1"},
-    {1, 2, "0"},
-    {3, 2, "0"},
+    {1, 1, "1"}, {2, 1, "1"}, {0, 1, "1"}, {1, 2, "0"}, {3, 2, "0"},
 };
 
 static void* suicide(void* arg) {
@@ -79,7 +75,8 @@ static int body(struct harness_rank* r) {
     pthread_create(&t, NULL, suicide, NULL);
   }
   ncclResult_t res = ncclSuccess;
-  for (int i = 0; i < 1000 && res == ncclSuccess; i++) res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  for (int i = 0; i < 1000 && res == ncclSuccess; i++)
+    res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
   if (r->rank == k->victim) pause();
   const char* msg = ncclGetLastError(comm);
   printf("victim %d, %d per node: rank %d: %s\n", k->victim, k->per_node, r->rank, msg);
