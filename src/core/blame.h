@@ -38,4 +38,12 @@ void braid_blame_tell(struct braid_comm* comm);
  * the blamed peer now, rewriting the reason if it changes, then tell. */
 void braid_blame_settle(struct braid_comm* comm);
 
+/* BRAID_TIMEOUT: tell every peer whom this rank waits for (`peer`, `what`), then follow the
+ * other ranks' notices from `peer` (each waits for the next) to the rank that reported no
+ * wait: chain (len bytes) says "the communicator waits for rank X (host, pid): 2 -> 1 -> 0",
+ * or names a cycle. Returns that rank, or peer when nothing more is known. Waits up to
+ * BRAID_BLAME_CHAIN_MS in all. */
+#define BRAID_BLAME_CHAIN_MS 2000
+int braid_blame_wait_chain(struct braid_comm* comm, int peer, const char* what, char* chain, size_t len);
+
 #endif /* BRAID_BLAME_H */

@@ -21,6 +21,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "core/blame.h"
+#include "core/flight.h"
 #include "core/sym/sym.h"
 #include "device/launch.h"
 
@@ -46,6 +47,7 @@ void braid_comm_registry_add(struct braid_comm* comm) {
   }
   if (registry_len < registry_cap) registry[registry_len++] = comm;
   pthread_mutex_unlock(&registry_mutex);
+  braid_flight_signal_setup();
 }
 
 void braid_comm_registry_remove(struct braid_comm* comm) {
@@ -61,6 +63,12 @@ void braid_comm_registry_remove(struct braid_comm* comm) {
     registry = NULL;
     registry_cap = 0;
   }
+  pthread_mutex_unlock(&registry_mutex);
+}
+
+void braid_comm_registry_foreach(void (*fn)(struct braid_comm* comm, void* arg), void* arg) {
+  pthread_mutex_lock(&registry_mutex);
+  for (int i = 0; i < registry_len; i++) fn(registry[i], arg);
   pthread_mutex_unlock(&registry_mutex);
 }
 
@@ -131,6 +139,7 @@ static int comm_vraise(struct braid_comm* comm, int status, ncclResult_t res, in
     braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
   }
   pthread_mutex_unlock(&raise_mutex);
+  if (raised) braid_flight_dump(comm, comm->abort_reason, -1);
   if (raised && wait) braid_blame_tell(comm); /* before the failing call can return */
   return raised;
 }

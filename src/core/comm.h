@@ -99,6 +99,7 @@ struct braid_comm {
   size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
   struct braid_transport_ctx tctx;     /* what the transports see of this communicator (connect.c) */
   struct braid_watchdog* watchdog;     /* dead peers, BRAID_TIMEOUT (core/watchdog.c) */
+  struct braid_flight* flight;         /* its last calls (core/flight.c), from its first call */
 
   uint64_t op_count;     /* collectives issued (logs) */
   uint64_t mismatch_seq; /* groups run on it: tags BRAID_CHECK_MISMATCH's messages (mismatch.c) */
@@ -139,6 +140,8 @@ int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen);
 /* The registry of live communicators: catches use after destroy and garbage handles. */
 void braid_comm_registry_add(struct braid_comm* comm);
 void braid_comm_registry_remove(struct braid_comm* comm);
+/* fn(comm, arg) for every live communicator, under the registry lock (none is freed meanwhile). */
+void braid_comm_registry_foreach(void (*fn)(struct braid_comm* comm, void* arg), void* arg);
 /* ncclCommAbort: 1 if comm is live and now ours to free (raises its abort flag), else 0. */
 int braid_comm_registry_claim(struct braid_comm* comm);
 /* A failed blocking init: 1 if nobody claimed comm (it is unregistered; caller frees). */

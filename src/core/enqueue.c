@@ -15,6 +15,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "core/exec_status.h"
+#include "core/flight.h"
 #include "core/group.h"
 #include "core/mismatch.h"
 #include "core/plan.h"
@@ -142,6 +143,16 @@ static ncclResult_t launch_plans(struct braid_plan* plans, int nplans, struct br
   return ncclSuccess;
 }
 
+/* The flight recorder's state of every task (channels: its plan's jobs, host mode). */
+static void flight_set_all(struct braid_plan* plans, int nplans, struct braid_task* tasks, int state) {
+  for (struct braid_task* t = tasks; t != NULL; t = t->next) {
+    int nch = -1;
+    for (int i = 0; i < nplans; i++)
+      if (plans[i].comm == t->comm && t->comm->device == NULL) nch = plans[i].njobs;
+    braid_flight_set(t->comm, t->flight_id, state, nch);
+  }
+}
+
 ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_plan* plans = NULL;
@@ -163,8 +174,13 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
     goto out_plans;
   }
   for (int i = 0; i < nplans; i++) braid_plan_self_copies(&plans[i]);
+  flight_set_all(plans, nplans, tasks, BRAID_FLIGHT_RUNNING);
   res = run_plans(plans, nplans);
 out_plans:
+  flight_set_all(plans, nplans, tasks,
+                 res != ncclSuccess              ? BRAID_FLIGHT_FAILED
+                 : plans[0].comm->device != NULL ? BRAID_FLIGHT_LAUNCHED
+                                                 : BRAID_FLIGHT_DONE);
   for (int i = 0; i < nplans; i++) {
     struct braid_comm* comm = plans[i].comm;
     braid_plan_free(&plans[i]);

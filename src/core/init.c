@@ -16,6 +16,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/blame.h"
 #include "core/comm.h"
+#include "core/flight.h"
 #include "core/group.h"
 #include "core/init_internal.h"
 #include "core/sym/sym.h"
@@ -418,6 +419,7 @@ void braid_comm_free(struct braid_comm* comm) {
     free(r);
   }
   free(comm->redops);
+  braid_flight_free(comm);
   braid_tuner_free(comm->tuner);
   braid_graph_free(comm->graph);
   braid_topo_free(comm->topo);

@@ -55,7 +55,7 @@ static void fp_build(struct braid_comm* comm, const struct braid_task* tasks, st
   }
 }
 
-static const char* func_name(int func) {
+const char* braid_func_name(int func) {
   switch (func) {
 #define BRAID_X(id, name) \
   case id:                \
@@ -67,7 +67,7 @@ static const char* func_name(int func) {
   }
 }
 
-static const char* dtype_name(int dtype) {
+const char* braid_dtype_name(int dtype) {
   switch (dtype) {
 #define BRAID_X(id, short_name, type, size, name) \
   case id:                                        \
@@ -79,7 +79,7 @@ static const char* dtype_name(int dtype) {
   }
 }
 
-static const char* op_name(int op) {
+const char* braid_op_name(int op) {
   switch (op) {
 #define BRAID_X(id, short_name, name) \
   case id:                            \
@@ -93,9 +93,9 @@ static const char* op_name(int op) {
 
 /* "AllReduce(count 1000, float, sum)" or, for a group, its first differing call. */
 static void call_str(const struct fp_call* c, char* buf, size_t len) {
-  int n = snprintf(buf, len, "%s(count %llu, %s", func_name(c->func), (unsigned long long)c->count,
-                   dtype_name(c->dtype));
-  if (c->op >= 0 && (size_t)n < len) n += snprintf(buf + n, len - n, ", %s", op_name(c->op));
+  int n = snprintf(buf, len, "%s(count %llu, %s", braid_func_name(c->func), (unsigned long long)c->count,
+                   braid_dtype_name(c->dtype));
+  if (c->op >= 0 && (size_t)n < len) n += snprintf(buf + n, len - n, ", %s", braid_op_name(c->op));
   if (c->root >= 0 && (size_t)n < len) n += snprintf(buf + n, len - n, ", root %d", c->root);
   if ((size_t)n < len) snprintf(buf + n, len - n, ")");
 }
@@ -146,7 +146,8 @@ static ncclResult_t verdict(struct braid_comm* comm, const struct fp* all) {
   if (other < 0) return ncclSuccess;
   char a[192], b[192], ra[96], rb[96];
   int i = first_diff(&all[0], &all[other]);
-  if (i < 0 && all[0].ncoll != all[other].ncoll) i = (int)(all[0].ncoll < all[other].ncoll ? all[0].ncoll : all[other].ncoll);
+  if (i < 0 && all[0].ncoll != all[other].ncoll)
+    i = (int)(all[0].ncoll < all[other].ncoll ? all[0].ncoll : all[other].ncoll);
   group_str(&all[0], i, a, sizeof(a));
   group_str(&all[other], i, b, sizeof(b));
   ranks_like(all, comm->nranks, 0, ra, sizeof(ra));
@@ -157,11 +158,12 @@ static ncclResult_t verdict(struct braid_comm* comm, const struct fp* all) {
     for (int q = 0; q < r && first; q++) first = !fp_equal(&all[q], &all[r]);
     groups += first;
   }
-  BRAID_WARN("Mismatched collective detected (BRAID_CHECK_MISMATCH=1) on comm %p commId 0x%llx rank %d: rank%s %s "
-             "call%s %s, rank%s %s call%s %s%s; nothing was run",
-             (void*)comm, (unsigned long long)comm->comm_hash, comm->rank, strchr(ra, ',') ? "s" : "", ra,
-             strchr(ra, ',') ? "" : "s", a, strchr(rb, ',') ? "s" : "", rb, strchr(rb, ',') ? "" : "s", b,
-             groups > 2 ? " (and other ranks call still other things)" : "");
+  BRAID_WARN(
+      "Mismatched collective detected (BRAID_CHECK_MISMATCH=1) on comm %p commId 0x%llx rank %d: rank%s %s "
+      "call%s %s, rank%s %s call%s %s%s; nothing was run",
+      (void*)comm, (unsigned long long)comm->comm_hash, comm->rank, strchr(ra, ',') ? "s" : "", ra,
+      strchr(ra, ',') ? "" : "s", a, strchr(rb, ',') ? "s" : "", rb, strchr(rb, ',') ? "" : "s", b,
+      groups > 2 ? " (and other ranks call still other things)" : "");
   return ncclInvalidUsage;
 }
 

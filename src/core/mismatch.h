@@ -16,4 +16,9 @@ int braid_mismatch_enabled(void);
  * check every plan against its peers' (one thread may drive every rank of a clique). */
 ncclResult_t braid_mismatch_check(struct braid_plan* plans, int nplans, struct braid_task* tasks);
 
+/* Names for messages: "AllReduce", "float" (nccl-tests' names), "sum" ("user op" past avg). */
+const char* braid_func_name(int func);
+const char* braid_dtype_name(int dtype);
+const char* braid_op_name(int op);
+
 #endif /* BRAID_MISMATCH_H */
