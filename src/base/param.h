@@ -178,6 +178,8 @@
   X(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", ACCEPTED, INT(1, INT32_MAX), 1, "reliability service timeouts")     \
   /* braid's host executor and test hooks */                                                                           \
   X(SPIN_COUNT, "BRAID_SPIN_COUNT", LIVE, INT(0, INT32_MAX), 32, "polls before a waiting host thread starts to yield") \
+  X(SPIN_SLEEP_AFTER, "BRAID_SPIN_SLEEP_AFTER", LIVE, INT(0, 1 << 30), 200000,                                         \
+    "yielding polls before a host wait without progress sleeps between polls (10 us doubling to 1 ms; 0: never)")      \
   X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", LIVE, INT(0, INT32_MAX), 0,                                                  \
     "microseconds the net proxy thread keeps polling after its last work before it sleeps")                            \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", LIVE, STR, NULL,                                                               \

@@ -106,8 +106,8 @@ static double ms_ago(int64_t now, int64_t t) {
   return t ? (double)(now - t) * 1e-6 : -1.0;
 }
 
-#define APPEND(...)                                                   \
-  do {                                                                \
+#define APPEND(...)                                                    \
+  do {                                                                 \
     if (n < len) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__); \
   } while (0)
 
@@ -123,20 +123,21 @@ size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, 
   } else {
     uint64_t last = __atomic_load_n(&f->next_id, __ATOMIC_ACQUIRE);
     uint64_t first = last > (uint64_t)f->n ? last - (uint64_t)f->n + 1 : 1;
-    APPEND("  call   function          count  type      op       root/peer  channels  state     ms since queued/started/ended\n");
+    APPEND(
+        "  call   function          count  type      op       root/peer  channels  state     ms since "
+        "queued/started/ended\n");
     for (uint64_t id = first; id <= last && id > 0; id++) {
       struct flight_entry c = f->e[(id - 1) % (uint64_t)f->n];
       int changing = c.id != id;
-      int has_op = c.kind == BRAID_TASK_COLL &&
-                   (c.func == BRAID_FUNC_AllReduce || c.func == BRAID_FUNC_Reduce || c.func == BRAID_FUNC_ReduceScatter);
+      int has_op = c.kind == BRAID_TASK_COLL && (c.func == BRAID_FUNC_AllReduce || c.func == BRAID_FUNC_Reduce ||
+                                                 c.func == BRAID_FUNC_ReduceScatter);
       int has_root = c.kind != BRAID_TASK_COLL || c.func == BRAID_FUNC_Broadcast || c.func == BRAID_FUNC_Reduce;
       char root[16] = "-";
       if (has_root) snprintf(root, sizeof(root), "%d", c.root);
       APPEND("  %-6llu %-13s %9zu  %-9s %-8s %9s %9d  %-9s %.1f/%.1f/%.1f%s\n", (unsigned long long)id,
              call_name(c.kind, c.func), c.count, braid_dtype_name(c.dtype), has_op ? braid_op_name(c.op) : "-", root,
-             c.nchannels,
-             state_name(c.state), ms_ago(now, c.t_queued), ms_ago(now, c.t_started), ms_ago(now, c.t_ended),
-             changing ? " (changing)" : "");
+             c.nchannels, state_name(c.state), ms_ago(now, c.t_queued), ms_ago(now, c.t_started),
+             ms_ago(now, c.t_ended), changing ? " (changing)" : "");
     }
   }
   if (n < len) n += braid_watchdog_describe(comm, buf + n, len - n);
