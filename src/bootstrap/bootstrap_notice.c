@@ -12,6 +12,14 @@
 #include "base/debug.h"
 #include "bootstrap/bootstrap_int.h"
 
+#define NOTICE_BACKLOG_MS 50
+
+/* Our connection to it was closed by its end (it exited), not yet noticed by a wait. */
+static int watch_hung_up(struct bs_peer* p) {
+  struct pollfd f = {.fd = p->watch.fd, .events = POLLRDHUP};
+  return p->watch.fd >= 0 && poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static int peer_known_gone(struct braid_bootstrap* bs, int peer) {
   struct bs_peer* p = &bs->peers[peer];
   pthread_mutex_lock(&bs->lock);
@@ -58,9 +66,12 @@ int braid_bootstrap_notice(struct braid_bootstrap* bs, int peer, void* data, siz
     if (bs_progress(bs) != ncclSuccess) break;
     if ((found = notice_peek(bs, peer, data, size)) != 0) break;
     struct bs_peer* p = &bs->peers[peer];
+    int64_t now = braid_socket_clock_ns();
     /* its connection to us is closed and read to the end: nothing more will come */
-    if ((p->in != NULL && p->in->closed) || (p->in == NULL && p->out_dead) || braid_socket_clock_ns() >= deadline)
-      break;
+    if ((p->in != NULL && p->in->closed) || now >= deadline) break;
+    /* gone without a connection to us: one it opened to tell us may still be in the backlog */
+    if (p->in == NULL && (p->out_dead || watch_hung_up(p)) && deadline > now + NOTICE_BACKLOG_MS * NS_PER_MS)
+      deadline = now + NOTICE_BACKLOG_MS * NS_PER_MS;
     int n = bs_pollset(bs, &fds, &cap, -1, 0);
     if (n < 0) break;
     bs->nwaiters++;

@@ -24,7 +24,7 @@ struct braid_fail_notice {
   char reason[256]; /* its abort reason */
 };
 
-#define BRAID_BLAME_WAIT_MS 200  /* how long a peer's notice is awaited while its connection is open */
+#define BRAID_BLAME_WAIT_MS 1000 /* how long a peer's notice is awaited while it looks alive */
 #define BRAID_BLAME_TELL_MS 1000 /* the budget of telling every peer */
 
 /* The rank to blame for `peer`'s departure: `peer`, or the rank whose death made it fail

@@ -139,7 +139,7 @@ static int comm_vraise(struct braid_comm* comm, int status, ncclResult_t res, in
     braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
   }
   pthread_mutex_unlock(&raise_mutex);
-  if (raised) braid_flight_dump(comm, comm->abort_reason, -1);
+  if (raised && comm->flight != NULL) braid_flight_dump(comm, comm->abort_reason, -1); /* it ran calls */
   if (raised && wait) braid_blame_tell(comm); /* before the failing call can return */
   return raised;
 }

@@ -260,6 +260,20 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   return res;
 }
 
+/* A bootstrap wait of init failed (an allgather, the last barrier) without a raise: if a peer
+ * left, blame it, or the rank whose death made it leave (its notice), and tell the others. */
+static void init_blame_left(struct braid_comm* comm) {
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0 && comm->bootstrap != NULL) {
+    int dead = braid_bootstrap_dead_peer(comm->bootstrap);
+    if (dead >= 0)
+      braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, dead,
+                       "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", dead,
+                       braid_bootstrap_peer_host(comm->bootstrap, dead),
+                       comm->peers != NULL ? comm->peers[dead].pid : -1);
+  }
+  braid_blame_settle(comm);
+}
+
 /* Everything after the bootstrap exists. Every bootstrap wait is bounded by
  * BRAID_INIT_TIMEOUT; while the connections are made a peer's death fails them at once (the
  * watch stops before the last barrier: past it a peer may leave, and its messages to us may
@@ -275,6 +289,7 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;
   if (res == ncclSuccess) res = braid_bootstrap_barrier(comm->bootstrap);
   braid_bootstrap_set_deadline(comm->bootstrap, 0);
+  if (res != ncclSuccess) init_blame_left(comm);
   if (res == ncclSuccess) braid_sym_ready(comm); /* every peer mapped the inbox: its name goes */
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res != ncclSuccess) return res;
