@@ -1,5 +1,5 @@
 /*
- * param.h - every environment parameter braid knows, declared once, as data (STYLE.md 7).
+ * param.h - every environment parameter braid knows, declared once, as data (docs/CONVENTIONS.md 7).
  *
  * One row per variable:  X(id, name, status, type, default, doc)
  *   id       BRAID_PARAM_<id>, what code passes to the accessors below

@@ -1,5 +1,5 @@
 /*
- * axes.h - one X-macro list per dispatch axis (STYLE.md 11). Host switches, kernel tables,
+ * axes.h - one X-macro list per dispatch axis (docs/CONVENTIONS.md 11). Host switches, kernel tables,
  * tuner names and tests all expand from these lists, so adding a datatype or protocol is one
  * line here. Valid C and CUDA C; includes nothing host-only.
  */
