@@ -88,6 +88,9 @@
   X(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", STR, NULL, "write the detected topology as XML here")                       \
   X(GRAPH_FILE, "NCCL_GRAPH_FILE", STR, NULL, "XML file of channels to use instead of searching")                      \
   X(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", STR, NULL, "write the searched channels as XML here")                     \
+  X(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", INT, 0, "the rank that writes NCCL_TOPO_DUMP_FILE")               \
+  X(GRAPH_DUMP_FILE_RANK, "NCCL_GRAPH_DUMP_FILE_RANK", INT, 0, "the rank that writes NCCL_GRAPH_DUMP_FILE")            \
+  X(NVB_DISABLE, "NCCL_NVB_DISABLE", INT, 0, "no NVLink paths through an intermediate GPU")                            \
   X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", STR, NULL, "external tuner plugin library")                                     \
   /* misc NCCL knobs accepted for compatibility */                                                                     \
   X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", STR, "PARALLEL", "PARALLEL or GROUP kernel launches")                             \
