@@ -417,29 +417,6 @@ static int graph_dump(const struct braid_topo_system* sys, int n, const struct b
   return rc;
 }
 
-/* Node 0's searches against NCCL's graph dump: 0 same, 1 different, -1 error. */
-static int compare_graph(const struct braid_topo_system* sys, int n, const struct braid_topo_rank* ranks,
-                         const struct braid_graph_opts* go, const char* path) {
-  struct nccl_graph* ng = calloc(1, sizeof(*ng));
-  struct braid_graph_node_info* info = calloc(1, sizeof(*info));
-  int64_t devs[BRAID_GRAPH_MAX_LOCAL];
-  int rc = -1;
-  if (ng != NULL && info != NULL && braid_nccl_graph_read(path, ng) == 0 &&
-      braid_graph_node_search_ex(sys, n, ranks, 0, go, info) == ncclSuccess) {
-    for (int i = 0; i < n && i < BRAID_GRAPH_MAX_LOCAL; i++) {
-      int gi = ranks[i].node == 0 ? braid_topo_gpu_find(sys, ranks[i].bus_id) : -1;
-      if (ranks[i].node == 0 && ranks[i].local_rank < BRAID_GRAPH_MAX_LOCAL)
-        devs[ranks[i].local_rank] =
-            gi < 0 ? ranks[i].local_rank : BRAID_TOPO_ID(sys->nodes[sys->gpus[gi]].host, sys->nodes[sys->gpus[gi]].dev);
-    }
-    printf("== Against %s\n", path);
-    rc = braid_nccl_graph_compare(ng, info, devs, stdout) ? 1 : 0;
-  }
-  free(ng);
-  free(info);
-  return rc;
-}
-
 /* Nodes and ranks per node: the options, else the log's communicator, else the machine. */
 static void shape(const struct opts* o, const struct nccl_log* log, const struct braid_topo_system* sys, int host,
                   int* nodes_p, int* ppn_p) {
@@ -504,7 +481,11 @@ int main(int argc, char** argv) {
     printf("== Against %s (NCCL %d.%d.%d)\n", o.log, log.version / 10000, log.version / 100 % 100, log.version % 100);
     rc = braid_nccl_log_compare(&log, g, stdout) ? 3 : 0;
   }
-  if (o.graph && compare_graph(sys, n, ranks, &go, o.graph) != 0) rc = rc ? rc : 3;
+  if (o.graph) {
+    printf("== Against %s\n", o.graph);
+    int d = braid_nccl_graph_check(sys, n, ranks, &go, o.graph, stdout);
+    if (d != 0 && rc == 0) rc = d < 0 ? 1 : 3;
+  }
 out:
   if (have_log) braid_nccl_log_free(&log);
   braid_tuner_free(t);

@@ -96,3 +96,24 @@ int braid_nccl_graph_compare(const struct nccl_graph* ng, const struct braid_gra
     fprintf(out, "%d difference%s between the graph dump and braid\n", diffs, diffs == 1 ? "" : "s");
   return diffs;
 }
+
+int braid_nccl_graph_check(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
+                           const struct braid_graph_opts* opts, const char* path, FILE* out) {
+  struct nccl_graph* ng = calloc(1, sizeof(*ng));
+  struct braid_graph_node_info* info = calloc(1, sizeof(*info));
+  int64_t devs[BRAID_GRAPH_MAX_LOCAL] = {0};
+  int rc = -1;
+  if (ng != NULL && info != NULL && braid_nccl_graph_read(path, ng) == 0 &&
+      braid_graph_node_search_ex(sys, nranks, ranks, 0, opts, info) == ncclSuccess) {
+    for (int i = 0; i < nranks; i++) {
+      if (ranks[i].node != 0 || ranks[i].local_rank >= BRAID_GRAPH_MAX_LOCAL) continue;
+      int gi = braid_topo_gpu_find(sys, ranks[i].bus_id);
+      const struct braid_topo_node* gpu = gi < 0 ? NULL : &sys->nodes[sys->gpus[gi]];
+      devs[ranks[i].local_rank] = gpu ? BRAID_TOPO_ID(gpu->host, gpu->dev) : ranks[i].local_rank;
+    }
+    rc = braid_nccl_graph_compare(ng, info, devs, out);
+  }
+  free(ng);
+  free(info);
+  return rc;
+}

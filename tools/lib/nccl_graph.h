@@ -30,4 +30,10 @@ int braid_nccl_graph_read(const char* path, struct nccl_graph* g);
 int braid_nccl_graph_compare(const struct nccl_graph* ng, const struct braid_graph_node_info* info, const int64_t* devs,
                              FILE* out);
 
+/* Node 0's searches on sys (ranks: the communicator, node 0 on this machine) against the dump
+ * at path: the number of differences (printed to out), -1 when the dump cannot be read or
+ * the search fails. */
+int braid_nccl_graph_check(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
+                           const struct braid_graph_opts* opts, const char* path, FILE* out);
+
 #endif /* BRAID_TOOL_NCCL_GRAPH_H */
