@@ -64,6 +64,7 @@ if [ $# -eq 0 ]; then
   [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
+  [ -x tests/topo/run.sh ] && part topo-cli tests/topo/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
   part shm-leftovers shm_check
