@@ -16,6 +16,7 @@
 #include "base/debug.h"
 #include "base/param.h"
 #include "fixture.h"
+#include "harness.h"
 #include "nccl_graph.h"
 #include "nccl_log.h"
 #include "topo/graph.h"
@@ -432,6 +433,46 @@ START_TEST(test_vendor_merge) {
 }
 END_TEST
 
+/* ncclCommInit writes both dumps on the rank the _RANK variables name (host mode here). */
+static int init_body(struct harness_rank* r) {
+  ncclComm_t c = NULL;
+  RCHECK(r, ncclCommInitRank(&c, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclCommDestroy(c));
+  return 0;
+}
+
+START_TEST(test_init_dumps) {
+  env_reset();
+  char topo[64], graph[64];
+  snprintf(topo, sizeof(topo), "/tmp/braid-init-topo-%d.xml", (int)getpid());
+  snprintf(graph, sizeof(graph), "/tmp/braid-init-graph-%d.xml", (int)getpid());
+  unlink(topo);
+  unlink(graph);
+  setenv("NCCL_TOPO_FILE", real_path("azure-ndv5-topo.xml"), 1);
+  setenv("NCCL_TOPO_DUMP_FILE", topo, 1);
+  setenv("NCCL_TOPO_DUMP_FILE_RANK", "1", 1);
+  setenv("NCCL_GRAPH_DUMP_FILE", graph, 1);
+  setenv("NCCL_GRAPH_DUMP_FILE_RANK", "1", 1);
+  braid_param_reload();
+  ck_assert_int_eq(harness_run(2, HARNESS_THREADS, init_body, NULL, 60), 0);
+  struct braid_topo_system* s = NULL;
+  ck_assert_int_eq(braid_topo_load_xml(topo, &s), ncclSuccess); /* the vendor file's tree, reloadable */
+  ck_assert_int_eq(s->ncpus, 2);
+  braid_topo_free(s);
+  struct nccl_graph* ng = calloc(1, sizeof(*ng));
+  ck_assert_int_eq(braid_nccl_graph_read(graph, ng), 0);
+  ck_assert(ng->ring.valid && ng->tree.valid);
+  ck_assert_int_ge(ng->ring.nchannels, 1);
+  ck_assert_int_eq(ng->ring.ngpus, 2); /* the node's two ranks */
+  free(ng);
+  unlink(topo);
+  unlink(graph);
+  unsetenv("NCCL_TOPO_DUMP_FILE_RANK");
+  unsetenv("NCCL_GRAPH_DUMP_FILE_RANK");
+  env_reset();
+}
+END_TEST
+
 Suite* topo_real_suite(void) {
   Suite* s = suite_create("topo_real");
   TCase* tc = tcase_create("files");
@@ -450,6 +491,7 @@ Suite* topo_real_suite(void) {
   tcase_add_test(tc, test_graph_file);
   tcase_add_loop_test(tc, test_graph_dump_round_trip, 0, (int)(sizeof(dumps) / sizeof(dumps[0])));
   tcase_add_loop_test(tc, test_topo_dump_reload, 0, (int)(sizeof(dumps) / sizeof(dumps[0])));
+  tcase_add_test(tc, test_init_dumps);
   suite_add_tcase(s, tc);
   return s;
 }
