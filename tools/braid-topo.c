@@ -379,9 +379,14 @@ static int print_tuner(const struct braid_tuner* t, const struct braid_channel_g
       if (b > o->max_bytes / (size_t)o->factor) break;
     }
   }
-  printf(
-      "* model only: braid's data path runs Ring and Tree; NVLS, NVLSTree and PAT are priced to show what NCCL's "
-      "model would pick.\n");
+  const char* sep[2] = {"", ""};
+  printf("* model only: braid's data path runs");
+  for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+    if (braid_tuner_implemented(a)) printf("%s %s", sep[0], braid_tuner_algo_name(a)), sep[0] = ",";
+  printf(";");
+  for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+    if (!braid_tuner_implemented(a)) printf("%s %s", sep[1], braid_tuner_algo_name(a)), sep[1] = ",";
+  printf(" are priced to show what NCCL's model would pick.\n");
   return 0;
 }
 
