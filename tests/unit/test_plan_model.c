@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "plan_coll.h"
 #include "plan_model.h"
 
 /* A 70B-class dense model (Llama 2/3 70B shape). */
@@ -233,12 +234,44 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* braid-plan --coll: issue 15's worked examples. */
+START_TEST(coll_mode_examples) {
+  struct braid_plan_coll_result r;
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 100e6, 1800, 0, &r), ncclSuccess);
+  ck_assert_double_eq_tol(r.ring.bytes, 175e6, 1);
+  ck_assert_double_eq_tol(r.ring.transfer_us, 97.22, 0.01); /* 0.097 ms */
+  ck_assert_double_eq_tol(r.ring.time_us * 80 / 1e3, 7.78, 0.01);
+  ck_assert_double_eq_tol(r.ring.busbw, 1800, 1e-6); /* busbw is the link's, algbw less */
+  ck_assert_double_eq_tol(r.ring.algbw, 1800 / 1.75, 1e-6);
+  ck_assert_int_eq(r.pick_tree, 0);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 100e6, 50, 0, &r), ncclSuccess);
+  ck_assert_double_eq_tol(r.ring.transfer_us, 3500, 1e-6);
+  ck_assert_double_eq_tol(r.ring.time_us * 80 / 1e3, 280, 1e-6);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 32, 64e3, 50, 2, &r), ncclSuccess);
+  ck_assert_int_eq(r.ring.steps, 62);
+  ck_assert_int_eq(r.tree.steps, 10);
+  ck_assert_double_eq_tol(r.ring.step_us, 124, 1e-9);
+  ck_assert_double_eq_tol(r.tree.step_us, 20, 1e-9);
+  ck_assert_int_eq(r.pick_tree, 1); /* small: the steps decide */
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 32, 1e9, 50, 2, &r), ncclSuccess);
+  ck_assert_int_eq(r.pick_tree, 0); /* large: the bytes decide */
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLGATHER, 8, 100e6, 50, 2, &r), ncclSuccess);
+  ck_assert(!r.tree.valid);
+  ck_assert_double_eq_tol(r.ring.bytes, 87.5e6, 1);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 1e6, 0, 2, &r), ncclInvalidArgument);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 0, 1e6, 50, 2, &r), ncclInvalidArgument);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 1e6, 50, -1, &r), ncclInvalidArgument);
+  ck_assert_int_eq(braid_plan_coll_price(99, 8, 1e6, 50, 2, &r), ncclInvalidArgument);
+}
+END_TEST
+
 Suite* plan_model_suite(void) {
   Suite* s = suite_create("plan_model");
   TCase* tc = tcase_create("textbook");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, textbook_tp_allreduce);
   tcase_add_test(tc, textbook_ring_vs_tree);
+  tcase_add_test(tc, coll_mode_examples);
   tcase_add_test(tc, tp_inside_nodes);
   tcase_add_test(tc, search_tp16_slower);
   suite_add_tcase(s, tc);
