@@ -82,6 +82,11 @@ static ncclResult_t try_gpu(struct run* r, struct braid_search_graph* g, int ste
   return res;
 }
 
+/* NCCL scores whole GB/s; a file's absurd bandwidth saturates instead of overflowing. */
+static int bw_int(float x) {
+  return x >= 1e9f ? 1000000000 : x <= -1e9f ? -1000000000 : (int)x;
+}
+
 static int pci_bw_of(const struct ssys* s, int g) {
   const struct braid_topo_node* n = &s->sys->nodes[s->gpu[g]];
   for (int l = 0; l < n->nlinks; l++) {
@@ -89,7 +94,7 @@ static int pci_bw_of(const struct ssys* s, int g) {
     if (up->kind != BRAID_LINK_PCI) continue;
     const struct braid_topo_node* p = &s->sys->nodes[up->remote];
     for (int k = 0; k < p->nlinks; k++)
-      if (p->links[k].remote == s->gpu[g]) return (int)(up->bw < p->links[k].bw ? up->bw : p->links[k].bw);
+      if (p->links[k].remote == s->gpu[g]) return bw_int(up->bw < p->links[k].bw ? up->bw : p->links[k].bw);
   }
   return -1;
 }
@@ -98,15 +103,17 @@ struct score {
   int g, start, intra_hops, intra_bw, inter_hops, inter_pci, inter_bw;
 };
 
+#define CMP(a, b) (((a) > (b)) - ((a) < (b)))
 static int cmp_score(const void* a, const void* b) {
   const struct score *x = a, *y = b;
-  if (y->inter_bw != x->inter_bw) return y->inter_bw - x->inter_bw;
-  if (y->inter_pci != x->inter_pci) return y->inter_pci - x->inter_pci;
-  if (x->inter_hops != y->inter_hops) return x->inter_hops - y->inter_hops;
-  if (y->intra_bw != x->intra_bw) return y->intra_bw - x->intra_bw;
-  if (x->intra_hops != y->intra_hops) return x->intra_hops - y->intra_hops;
-  return x->start - y->start;
+  if (y->inter_bw != x->inter_bw) return CMP(y->inter_bw, x->inter_bw);
+  if (y->inter_pci != x->inter_pci) return CMP(y->inter_pci, x->inter_pci);
+  if (x->inter_hops != y->inter_hops) return CMP(x->inter_hops, y->inter_hops);
+  if (y->intra_bw != x->intra_bw) return CMP(y->intra_bw, x->intra_bw);
+  if (x->intra_hops != y->intra_hops) return CMP(x->intra_hops, y->intra_hops);
+  return CMP(x->start, y->start);
 }
+#undef CMP
 
 /* NCCL's ncclTopoSearchNextGpuSort: the GPUs to try after gpu, best first. Not inlined:
  * its score table stays off the recursion's frames. */
@@ -124,12 +131,12 @@ __attribute__((noinline)) static int next_gpus(const struct ssys* s, const struc
     sc[count].g = k;
     sc[count].start = i;
     sc[count].intra_hops = p->count;
-    sc[count].intra_bw = (int)p->bw;
+    sc[count].intra_bw = bw_int(p->bw);
     if (net >= 0) {
       const struct spath* np = &s->ng[net * n + k];
       sc[count].inter_hops = np->count;
       sc[count].inter_pci = pci_bw_of(s, k);
-      sc[count].inter_bw = (int)np->bw;
+      sc[count].inter_bw = bw_int(np->bw);
     }
     count++;
   }

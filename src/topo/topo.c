@@ -45,7 +45,7 @@ float braid_topo_pci_bw(const char* speed, int width) {
       per_lane = gens[i].per_lane;
       break;
     }
-  return (float)(width * per_lane) / 80.0f;
+  return (float)width * (float)per_lane / 80.0f; /* float: a file's absurd width must not overflow */
 }
 
 float braid_topo_cpu_bw(const struct braid_topo_node* c) {
@@ -321,7 +321,8 @@ ncclResult_t braid_topo_add_pseudo_gpus(const struct braid_topo_system* sys, int
     c->nodes[i].nlinks = c->nodes[i].cap_links = 0;
     c->nnodes++;
     BRAID_CALLOC_GOTO(c->nodes[i].links, sys->nodes[i].nlinks + 1, res, err_free);
-    memcpy(c->nodes[i].links, sys->nodes[i].links, (size_t)sys->nodes[i].nlinks * sizeof(struct braid_topo_link));
+    if (sys->nodes[i].nlinks > 0)
+      memcpy(c->nodes[i].links, sys->nodes[i].links, (size_t)sys->nodes[i].nlinks * sizeof(struct braid_topo_link));
     c->nodes[i].nlinks = sys->nodes[i].nlinks;
     c->nodes[i].cap_links = sys->nodes[i].nlinks + 1;
   }

@@ -246,6 +246,23 @@ START_TEST(test_lenient_xml) {
 }
 END_TEST
 
+/* Absurd numbers a damaged file may hold saturate; they never go negative (found by a
+ * sanitizer run over mutated real files: PCIe width x rate overflowed an int). */
+START_TEST(test_absurd_numbers) {
+  env_reset();
+  struct braid_topo_system* s = NULL;
+  const char* text =
+      "<system>\n <cpu numaid=\"0\">\n  <pci busid=\"0000:01:00.0\" link_speed=\"32.0 GT/s PCIe\" "
+      "link_width=\"99999999999\">\n   <gpu dev=\"0\" sm=\"90\"/>\n  </pci>\n  <pci busid=\"0000:02:00.0\" "
+      "link_width=\"16\">\n   <gpu dev=\"1\" sm=\"90\"/>\n  </pci>\n </cpu>\n</system>\n";
+  ck_assert_int_eq(braid_topo_load_xml_string(text, "absurd.xml", &s), ncclSuccess);
+  ck_assert_int_eq(s->ngpus, 2);
+  ck_assert(braid_topo_path(s, gpu(s, 0), s->cpus[0])->bw > 0);
+  ck_assert(braid_topo_path(s, gpu(s, 0), gpu(s, 1))->bw > 0);
+  braid_topo_free(s);
+}
+END_TEST
+
 START_TEST(test_missing_file) {
   env_reset();
   struct braid_topo_system* s = NULL;
@@ -496,6 +513,7 @@ Suite* topo_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_malformed_xml, 0, sizeof(bad_xml) / sizeof(bad_xml[0]));
   tcase_add_loop_test(tc, test_lenient_xml, 0, sizeof(lenient_xml) / sizeof(lenient_xml[0]));
+  tcase_add_test(tc, test_absurd_numbers);
   tcase_add_test(tc, test_missing_file);
   tcase_add_loop_test(tc, test_round_trip, 0, sizeof(fixtures) / sizeof(fixtures[0]));
   tcase_add_test(tc, test_escaping);
