@@ -135,9 +135,39 @@ $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
 test: all
-	@tests/ensure-deps.sh check clang-format
-	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests
+	@tests/ensure-deps.sh check clang-format libfuzzer
+	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests fuzz-build
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
+
+# Fuzzing (fuzz/README.md): libFuzzer targets fuzz/fuzz_<name>.c, linked against the library
+# built again by clang with AddressSanitizer, UndefinedBehaviorSanitizer and coverage (host
+# code only, in $(BUILD)/fuzz). `make fuzz` runs each target FUZZ_SECONDS from its seed corpus
+# after replaying its regression inputs; `make test` runs a short round (tests/run.sh).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=gnu11 -g -O1 -fno-omit-frame-pointer -pthread $(FUZZ_SAN)
+# the layers the targets reach (base, bootstrap, topo, the Socket plugin), not the data path
+FUZZ_LIB_SRCS := $(filter src/base/% src/bootstrap/% src/topo/% src/transport/net/socket/%,$(LIB_SRCS))
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_LIB_SRCS))
+FUZZ_BINS    := $(patsubst fuzz/%.c,$(FUZZ_DIR)/bin/%,$(wildcard fuzz/fuzz_*.c))
+.PHONY: fuzz fuzz-build
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link \
+	  -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/lib/libnccl_fuzz.a: $(FUZZ_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(FUZZ_DIR)/bin/%: $(FUZZ_DIR)/obj/fuzz/%.o $(FUZZ_DIR)/lib/libnccl_fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_DIR)/lib/libnccl_fuzz.a $(LDLIBS)
+fuzz-build:
+	@tests/ensure-deps.sh libfuzzer
+	$(MAKE) --no-print-directory $(FUZZ_BINS)
+fuzz: fuzz-build
+	fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 # The demo runs on host-mode ranks, so it builds the library without the CUDA kernels (in
 # $(BUILD)/host: seconds instead of the kernels' minutes); `make` / `make test` build them.
@@ -160,4 +190,4 @@ format-check:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

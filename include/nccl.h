@@ -40,6 +40,7 @@ extern "C" {
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Opaque handles. */
 typedef struct ncclComm* ncclComm_t;
@@ -329,6 +330,55 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 /* Deprecated in NCCL; kept for ABI compatibility. */
 void ncclResetDebugInit(void);
 void pncclResetDebugInit(void);
+
+/*
+ * Parameter access (NCCL 2.30): NCCL's runtime parameters by name, as typed values or as
+ * strings. braid serves them from its parameter table (src/base/param.h).
+ */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+
+/* Look up the parameter `key` and store a handle to it in `out` (owned by the library). */
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key);
+
+/* The value of the parameter bound to h as the type of out (which must be its type). */
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+
+/* A string parameter's value; valid until the next ncclParamGetStr() call on this thread. */
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char** out);
+
+/* The value as raw bytes, copied into out[0..maxLen); *len receives the size. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+
+/* Any parameter's value as a string, by key; valid until the next call on this thread. */
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t pncclParamGetParameter(const char* key, const char** value, int* valueLen);
+
+/* The parameter keys (valid until the next call on this thread): the documented ones, or
+ * all of them with NCCL_PARAM_DUMP_ALL=1. */
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+
+/* Print every parameter (same selection as above) with its value, source and default. */
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
 
 #ifdef __cplusplus
 }

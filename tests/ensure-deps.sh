@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # ensure-deps.sh PKG... - install the Debian packages the tests or benchmarks need when they
-# are missing, and say so. Known names: check, clang-format, mpi, matplotlib.
+# are missing, and say so. Known names: check, clang-format, libfuzzer, mpi, matplotlib.
 set -euo pipefail
 need=()
 for what in "$@"; do
   case "$what" in
     check) pkg-config --exists check 2>/dev/null || need+=(check pkg-config) ;;
     clang-format) command -v clang-format >/dev/null 2>&1 || need+=(clang-format) ;;
+    libfuzzer) # clang and its libFuzzer runtime (Debian 12: clang-14, libclang-rt-14-dev)
+      { command -v clang >/dev/null 2>&1 &&
+        ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; } ||
+        need+=(clang libclang-rt-14-dev) ;;
     mpi) command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev) ;;
     matplotlib) python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib) ;;
     *) echo "ensure-deps: unknown dependency '$what'" >&2; exit 2 ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the whole test suite, as `make test` runs it: the Check suites (build/bin/braid-tests),
-# the ABI and export checks, the benchmark output checks, and last that the suite left nothing
-# of braid's in /dev/shm. Ends with one line
+# the ABI and export checks, the benchmark output checks, a short fuzzing round (fuzz/), and
+# last that the suite left nothing of braid's in /dev/shm. Ends with one line
 # "N passed, N failed" summing every case of every part; exits non-zero if anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -65,8 +65,11 @@ if [ $# -eq 0 ]; then
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
   [ -x tests/topo/run.sh ] && part topo-cli tests/topo/run.sh "$BUILD"
+  [ -x tests/param/run.sh ] && part param tests/param/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
+  # a short round of every libFuzzer target (make fuzz runs them longer)
+  [ -d "$BUILD/fuzz/bin" ] && part fuzz fuzz/run.sh "$BUILD/fuzz" "${FUZZ_SECONDS:-5}"
   part shm-leftovers shm_check
 fi
 echo "$passed passed, $failed failed"

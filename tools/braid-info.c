@@ -1,8 +1,10 @@
 /*
  * braid-info - what this braid is and how it is configured: its version, the NCCL API version
- * it implements, the build options, then every parameter of src/base/param.h with its default,
- * current value, where that value came from, and one line of doc (like `ucx_info -c`).
- * Linked against the static library, so it calls the internal parameter accessors.
+ * it implements, the build options, then every parameter of src/base/param.h with its status
+ * (LIVE, PER_USE or ACCEPTED), type, default, current value, where that value came from, and
+ * one line of doc (like `ucx_info -c`). --all adds the names NCCL reads that braid accepts and
+ * ignores without a row of its own (src/base/param_nccl.h). Linked against the static library,
+ * so it calls the internal parameter accessors.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,13 +16,17 @@
 
 static void usage(FILE* out) {
   fprintf(out,
-          "usage: braid-info [--help] [--version]\n"
+          "usage: braid-info [--help] [--version] [--all]\n"
           "\n"
           "Prints braid's version, the NCCL API version it implements, the build options and the\n"
-          "table of environment parameters: name, default, current value, where the value came\n"
-          "from (default, environment, or a conf file), and what it does.\n"
-          "Values are read from the environment, then NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf.\n"
+          "table of environment parameters: name, status, type, default, current value, where the\n"
+          "value came from (default, env plugin, environment, or a conf file), and what it does.\n"
+          "Status: LIVE (read once per process), PER_USE (read again at each use, as NCCL does),\n"
+          "ACCEPTED (NCCL's knob, accepted for compatibility and ignored by braid).\n"
+          "Values come from NCCL_ENV_PLUGIN, the environment, NCCL_CONF_FILE (or ~/.nccl.conf),\n"
+          "then /etc/nccl.conf.\n"
           "\n"
+          "  --all       also list the names NCCL reads that braid ignores without a row of its own\n"
           "  --version   print only the version line\n"
           "  --help      print this help\n");
 }
@@ -44,22 +50,19 @@ static const char* shown(const char* text, char* buf, size_t len) {
 }
 
 static const char* default_value(enum braid_param id, char* buf, size_t len) {
-  char raw[128];
+  char raw[256];
   return shown(braid_param_default_str(id, raw, sizeof(raw)), buf, len);
 }
 
 static const char* current_value(enum braid_param id, char* buf, size_t len) {
-  if (braid_param_is_int(id)) {
-    int64_t v = braid_param_int(id);
-    if (v == BRAID_PARAM_UNSET)
-      snprintf(buf, len, "auto");
-    else
-      snprintf(buf, len, "%" PRId64, v);
-  } else {
-    const char* s = braid_param_str(id);
-    shown(s ? s : "auto", buf, len);
-  }
-  return buf;
+  char raw[512];
+  const char* t = braid_param_text(id, raw, sizeof(raw));
+  return shown(t[0] ? t : "auto", buf, len);
+}
+
+static const char* type_name(enum braid_param id) {
+  static const char* const names[] = {"int", "size", "bool", "enum", "list", "string"};
+  return names[braid_param_row(id)->type];
 }
 
 static int width_of(const char* s, int w) {
@@ -67,25 +70,34 @@ static int width_of(const char* s, int w) {
   return n > w ? n : w;
 }
 
-static void print_params(void) {
-  char def[128], cur[512];
-  int wname = 4, wdef = 7, wcur = 5, wsrc = 6;
+static void print_params(int all) {
+  char def[256], cur[512];
+  int wname = 4, wdef = 7, wcur = 5, wsrc = 6, hidden = 0;
   for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
     enum braid_param p = (enum braid_param)id;
+    if (!all && !braid_param_row(p)->declared) continue;
     wname = width_of(braid_param_name(p), wname);
     wdef = width_of(default_value(p, def, sizeof(def)), wdef);
     wcur = width_of(current_value(p, cur, sizeof(cur)), wcur);
     wsrc = width_of(braid_param_source(p), wsrc);
   }
-  printf("%-*s  %-*s  %-*s  %-*s  %s\n", wname, "NAME", wdef, "DEFAULT", wcur, "VALUE", wsrc, "SOURCE", "DESCRIPTION");
+  printf("%-*s  %-8s  %-6s  %-*s  %-*s  %-*s  %s\n", wname, "NAME", "STATUS", "TYPE", wdef, "DEFAULT", wcur, "VALUE",
+         wsrc, "SOURCE", "DESCRIPTION");
   for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
     enum braid_param p = (enum braid_param)id;
-    printf("%-*s  %-*s  %-*s  %-*s  %s\n", wname, braid_param_name(p), wdef, default_value(p, def, sizeof(def)), wcur,
-           current_value(p, cur, sizeof(cur)), wsrc, braid_param_source(p), braid_param_doc(p));
+    if (!all && !braid_param_row(p)->declared) {
+      hidden++;
+      continue;
+    }
+    printf("%-*s  %-8s  %-6s  %-*s  %-*s  %-*s  %s\n", wname, braid_param_name(p), braid_param_status_name(p),
+           type_name(p), wdef, default_value(p, def, sizeof(def)), wcur, current_value(p, cur, sizeof(cur)), wsrc,
+           braid_param_source(p), braid_param_doc(p));
   }
+  if (hidden) printf("\n%d more names NCCL reads are ACCEPTED and ignored (braid-info --all lists them).\n", hidden);
 }
 
 int main(int argc, char** argv) {
+  int all = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
@@ -95,13 +107,17 @@ int main(int argc, char** argv) {
       print_version();
       return 0;
     }
+    if (strcmp(argv[i], "--all") == 0) {
+      all = 1;
+      continue;
+    }
     fprintf(stderr, "braid-info: unknown argument '%s'\n", argv[i]);
     usage(stderr);
     return 2;
   }
   print_version();
   printf("build: %s\n", braid_build_options());
-  printf("\nparameters (environment, then NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf):\n\n");
-  print_params();
+  printf("\nparameters (NCCL_ENV_PLUGIN, environment, NCCL_CONF_FILE or ~/.nccl.conf, /etc/nccl.conf):\n\n");
+  print_params(all);
   return 0;
 }

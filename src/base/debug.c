@@ -18,7 +18,8 @@
  *
  * WARN lines logged with subsystem BRAID_LOG_ALL (BRAID_WARN) are recorded as the text of
  * ncclGetLastError whether printed or not. A WARN logged with a single subsystem is advice
- * (param.c's unknown-variable warnings): printed like a WARN, never recorded.
+ * (param.c's unknown-variable warnings): printed like a WARN, never recorded. With
+ * NCCL_WARN_ENABLE_DEBUG_INFO=1 a recorded WARN raises the level to INFO from then on.
  */
 #include "base/debug.h"
 
@@ -53,6 +54,7 @@ static unsigned debug_ts_levels;    /* bit (1 << level): lines of that level get
 static char debug_ts_format[256];   /* NCCL_DEBUG_TIMESTAMP_FORMAT */
 static char debug_host[256];        /* hostname up to the first '.' */
 static struct timespec debug_start; /* TRACE times are ms since the first init */
+static int debug_warn_to_info;      /* NCCL_WARN_ENABLE_DEBUG_INFO: the first WARN raises the level */
 
 /* The last BRAID_WARN text (ncclGetLastError). */
 static pthread_mutex_t debug_err_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,83 +63,15 @@ static char debug_last_error[DEBUG_MSG_MAX];
 static __thread int debug_dev = 0;
 static __thread char debug_err_copy[DEBUG_MSG_MAX];
 
-static const char* const level_names[] = {"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
-#define LEVEL_COUNT ((int)(sizeof(level_names) / sizeof(level_names[0])))
-
-/* ---- parsing the settings ---- */
-
-static int parse_level(const char* s) {
-  if (s == NULL) return BRAID_LOG_NONE;
-  for (int l = BRAID_LOG_VERSION; l < LEVEL_COUNT; l++)
-    if (strcasecmp(s, level_names[l]) == 0) return l;
-  return BRAID_LOG_NONE;
-}
-
-/* Calls `fn(token, len, arg)` for each blank-trimmed, non-empty token of a comma list. */
-static void for_each_token(const char* s, void (*fn)(const char*, size_t, void*), void* arg) {
-  while (*s) {
-    const char* end = strchr(s, ',');
-    if (end == NULL) end = s + strlen(s);
-    const char* a = s;
-    const char* b = end;
-    while (a < b && isspace((unsigned char)*a)) a++;
-    while (b > a && isspace((unsigned char)b[-1])) b--;
-    if (b > a) fn(a, (size_t)(b - a), arg);
-    s = *end ? end + 1 : end;
-  }
-}
-
-static int token_is(const char* tok, size_t len, const char* name) {
-  return strlen(name) == len && strncasecmp(tok, name, len) == 0;
-}
-
-struct subsys_parse {
-  uint64_t mask;
-  char bad[256]; /* unknown names, for one advice line */
-};
-
-static void subsys_token(const char* tok, size_t len, void* arg) {
-  struct subsys_parse* p = arg;
-#define BRAID_X(name, bit)         \
-  if (token_is(tok, len, #name)) { \
-    p->mask |= (bit);              \
-    return;                        \
-  }
+/* Subsystem i is bit i, so param.h's word list (built from the same X-list) gives the mask. */
+enum {
+#define BRAID_X(name, bit) debug_subsys_index_##name,
   BRAID_LOG_SUBSYS(BRAID_X)
 #undef BRAID_X
-  if (token_is(tok, len, "ALL")) {
-    p->mask = ~(uint64_t)0;
-    return;
-  }
-  size_t used = strlen(p->bad);
-  snprintf(p->bad + used, sizeof(p->bad) - used, "%s%.*s", used ? "," : "", (int)len, tok);
-}
-
-/* NCCL_DEBUG_SUBSYS: comma list of names; a leading ^ selects all but those. */
-static uint64_t parse_subsys(const char* s, char* bad, size_t badlen) {
-  struct subsys_parse p = {0};
-  if (s == NULL) s = "INIT,BOOTSTRAP,ENV";
-  int invert = s[0] == '^';
-  for_each_token(s + invert, subsys_token, &p);
-  snprintf(bad, badlen, "%s", p.bad);
-  return invert ? ~p.mask : p.mask;
-}
-
-static void level_token(const char* tok, size_t len, void* arg) {
-  unsigned* bits = arg;
-  if (token_is(tok, len, "ALL")) *bits = ~0u;
-  for (int l = BRAID_LOG_VERSION; l < LEVEL_COUNT; l++)
-    if (token_is(tok, len, level_names[l])) *bits |= 1u << l;
-}
-
-/* NCCL_DEBUG_TIMESTAMP_LEVELS: comma list of level names or ALL; a leading ^ inverts. */
-static unsigned parse_ts_levels(const char* s) {
-  unsigned bits = 0;
-  if (s == NULL) s = "WARN";
-  int invert = s[0] == '^';
-  for_each_token(s + invert, level_token, &bits);
-  return invert ? ~bits : bits;
-}
+};
+#define BRAID_X(name, bit) _Static_assert((bit) == 1ull << debug_subsys_index_##name, #name " is not bit i");
+BRAID_LOG_SUBSYS(BRAID_X)
+#undef BRAID_X
 
 static void read_hostname(char* buf, size_t len) {
   if (gethostname(buf, len) != 0) snprintf(buf, len, "unknown");
@@ -170,7 +104,7 @@ static void expand_file_name(const char* in, char* out, size_t len) {
 static __thread int debug_initialising;
 
 void braid_debug_init(void) {
-  char bad_subsys[256] = "", file_error[1200] = "";
+  char file_error[1200] = "";
   if (debug_initialising) return;
   pthread_mutex_lock(&debug_init_lock);
   if (__atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) >= 0) {
@@ -181,9 +115,11 @@ void braid_debug_init(void) {
   static int started;
   if (!started) clock_gettime(CLOCK_MONOTONIC, &debug_start), started = 1;
 
-  int level = parse_level(braid_param_str(BRAID_PARAM_DEBUG));
-  uint64_t mask = parse_subsys(braid_param_str(BRAID_PARAM_DEBUG_SUBSYS), bad_subsys, sizeof(bad_subsys));
-  unsigned ts_levels = parse_ts_levels(braid_param_str(BRAID_PARAM_DEBUG_TIMESTAMP_LEVELS));
+  int64_t lv = braid_param_int(BRAID_PARAM_DEBUG);
+  int level = lv == BRAID_PARAM_UNSET ? BRAID_LOG_NONE : (int)lv;
+  uint64_t mask = (uint64_t)braid_param_int(BRAID_PARAM_DEBUG_SUBSYS);
+  unsigned ts_levels = (unsigned)braid_param_int(BRAID_PARAM_DEBUG_TIMESTAMP_LEVELS);
+  debug_warn_to_info = braid_param_int(BRAID_PARAM_WARN_ENABLE_DEBUG_INFO) == 1;
   const char* ts_format = braid_param_str(BRAID_PARAM_DEBUG_TIMESTAMP_FORMAT);
   const char* file = braid_param_str(BRAID_PARAM_DEBUG_FILE);
 
@@ -208,9 +144,6 @@ void braid_debug_init(void) {
   debug_initialising = 0;
   pthread_mutex_unlock(&debug_init_lock);
 
-  if (bad_subsys[0])
-    braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_ENV, __FILE__, __LINE__, "Unknown NCCL_DEBUG_SUBSYS entries ignored: %s",
-                    bad_subsys);
   if (file_error[0]) braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_ENV, __FILE__, __LINE__, "%s", file_error);
   /* param.c prints its `set by` lines and advice at the first read after the level is known. */
   (void)braid_param_source(BRAID_PARAM_DEBUG);
@@ -296,6 +229,13 @@ static void emit_line(int level, const char* file, int line, const char* msg) {
 }
 
 void braid_debug_log(int level, uint64_t subsys, const char* file, int line, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  braid_debug_vlog(level, subsys, file, line, fmt, ap);
+  va_end(ap);
+}
+
+void braid_debug_vlog(int level, uint64_t subsys, const char* file, int line, const char* fmt, va_list ap) {
   int cur = __atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE);
   if (cur < 0) {
     braid_debug_init();
@@ -308,19 +248,28 @@ void braid_debug_log(int level, uint64_t subsys, const char* file, int line, con
   if (!record && !print) return;
 
   char msg[DEBUG_MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
 
   if (record) {
     pthread_mutex_lock(&debug_err_lock);
     memcpy(debug_last_error, msg, sizeof(msg));
     pthread_mutex_unlock(&debug_err_lock);
+    /* NCCL_WARN_ENABLE_DEBUG_INFO: what follows an error is logged at INFO, as NCCL does. */
+    if (debug_warn_to_info && cur < BRAID_LOG_INFO)
+      __atomic_store_n(&braid_debug_level, BRAID_LOG_INFO, __ATOMIC_RELEASE);
   }
   if (!print) return;
   pthread_mutex_lock(&debug_out_lock);
   emit_line(level, file, line, msg);
+  pthread_mutex_unlock(&debug_out_lock);
+}
+
+void braid_debug_write_stdout(const char* text, size_t len) {
+  pthread_mutex_lock(&debug_out_lock);
+  flockfile(stdout);
+  fflush(stdout);
+  write_all(fileno(stdout), text, len);
+  funlockfile(stdout);
   pthread_mutex_unlock(&debug_out_lock);
 }
 

@@ -9,20 +9,28 @@
 #ifndef BRAID_DEBUG_H
 #define BRAID_DEBUG_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "nccl.h"
 
+/* Levels, NCCL's names and numbers (NCCL_DEBUG, NCCL_DEBUG_TIMESTAMP_LEVELS). */
+#define BRAID_LOG_LEVELS(X) \
+  X(NONE, 0)                \
+  X(VERSION, 1)             \
+  X(WARN, 2)                \
+  X(INFO, 3)                \
+  X(ABORT, 4)               \
+  X(TRACE, 5)
+
 enum braid_log_level {
-  BRAID_LOG_NONE = 0,
-  BRAID_LOG_VERSION = 1,
-  BRAID_LOG_WARN = 2,
-  BRAID_LOG_INFO = 3,
-  BRAID_LOG_ABORT = 4,
-  BRAID_LOG_TRACE = 5,
+#define BRAID_X(name, value) BRAID_LOG_##name = value,
+  BRAID_LOG_LEVELS(BRAID_X)
+#undef BRAID_X
 };
 
-/* Subsystems, one bit each, in NCCL's order and names (NCCL_DEBUG_SUBSYS). */
+/* Subsystems, one bit each, bit i for the i-th, in NCCL's order and names (NCCL_DEBUG_SUBSYS;
+ * param.h builds the row's word list from this list). */
 #define BRAID_LOG_SUBSYS(X) \
   X(INIT, 0x1)              \
   X(COLL, 0x2)              \
@@ -39,7 +47,9 @@ enum braid_log_level {
   X(BOOTSTRAP, 0x1000)      \
   X(REG, 0x2000)            \
   X(PROFILE, 0x4000)        \
-  X(RAS, 0x8000)
+  X(RAS, 0x8000)            \
+  X(DESTROY, 0x10000)       \
+  X(ALLOC_HOST, 0x20000)
 
 enum braid_log_subsys {
 #define BRAID_X(name, bit) BRAID_LOG_##name = bit,
@@ -55,6 +65,9 @@ extern uint64_t braid_debug_mask;
 void braid_debug_init(void);
 void braid_debug_log(int level, uint64_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
+void braid_debug_vlog(int level, uint64_t subsys, const char* file, int line, const char* fmt, va_list ap);
+/* Writes `text` to stdout as is, ordered with the log lines (ncclParamDumpAll prints there). */
+void braid_debug_write_stdout(const char* text, size_t len);
 /* The text of the last WARN of this process (ncclGetLastError). */
 const char* braid_debug_last_error(void);
 /* The CUDA device shown in the `[dev]` field of this thread's log lines (-1: host). */

@@ -1,308 +1,159 @@
 /*
- * param.c - the parameter table of src/base/param.h: values, their sources, and the advice printed
- * about them (STYLE.md 7). This is the only file in src/ that reads the environment.
+ * param.c - the parameter table of src/base/param.h: its values, when they are read, and the
+ * advice printed about them (STYLE.md 7). With param_load.c, the only code in src/ that reads
+ * the environment.
  *
- * A value comes from the first place that sets it: the environment, then the file named by
- * NCCL_CONF_FILE, then ~/.nccl.conf, then /etc/nccl.conf (lines `NAME=value`; `#` comments
- * and blank lines ignored). An empty value counts as unset. INT values are decimal or 0x hex;
- * a malformed one is reported and the default is used.
+ * A value comes from the first place that sets it: the env plugin (NCCL_ENV_PLUGIN,
+ * param_env_plugin.c), the environment, then the file named by NCCL_CONF_FILE or else
+ * ~/.nccl.conf, then /etc/nccl.conf (NCCL's order: NCCL_CONF_FILE replaces ~/.nccl.conf).
+ * Typed rows are parsed by param_parse.c; a value that does not fit is reported and the
+ * default is used (lower sources do not apply).
  *
- * One load builds a `struct param_state`; it is published through an atomic pointer, first
- * under pthread_once and again by braid_param_reload(). An old state is retired, never freed,
- * so strings handed out before a reload stay valid (reload is a test hook; the cost is a few
- * hundred bytes per reload).
+ * When values are read, as NCCL reads them:
+ *   - LIVE rows are loaded once per process. A forked child loads again at its first read
+ *     (pthread_atfork marks the table stale), so a launcher that called NCCL before forking
+ *     ranks still sees each rank's own settings.
+ *   - PER_USE rows (those NCCL reads with ncclGetEnv at each use), and the rows NCCL_NO_CACHE
+ *     names, are looked up again at every read: when the env plugin's or the environment's
+ *     text differs from the table's, they are loaded again (the other rows keep their values).
+ *
+ * One load builds a `struct param_state`, published through an atomic pointer. An old state is
+ * retired, never freed, so strings handed out before a reload stay valid (a few KB per load;
+ * loads happen at start, after a fork, when a PER_USE value changes, and in tests).
  *
  * Loading logs nothing: the logger reads its own settings from this table, so printing from
  * here while it initialises would recurse. Instead each state keeps a list of messages (the
  * `set by` lines, unknown-variable and malformed-value advice) that the first accessor call
- * after the logger is configured prints, once per load. An accessor configures the logger
- * first when nobody has, and braid_debug_init() ends with such a call. The advice is logged at WARN level with the ENV
- * subsystem, which debug.c prints like any WARN but does not record as the ncclGetLastError text: it is advice, not the
- * error of a call.
+ * after the logger is configured prints. A message already printed since the last
+ * braid_param_reload() is not printed again (a reload after a fork or a changed PER_USE value
+ * says only what is new). The advice is logged at WARN level with the ENV subsystem, which
+ * debug.c prints like any WARN but does not record as the ncclGetLastError text.
  */
 #include "base/param.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/debug.h"
-
-extern char** environ;
-
-/* The static part of a row: what param.h says about it. */
-struct param_row {
-  const char* name;
-  int is_int;
-  int64_t def_int;
-  const char* def_str;
-  const char* doc;
-};
-
-#define PARAM_ROW_INT(def) 1, (int64_t)(def), NULL
-#define PARAM_ROW_STR(def) 0, 0, (def)
-static const struct param_row rows[BRAID_PARAM_COUNT] = {
-#define BRAID_X(id, name, type, def, doc) [BRAID_PARAM_##id] = {name, PARAM_ROW_##type(def), doc},
-    BRAID_PARAMS(BRAID_X)
-#undef BRAID_X
-};
-
-/* The value of one parameter in one load. */
-struct param_value {
-  int64_t i;          /* INT rows: the value (default when unset or malformed) */
-  const char* s;      /* STR rows: the value, NULL when unset; INT rows: the text as set */
-  const char* source; /* "default", "environment" or a conf file path */
-  int decided;        /* set (or set to a malformed value) by a source of higher priority */
-};
-
-/* A message to print once the logger is ready. */
-struct param_msg {
-  int warn; /* 1: WARN-level advice; 0: INFO/ENV */
-  char* text;
-  struct param_msg* next;
-};
-
-struct param_state {
-  struct param_value v[BRAID_PARAM_COUNT];
-  struct param_msg* msgs;      /* in load order */
-  struct param_msg** msg_tail; /* where the next message goes */
-  int reported;                /* 1 once the messages were printed (atomic) */
-  char** strings;              /* copies of values and paths owned by this state */
-  int nstrings, capstrings;
-  struct param_state* retired; /* the state this one replaced */
-};
+#include "base/env_plugin.h"
+#include "base/fault.h"
+#include "base/param_state.h"
 
 static pthread_once_t param_once = PTHREAD_ONCE_INIT;
+static pthread_once_t plugin_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t param_reload_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct param_state* param_current; /* atomic */
+static int param_stale;                   /* atomic: set in a forked child */
+static int param_ready;                   /* atomic: loaded, logger configured, env plugin tried */
 /* Used only when allocating a state fails: defaults, no messages. */
 static struct param_state param_fallback;
 
-static const char SOURCE_DEFAULT[] = "default";
-static const char SOURCE_ENV[] = "environment";
+/* Texts of the messages printed since the last braid_param_reload(), under printed_lock. */
+struct printed {
+  char* text;
+  struct printed* next;
+};
+static pthread_mutex_t printed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct printed* printed_list;
 
 /* Advice at WARN level that is not recorded as the last error (see the header comment). */
 #define PARAM_ADVISE(...) braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_ENV, __FILE__, __LINE__, __VA_ARGS__)
 
-/* ---- small helpers ---- */
-
-/* Keeps a copy of `s` (len bytes) alive as long as the state. NULL when out of memory. */
-static const char* state_keep(struct param_state* st, const char* s, size_t len) {
-  if (st->nstrings == st->capstrings) {
-    int cap = st->capstrings ? 2 * st->capstrings : 32;
-    char** grown = realloc(st->strings, (size_t)cap * sizeof(*grown));
-    if (grown == NULL) return NULL;
-    st->strings = grown;
-    st->capstrings = cap;
-  }
-  char* copy = malloc(len + 1);
-  if (copy == NULL) return NULL;
-  memcpy(copy, s, len);
-  copy[len] = '\0';
-  st->strings[st->nstrings++] = copy;
-  return copy;
-}
-
-static void state_msg(struct param_state* st, int warn, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-static void state_msg(struct param_state* st, int warn, const char* fmt, ...) {
-  struct param_msg* m = calloc(1, sizeof(*m));
-  if (m == NULL) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vasprintf(&m->text, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    free(m);
-    return;
-  }
-  m->warn = warn;
-  *st->msg_tail = m;
-  st->msg_tail = &m->next;
-}
-
-static int param_lookup(const char* name, size_t len) {
-  for (int id = 0; id < BRAID_PARAM_COUNT; id++)
-    if (strlen(rows[id].name) == len && strncmp(rows[id].name, name, len) == 0) return id;
-  return -1;
-}
-
-/* Levenshtein distance between a[0..la) and b[0..lb); names are short (< 64). */
-static size_t edit_distance(const char* a, size_t la, const char* b, size_t lb) {
-  size_t prev[128], cur[128];
-  if (lb >= 128) lb = 127;
-  for (size_t j = 0; j <= lb; j++) prev[j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    cur[0] = i;
-    for (size_t j = 1; j <= lb; j++) {
-      size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-      size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-    }
-    memcpy(prev, cur, (lb + 1) * sizeof(size_t));
-  }
-  return prev[lb];
-}
-
-static const char* closest_known(const char* name, size_t len) {
-  const char* best = rows[0].name;
-  size_t best_d = (size_t)-1;
-  for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
-    size_t d = edit_distance(name, len, rows[id].name, strlen(rows[id].name));
-    if (d < best_d) best_d = d, best = rows[id].name;
-  }
-  return best;
-}
-
-/* Names we own or NCCL owns, minus nccl-tests' own variables. */
-static int is_checked_name(const char* name, size_t len) {
-  if (len > 11 && strncmp(name, "NCCL_TESTS_", 11) == 0) return 0;
-  return (len > 5 && strncmp(name, "NCCL_", 5) == 0) || (len > 6 && strncmp(name, "BRAID_", 6) == 0);
-}
-
-/* Decimal or 0x hex, optional sign, surrounding blanks allowed. 0 on success. */
-static int parse_int(const char* text, int64_t* out_p) {
-  const char* p = text;
-  while (isspace((unsigned char)*p)) p++;
-  int neg = 0;
-  if (*p == '+' || *p == '-') neg = (*p++ == '-');
-  int base = 10;
-  if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) base = 16, p += 2;
-  if (!(base == 16 ? isxdigit((unsigned char)*p) : isdigit((unsigned char)*p))) return -1;
-  errno = 0;
-  char* end;
-  unsigned long long mag = strtoull(p, &end, base);
-  if (errno == ERANGE) return -1;
-  while (isspace((unsigned char)*end)) end++;
-  if (*end != '\0') return -1;
-  if (!neg && mag > (unsigned long long)INT64_MAX) return -1;
-  if (neg && mag > (unsigned long long)INT64_MAX + 1ULL) return -1;
-  *out_p = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-  return 0;
-}
-
-/* ---- loading ---- */
-
-/* Sets parameter `id` from `text` found at `source`, unless an earlier source set it. */
-static void state_set(struct param_state* st, int id, const char* text, const char* source) {
-  struct param_value* v = &st->v[id];
-  if (v->decided) return;      /* a higher-priority source won */
-  if (text[0] == '\0') return; /* empty means unset */
-  const char* where = source == SOURCE_ENV ? "environment" : source;
-  const char* kept = state_keep(st, text, strlen(text));
-  if (kept == NULL) return;
-  if (rows[id].is_int) {
-    int64_t val;
-    if (parse_int(text, &val) != 0) {
-      char def[32];
-      state_msg(st, 1, "Invalid value %s for %s (set by %s), using default %s.", text, rows[id].name, where,
-                braid_param_default_str((enum braid_param)id, def, sizeof(def)));
-      v->decided = 1; /* lower-priority sources do not apply; the value stays the default */
-      return;
-    }
-    v->i = val;
-  }
-  v->s = kept;
-  v->source = source;
-  v->decided = 1;
-  /* NCCL does not log its own logging settings; neither do we (NCCL_DEBUG=INFO would
-   * otherwise always start with `NCCL_DEBUG set by environment to INFO.`). */
-  if (strncmp(rows[id].name, "NCCL_DEBUG", 10) == 0) return;
-  if (rows[id].is_int)
-    state_msg(st, 0, "%s set by %s to %" PRId64 ".", rows[id].name, where, v->i);
-  else
-    state_msg(st, 0, "%s set by %s to %s.", rows[id].name, where, text);
-}
-
-static void load_environment(struct param_state* st) {
-  for (char** e = environ; e && *e; e++) {
-    const char* eq = strchr(*e, '=');
-    if (eq == NULL) continue;
-    size_t len = (size_t)(eq - *e);
-    int id = param_lookup(*e, len);
-    if (id >= 0) {
-      state_set(st, id, eq + 1, SOURCE_ENV);
-    } else if (is_checked_name(*e, len)) {
-      state_msg(st, 1, "Unknown environment variable %.*s (did you mean %s?)", (int)len, *e, closest_known(*e, len));
-    }
-  }
-}
-
-/* Reads one conf file; a missing file is silent unless `must_exist` (NCCL_CONF_FILE). */
-static void load_conf(struct param_state* st, const char* path, int must_exist) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) {
-    if (must_exist) state_msg(st, 1, "NCCL_CONF_FILE %s could not be opened: %s", path, strerror(errno));
-    return;
-  }
-  const char* source = state_keep(st, path, strlen(path));
-  char* line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  int lineno = 0;
-  while (source && (n = getline(&line, &cap, f)) >= 0) {
-    lineno++;
-    while (n > 0 && isspace((unsigned char)line[n - 1])) line[--n] = '\0';
-    char* p = line;
-    while (isspace((unsigned char)*p)) p++;
-    if (*p == '\0' || *p == '#') continue;
-    char* eq = strchr(p, '=');
-    if (eq == NULL) {
-      state_msg(st, 1, "%s:%d: ignoring line without '=': %s", path, lineno, p);
-      continue;
-    }
-    char* name_end = eq;
-    while (name_end > p && isspace((unsigned char)name_end[-1])) name_end--;
-    char* value = eq + 1;
-    while (isspace((unsigned char)*value)) value++;
-    size_t len = (size_t)(name_end - p);
-    int id = param_lookup(p, len);
-    if (id >= 0)
-      state_set(st, id, value, source);
-    else if (is_checked_name(p, len))
-      state_msg(st, 1, "Unknown variable %.*s in %s (did you mean %s?)", (int)len, p, path, closest_known(p, len));
-  }
-  free(line);
-  fclose(f);
-}
-
-static void state_defaults(struct param_state* st) {
-  for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
-    st->v[id].i = rows[id].is_int ? rows[id].def_int : BRAID_PARAM_UNSET;
-    st->v[id].s = rows[id].is_int ? NULL : rows[id].def_str;
-    st->v[id].source = SOURCE_DEFAULT;
-  }
-  st->msg_tail = &st->msgs;
-}
-
+/* A load, or the fallback when memory is short. */
 static struct param_state* param_load(void) {
-  struct param_state* st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    state_defaults(&param_fallback);
-    param_fallback.reported = 1;
-    return &param_fallback;
+  struct param_state* st = braid_param_state_load();
+  if (st != NULL) return st;
+  braid_param_state_defaults(&param_fallback);
+  param_fallback.reported = 1;
+  return &param_fallback;
+}
+
+/* ---- publishing, fork, printing ---- */
+
+static void printed_clear(void) {
+  pthread_mutex_lock(&printed_lock);
+  while (printed_list != NULL) {
+    struct printed* p = printed_list;
+    printed_list = p->next;
+    free(p->text);
+    free(p);
   }
-  state_defaults(st);
-  load_environment(st);
-  const char* conf = getenv("NCCL_CONF_FILE");
-  if (conf && conf[0]) load_conf(st, conf, 1);
-  if (conf == NULL) conf = "";
-  /* Each file is read once, even when NCCL_CONF_FILE names one of the usual places. */
-  const char* home = getenv("HOME");
-  char path[4096];
-  if (home && home[0] && snprintf(path, sizeof(path), "%s/.nccl.conf", home) < (int)sizeof(path) &&
-      strcmp(path, conf) != 0)
-    load_conf(st, path, 0);
-  if (strcmp(conf, "/etc/nccl.conf") != 0) load_conf(st, "/etc/nccl.conf", 0);
+  pthread_mutex_unlock(&printed_lock);
+}
+
+/* 1 the first time `text` is seen since the last printed_clear(). */
+static int printed_first(const char* text) {
+  int first = 1;
+  pthread_mutex_lock(&printed_lock);
+  for (struct printed* p = printed_list; p && first; p = p->next) first = strcmp(p->text, text) != 0;
+  struct printed* p = first ? malloc(sizeof(*p)) : NULL;
+  if (p != NULL && (p->text = strdup(text)) != NULL) {
+    p->next = printed_list;
+    printed_list = p;
+  } else {
+    free(p);
+  }
+  pthread_mutex_unlock(&printed_lock);
+  return first;
+}
+
+/* After a load for a changed PER_USE value: every other row keeps the value (and the silence)
+ * of `old`, LIVE values are loaded once. */
+static void state_keep_cached(struct param_state* st, const struct param_state* old) {
+  if (st == &param_fallback || old == &param_fallback) return;
+  for (int id = 0; id < BRAID_PARAM_COUNT; id++)
+    if (!old->v[id].fresh) st->v[id] = old->v[id];
+  struct param_msg** link = &st->msgs;
+  st->msg_tail = &st->msgs;
+  while (*link != NULL) {
+    struct param_msg* m = *link;
+    if (m->id >= 0 && !old->v[m->id].fresh) {
+      *link = m->next;
+      free(m->text);
+      free(m);
+    } else {
+      st->msg_tail = &m->next;
+      link = &m->next;
+    }
+  }
+}
+
+/* Replaces the current state by a fresh load. PARAM_ALL: everything again (explicit: a caller
+ * asked, messages print again; or a forked child); PARAM_FRESH: the rows read at each use. */
+enum { PARAM_EXPLICIT, PARAM_ALL, PARAM_FRESH };
+static struct param_state* param_swap(int how) {
+  struct param_state* st = param_load();
+  pthread_mutex_lock(&param_reload_lock);
+  int explicit = how == PARAM_EXPLICIT;
+  if (how == PARAM_FRESH) state_keep_cached(st, __atomic_load_n(&param_current, __ATOMIC_ACQUIRE));
+  if (explicit) printed_clear();
+  struct param_state* old = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE);
+  if (st != &param_fallback && old != &param_fallback) st->retired = old;
+  __atomic_store_n(&param_current, st, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&param_reload_lock);
+  braid_fault_rearm();
   return st;
+}
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&param_reload_lock);
+  pthread_mutex_lock(&printed_lock);
+}
+static void fork_parent(void) {
+  pthread_mutex_unlock(&printed_lock);
+  pthread_mutex_unlock(&param_reload_lock);
+}
+static void fork_child(void) {
+  fork_parent();
+  __atomic_store_n(&param_stale, 1, __ATOMIC_RELEASE);
 }
 
 static void param_load_first(void) {
   __atomic_store_n(&param_current, param_load(), __ATOMIC_RELEASE);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 /* Prints the messages of `st` once, as soon as the logger has its settings. */
@@ -311,6 +162,7 @@ static void state_report(struct param_state* st) {
   if (__atomic_load_n(&st->reported, __ATOMIC_ACQUIRE)) return;
   if (__atomic_exchange_n(&st->reported, 1, __ATOMIC_ACQ_REL)) return;
   for (struct param_msg* m = st->msgs; m; m = m->next) {
+    if (!printed_first(m->text)) continue;
     if (m->warn)
       PARAM_ADVISE("%s", m->text);
     else
@@ -318,12 +170,52 @@ static void state_report(struct param_state* st) {
   }
 }
 
-static struct param_state* param_state(void) {
+/* Once the logger is configured: the env plugin, and a load that asks it. */
+static void plugin_load_once(void) {
+  const char* setting = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE)->v[BRAID_PARAM_ENV_PLUGIN].s;
+  if (braid_env_plugin_open(setting)) param_swap(PARAM_ALL);
+}
+
+/* The first read, a forked child's first read, a read before the logger is configured. */
+static void param_state_slow(void) {
   pthread_once(&param_once, param_load_first);
+  if (__atomic_load_n(&param_stale, __ATOMIC_ACQUIRE) && __atomic_exchange_n(&param_stale, 0, __ATOMIC_ACQ_REL))
+    param_swap(PARAM_ALL);
   /* The logger's settings are parameters too: configure it now, so the messages of this load
    * are printed no later than the first read (braid_debug_init ignores the reads it makes). */
   if (__atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0) braid_debug_init();
+  if (__atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0) return; /* inside braid_debug_init */
+  pthread_once(&plugin_once, plugin_load_once);
+  __atomic_store_n(&param_ready, 1, __ATOMIC_RELEASE);
+}
+
+static struct param_state* param_state(void) {
+  if (__builtin_expect(!__atomic_load_n(&param_ready, __ATOMIC_ACQUIRE) ||
+                           __atomic_load_n(&param_stale, __ATOMIC_ACQUIRE) ||
+                           __atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0,
+                       0))
+    param_state_slow();
   struct param_state* st = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE);
+  if (!__atomic_load_n(&st->reported, __ATOMIC_ACQUIRE)) state_report(st);
+  return st;
+}
+
+/* The state to read row `id` from: for a row read at each use, one whose value is what the
+ * plugin and the environment say now (conf files are read once, as NCCL does). */
+static struct param_state* state_of(int id) {
+  struct param_state* st = param_state();
+  const struct param_value* v = &st->v[id];
+  if (!v->fresh) return st;
+  char* from_plugin = braid_env_plugin_dup(braid_param_rows[id].name);
+  const char* now = from_plugin;
+  int kind = SRC_PLUGIN;
+  if (now == NULL || now[0] == '\0') now = getenv(braid_param_rows[id].name), kind = SRC_ENV;
+  if (now != NULL && now[0] == '\0') now = NULL;
+  int same = now == NULL ? v->kind != SRC_PLUGIN && v->kind != SRC_ENV
+                         : v->kind == kind && v->raw != NULL && strcmp(v->raw, now) == 0;
+  free(from_plugin);
+  if (same) return st;
+  st = param_swap(PARAM_FRESH);
   state_report(st);
   return st;
 }
@@ -338,60 +230,106 @@ static int param_valid(enum braid_param id, const char* what) {
 
 void braid_param_reload(void) {
   pthread_once(&param_once, param_load_first);
-  struct param_state* st = param_load();
-  pthread_mutex_lock(&param_reload_lock);
-  struct param_state* old = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE);
-  if (st != &param_fallback && old != &param_fallback) st->retired = old;
-  __atomic_store_n(&param_current, st, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&param_reload_lock);
-}
-
-int64_t braid_param_int(enum braid_param id) {
-  if (!param_valid(id, "braid_param_int")) return BRAID_PARAM_UNSET;
-  if (!rows[id].is_int) {
-    BRAID_WARN("braid_param_int: %s is a string parameter", rows[id].name);
-    return BRAID_PARAM_UNSET;
-  }
-  return param_state()->v[id].i;
-}
-
-const char* braid_param_str(enum braid_param id) {
-  if (!param_valid(id, "braid_param_str")) return NULL;
-  if (rows[id].is_int) {
-    BRAID_WARN("braid_param_str: %s is an integer parameter", rows[id].name);
-    return NULL;
-  }
-  return param_state()->v[id].s;
-}
-
-const char* braid_param_source(enum braid_param id) {
-  if (!param_valid(id, "braid_param_source")) return NULL;
-  return param_state()->v[id].source;
-}
-
-const char* braid_param_name(enum braid_param id) {
-  if (!param_valid(id, "braid_param_name")) return NULL;
-  return rows[id].name;
-}
-
-const char* braid_param_doc(enum braid_param id) {
-  if (!param_valid(id, "braid_param_doc")) return NULL;
-  return rows[id].doc;
+  param_swap(PARAM_EXPLICIT);
 }
 
 int braid_param_is_int(enum braid_param id) {
   if (!param_valid(id, "braid_param_is_int")) return 0;
-  return rows[id].is_int;
+  return braid_param_rows[id].type != BRAID_PARAM_T_STR;
+}
+
+int64_t braid_param_int(enum braid_param id) {
+  if (!param_valid(id, "braid_param_int")) return BRAID_PARAM_UNSET;
+  if (braid_param_rows[id].type == BRAID_PARAM_T_STR) {
+    BRAID_WARN("braid_param_int: %s is a string parameter", braid_param_rows[id].name);
+    return BRAID_PARAM_UNSET;
+  }
+  return state_of(id)->v[id].i;
+}
+
+const char* braid_param_str(enum braid_param id) {
+  if (!param_valid(id, "braid_param_str")) return NULL;
+  enum braid_param_type t = braid_param_rows[id].type;
+  if (t != BRAID_PARAM_T_STR && t != BRAID_PARAM_T_ENUM && t != BRAID_PARAM_T_LIST) {
+    BRAID_WARN("braid_param_str: %s is an integer parameter", braid_param_rows[id].name);
+    return NULL;
+  }
+  return state_of(id)->v[id].s;
+}
+
+/* A LIST mask as NCCL prints one: ALL, the words of its bits, or NONE. */
+static void list_text(const struct braid_param_row* row, uint64_t mask, char* buf, size_t len) {
+  char word[64];
+  size_t o = 0;
+  if (mask == ~(uint64_t)0) {
+    snprintf(buf, len, "ALL");
+    return;
+  }
+  for (int64_t i = 0; i < 64 && o < len; i++)
+    if ((mask >> i) & 1 && braid_param_word(row, i, word, sizeof(word))[0] != '\0')
+      o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "", word);
+  if (o == 0) snprintf(buf, len, "NONE");
+}
+
+const char* braid_param_text(enum braid_param id, char* buf, size_t len) {
+  if (buf == NULL || len == 0) return "";
+  buf[0] = '\0';
+  if (!param_valid(id, "braid_param_text")) return buf;
+  const struct param_value* v = &state_of(id)->v[id];
+  switch (braid_param_rows[id].type) {
+    case BRAID_PARAM_T_INT:
+    case BRAID_PARAM_T_SIZE:
+      if (v->i != BRAID_PARAM_UNSET) snprintf(buf, len, "%" PRId64, v->i);
+      break;
+    case BRAID_PARAM_T_BOOL:
+      if (v->i != BRAID_PARAM_UNSET) snprintf(buf, len, "%s", v->i ? "TRUE" : "FALSE");
+      break;
+    case BRAID_PARAM_T_LIST:
+      list_text(&braid_param_rows[id], (uint64_t)v->i, buf, len);
+      break;
+    default:
+      snprintf(buf, len, "%s", v->s ? v->s : "");
+  }
+  return buf;
+}
+
+const char* braid_param_source(enum braid_param id) {
+  if (!param_valid(id, "braid_param_source")) return NULL;
+  return state_of(id)->v[id].source;
+}
+
+const char* braid_param_name(enum braid_param id) {
+  if (!param_valid(id, "braid_param_name")) return NULL;
+  return braid_param_rows[id].name;
+}
+
+const char* braid_param_doc(enum braid_param id) {
+  if (!param_valid(id, "braid_param_doc")) return NULL;
+  return braid_param_rows[id].doc;
+}
+
+const struct braid_param_row* braid_param_row(enum braid_param id) {
+  if ((int)id < 0 || id >= BRAID_PARAM_COUNT) return NULL;
+  return &braid_param_rows[id];
+}
+
+const char* braid_param_status_name(enum braid_param id) {
+  static const char* const names[] = {"LIVE", "PER_USE", "ACCEPTED"};
+  if (!param_valid(id, "braid_param_status_name")) return "";
+  return names[braid_param_rows[id].status];
 }
 
 const char* braid_param_default_str(enum braid_param id, char* buf, int len) {
   if (buf == NULL || len <= 0) return "";
   buf[0] = '\0';
   if (!param_valid(id, "braid_param_default_str")) return buf;
-  if (rows[id].is_int && rows[id].def_int != BRAID_PARAM_UNSET)
-    snprintf(buf, (size_t)len, "%" PRId64, rows[id].def_int);
-  else if (!rows[id].is_int && rows[id].def_str != NULL)
-    snprintf(buf, (size_t)len, "%s", rows[id].def_str);
+  const struct braid_param_row* row = &braid_param_rows[id];
+  if (row->def_str != NULL)
+    snprintf(buf, (size_t)len, "%s", row->def_str);
+  else if (row->type == BRAID_PARAM_T_BOOL && row->def_int != BRAID_PARAM_UNSET)
+    snprintf(buf, (size_t)len, "%s", row->def_int ? "TRUE" : "FALSE");
+  else if (row->def_int != BRAID_PARAM_UNSET && row->type != BRAID_PARAM_T_STR)
+    snprintf(buf, (size_t)len, "%" PRId64, row->def_int);
   else
     snprintf(buf, (size_t)len, "auto");
   return buf;

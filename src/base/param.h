@@ -1,140 +1,261 @@
 /*
- * param.h - every environment parameter braid reads, declared once, as data (STYLE.md 7).
+ * param.h - every environment parameter braid knows, declared once, as data (STYLE.md 7).
  *
- * One row per variable: id, name, type (INT or STR), default, one line of doc. The rows
- * generate the enum below, the table in param.c (read from the environment, then from
- * NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf) and the listing `braid-info` prints.
- * Accessors: braid_param_int(BRAID_PARAM_X), braid_param_str(BRAID_PARAM_X). A value of
- * BRAID_PARAM_UNSET (INT) or NULL (STR) means "not set, use automatic behaviour".
- * Only param.c reads the environment.
+ * One row per variable:  X(id, name, status, type, default, doc)
+ *   id       BRAID_PARAM_<id>, what code passes to the accessors below
+ *   name     the variable: NCCL's name for NCCL's knobs, BRAID_* for braid's own
+ *   status   LIVE      braid reads it; loaded once per process (and again in a forked child)
+ *            PER_USE   braid reads it; looked up again at each use, as NCCL reads it with
+ *                      ncclGetEnv at call time (NCCL_HOSTID, NCCL_COMM_ID, NCCL_ALGO, ...)
+ *            ACCEPTED  NCCL's knob, accepted for compatibility: braid ignores it, and says so
+ *                      (one INFO line) when it is set
+ *   type     INT(lo, hi)   integer, decimal or 0x hex, in [lo, hi]
+ *            SIZE          byte count >= 0: an integer with an optional binary unit K, M, G, T
+ *                          (also KB/KiB...). NCCL itself reads digits only (strtoll: "4M" is 4)
+ *            BOOL          1/T/TRUE or 0/F/FALSE, any case (NCCL 2.30's bool parser)
+ *            ENUM("A|B")   one of the words, any case; braid_param_int() is its index and
+ *                          braid_param_str() the word as written here
+ *            LIST("A|B")   comma list of the words, '^' first inverts, ALL is every word;
+ *                          braid_param_int() is the mask (word i = bit i; an empty word keeps
+ *                          a bit unused), unknown words are reported and skipped
+ *            STR           text, read as is
+ *   default  INT, SIZE, BOOL: a number or BRAID_PARAM_UNSET ("auto"); ENUM, LIST, STR: a
+ *            string or NULL ("auto")
+ *   doc      one line: what it does (for an ACCEPTED row: what it does in NCCL)
+ *
+ * A value that does not fit its type is reported once (a WARN naming variable, value and
+ * source) and the default is used. Values come, first one wins, from the NCCL_ENV_PLUGIN env
+ * plugin, the environment, NCCL_CONF_FILE, ~/.nccl.conf, /etc/nccl.conf (param.c); an empty
+ * value counts as unset. Adding a variable is adding a row; a name NCCL reads that braid has
+ * no row for sits in param_nccl.h (accepted, ignored): when you add a row for one of those,
+ * delete it there (test_param fails on a name declared twice).
+ * Accessors: braid_param_int(BRAID_PARAM_X), braid_param_str(BRAID_PARAM_X). Only param.c
+ * reads the environment.
  */
 #ifndef BRAID_PARAM_H
 #define BRAID_PARAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define BRAID_PARAM_UNSET INT64_MIN
+#include "base/debug.h"
 
-/* X(id, name, type, default, doc) */
+#define BRAID_PARAM_UNSET INT64_MIN
+/* The logger's words, from its lists (debug.h): "NONE|VERSION|...|", "INIT|COLL|...|", and
+ * the levels of a timestamp list, where NONE is no word ("|VERSION|...|"). */
+#define BRAID_PARAM_WORD(name, value) #name "|"
+#define BRAID_PARAM_LEVEL_WORDS BRAID_LOG_LEVELS(BRAID_PARAM_WORD)
+#define BRAID_PARAM_SUBSYS_WORDS BRAID_LOG_SUBSYS(BRAID_PARAM_WORD)
+#define BRAID_PARAM_TS_WORD(name, value) BRAID_PARAM_TS_WORD_##value(name)
+#define BRAID_PARAM_TS_WORD_0(name) "|"
+#define BRAID_PARAM_TS_WORD_1(name) #name "|"
+#define BRAID_PARAM_TS_WORD_2(name) #name "|"
+#define BRAID_PARAM_TS_WORD_3(name) #name "|"
+#define BRAID_PARAM_TS_WORD_4(name) #name "|"
+#define BRAID_PARAM_TS_WORD_5(name) #name "|"
+#define BRAID_PARAM_TS_WORDS BRAID_LOG_LEVELS(BRAID_PARAM_TS_WORD)
+
 #define BRAID_PARAMS(X)                                                                                                \
-  /* logging */                                                                                                        \
-  X(DEBUG, "NCCL_DEBUG", STR, NULL, "log level: VERSION, WARN, INFO, ABORT or TRACE")                                  \
-  X(DEBUG_SUBSYS, "NCCL_DEBUG_SUBSYS", STR, "INIT,BOOTSTRAP,ENV", "subsystems logged at INFO (comma list, ^ inverts)") \
-  X(DEBUG_FILE, "NCCL_DEBUG_FILE", STR, NULL, "log to this file instead of stdout (%h host, %p pid)")                  \
-  X(DEBUG_TIMESTAMP_LEVELS, "NCCL_DEBUG_TIMESTAMP_LEVELS", STR, "WARN", "levels whose lines carry a timestamp")        \
-  X(DEBUG_TIMESTAMP_FORMAT, "NCCL_DEBUG_TIMESTAMP_FORMAT", STR, "[%F %T] ", "strftime format of the timestamp")        \
-  X(CONF_FILE, "NCCL_CONF_FILE", STR, NULL, "file of NAME=value lines read after the environment")                     \
+  /* logging and the parameter system */                                                                               \
+  X(DEBUG, "NCCL_DEBUG", LIVE, ENUM(BRAID_PARAM_LEVEL_WORDS), "NONE",                                                  \
+    "log level: VERSION, WARN, INFO, ABORT or TRACE")                                                                  \
+  X(DEBUG_SUBSYS, "NCCL_DEBUG_SUBSYS", LIVE, LIST(BRAID_PARAM_SUBSYS_WORDS), "INIT,BOOTSTRAP,ENV",                     \
+    "subsystems logged at INFO (comma list, ^ inverts)")                                                               \
+  X(DEBUG_FILE, "NCCL_DEBUG_FILE", LIVE, STR, NULL, "log to this file instead of stdout (%h host, %p pid)")            \
+  X(DEBUG_TIMESTAMP_LEVELS, "NCCL_DEBUG_TIMESTAMP_LEVELS", LIVE, LIST(BRAID_PARAM_TS_WORDS), "WARN",                   \
+    "levels whose lines carry a timestamp")                                                                            \
+  X(DEBUG_TIMESTAMP_FORMAT, "NCCL_DEBUG_TIMESTAMP_FORMAT", LIVE, STR, "[%F %T] ", "strftime format of the timestamp")  \
+  X(WARN_ENABLE_DEBUG_INFO, "NCCL_WARN_ENABLE_DEBUG_INFO", LIVE, BOOL, 0, "after the first WARN, log at INFO level")   \
+  X(CONF_FILE, "NCCL_CONF_FILE", LIVE, STR, NULL, "file of NAME=value lines read after the environment")               \
+  X(ENV_PLUGIN, "NCCL_ENV_PLUGIN", LIVE, STR, NULL,                                                                    \
+    "env plugin library (name, libnccl-env-<name>.so or path; none: off) asked before the environment")                \
+  X(NO_CACHE, "NCCL_NO_CACHE", LIVE, STR, NULL, "comma list of variables (or ALL) to look up again at each use")       \
+  X(PARAM_DUMP_ALL, "NCCL_PARAM_DUMP_ALL", LIVE, BOOL, 0,                                                              \
+    "ncclParamDumpAll/ncclParamGetAllParameterKeys also list the names braid has no row for")                          \
+  X(SET_THREAD_NAME, "NCCL_SET_THREAD_NAME", ACCEPTED, BOOL, 0, "name NCCL's threads (pthread_setname_np)")            \
   /* bootstrap and identity */                                                                                         \
-  X(COMM_ID, "NCCL_COMM_ID", STR, NULL, "host:port of a bootstrap root hosted by rank 0")                              \
-  X(SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", STR, NULL, "interfaces for sockets: prefixes, ^ excludes, = exact")           \
-  X(SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", STR, NULL, "AF_INET or AF_INET6 only")                                        \
-  X(SOCKET_RETRY_CNT, "NCCL_SOCKET_RETRY_CNT", INT, 34, "connect retries before a peer counts as unreachable")         \
-  X(SOCKET_RETRY_SLEEP_MSEC, "NCCL_SOCKET_RETRY_SLEEP_MSEC", INT, 100, "sleep step between connect retries (ms)")      \
-  X(HOSTID, "NCCL_HOSTID", STR, NULL, "host identity (default hostname + boot id); ranks with equal ids share a node") \
-  X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", INT, 300, "seconds init waits for missing ranks before failing")               \
-  X(TIMEOUT, "BRAID_TIMEOUT", INT, 0, "seconds a collective may wait for a peer (0: no limit)")                        \
-  X(COMM_BLOCKING, "NCCL_COMM_BLOCKING", INT, BRAID_PARAM_UNSET, "default of config.blocking")                         \
-  X(HOST_MODE, "BRAID_HOST_MODE", INT, 0, "1: run on host memory even when a GPU is usable")                           \
-  X(GPU_SHARING, "BRAID_GPU_SHARING", INT, 0, "1: allow several ranks on one GPU")                                     \
-  X(NET_DIRECT, "BRAID_NET_DIRECT", INT, 1,                                                                            \
+  X(COMM_ID, "NCCL_COMM_ID", PER_USE, STR, NULL, "host:port of a bootstrap root hosted by rank 0")                     \
+  X(SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", LIVE, STR, NULL, "interfaces for sockets: prefixes, ^ excludes, = exact")     \
+  X(SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", LIVE, ENUM("AF_INET|AF_INET6"), NULL, "AF_INET or AF_INET6 only")             \
+  X(SOCKET_RETRY_CNT, "NCCL_SOCKET_RETRY_CNT", LIVE, INT(0, INT32_MAX), 34,                                            \
+    "connect retries before a peer counts as unreachable")                                                             \
+  X(SOCKET_RETRY_SLEEP_MSEC, "NCCL_SOCKET_RETRY_SLEEP_MSEC", LIVE, INT(0, INT32_MAX), 100,                             \
+    "sleep step between connect retries (ms)")                                                                         \
+  X(HOSTID, "NCCL_HOSTID", PER_USE, STR, NULL,                                                                         \
+    "host identity (default hostname + boot id); ranks with equal ids share a node")                                   \
+  X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300, "seconds init waits for missing ranks")          \
+  X(TIMEOUT, "BRAID_TIMEOUT", LIVE, INT(0, INT32_MAX), 0, "seconds a collective may wait for a peer (0: no limit)")    \
+  X(COMM_BLOCKING, "NCCL_COMM_BLOCKING", LIVE, BOOL, BRAID_PARAM_UNSET, "default of config.blocking")                  \
+  X(HOST_MODE, "BRAID_HOST_MODE", LIVE, BOOL, 0, "1: run on host memory even when a GPU is usable")                    \
+  X(GPU_SHARING, "BRAID_GPU_SHARING", LIVE, BOOL, 0, "1: allow several ranks on one GPU")                              \
+  X(NET_DIRECT, "BRAID_NET_DIRECT", LIVE, BOOL, 1,                                                                     \
     "host mode: network steps read and write user memory (0: through the FIFO)")                                       \
-  X(FAKE_GPU, "BRAID_FAKE_GPU", INT, 0, "tests: N > 0 poses N fake GPUs (host memory, stream threads)")                \
-  X(WORK_INLINE, "BRAID_WORK_INLINE", INT, 1,                                                                          \
+  X(FAKE_GPU, "BRAID_FAKE_GPU", LIVE, INT(0, 64), 0, "tests: N > 0 poses N fake GPUs (host memory, stream threads)")   \
+  X(WORK_INLINE, "BRAID_WORK_INLINE", LIVE, BOOL, 1,                                                                   \
     "0: always pass work items through a device buffer (tests the overflow path)")                                     \
   /* transports */                                                                                                     \
-  X(P2P_DISABLE, "NCCL_P2P_DISABLE", INT, 0, "1: never use peer-to-peer (CUDA IPC) connections")                       \
-  X(P2P_LEVEL, "NCCL_P2P_LEVEL", STR, NULL, "farthest path for P2P: LOC NVL NVB PIX PXB PHB SYS")                      \
-  X(P2P_READ_ENABLE, "NCCL_P2P_READ_ENABLE", INT, BRAID_PARAM_UNSET, "P2P read mode instead of write")                 \
-  X(P2P_USE_CUDA_MEMCPY, "NCCL_P2P_USE_CUDA_MEMCPY", INT, 0, "copy engines for P2P")                                   \
-  X(SHM_DISABLE, "NCCL_SHM_DISABLE", INT, 0, "1: never use shared-memory connections")                                 \
-  X(NET, "NCCL_NET", STR, NULL, "network plugin to use, by name (Socket, IB, UCX)")                                    \
-  X(NET_PLUGIN, "NCCL_NET_PLUGIN", STR, NULL, "external plugin library libnccl-net-<name>.so")                         \
-  X(IB_DISABLE, "NCCL_IB_DISABLE", INT, 0, "1: do not use InfiniBand")                                                 \
-  X(IB_HCA, "NCCL_IB_HCA", STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")                 \
-  X(IB_GID_INDEX, "NCCL_IB_GID_INDEX", INT, -1, "RoCE GID index (-1: automatic)")                                      \
-  X(IB_TIMEOUT, "NCCL_IB_TIMEOUT", INT, 20, "IB QP timeout exponent (4.096 us x 2^n)")                                 \
-  X(IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", INT, 7, "IB QP retry count")                                                    \
-  X(IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", INT, 1, "queue pairs per connection")                         \
-  X(IB_SL, "NCCL_IB_SL", INT, -1, "IB service level")                                                                  \
-  X(IB_TC, "NCCL_IB_TC", INT, -1, "IB traffic class")                                                                  \
-  X(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", STR, NULL, "farthest path for GPUDirect RDMA")                                \
-  X(NET_GDR_READ, "NCCL_NET_GDR_READ", INT, BRAID_PARAM_UNSET, "GPUDirect RDMA for sends")                             \
-  X(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", INT, BRAID_PARAM_UNSET, "helper threads per socket connection")           \
-  X(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, BRAID_PARAM_UNSET, "sockets per helper thread")                    \
-  X(CROSS_NIC, "NCCL_CROSS_NIC", INT, 2, "0: rings keep one NIC, 1: may change, 2: automatic")                         \
+  X(P2P_DISABLE, "NCCL_P2P_DISABLE", LIVE, BOOL, 0, "1: never use peer-to-peer (CUDA IPC) connections")                \
+  X(P2P_LEVEL, "NCCL_P2P_LEVEL", LIVE, STR, NULL, "farthest path for P2P: LOC NVL NVB PIX PXB PHB SYS (or 0-5)")       \
+  X(P2P_READ_ENABLE, "NCCL_P2P_READ_ENABLE", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "P2P read mode instead of write")      \
+  X(P2P_USE_CUDA_MEMCPY, "NCCL_P2P_USE_CUDA_MEMCPY", ACCEPTED, BOOL, 0, "copy engines for P2P")                        \
+  X(SHM_DISABLE, "NCCL_SHM_DISABLE", LIVE, BOOL, 0, "1: never use shared-memory connections")                          \
+  X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket, IB, UCX)")                           \
+  X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "external plugin library libnccl-net-<name>.so")                   \
+  X(IB_DISABLE, "NCCL_IB_DISABLE", ACCEPTED, BOOL, 0, "1: do not use InfiniBand (braid has no IB transport)")          \
+  X(IB_HCA, "NCCL_IB_HCA", ACCEPTED, STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")       \
+  X(IB_GID_INDEX, "NCCL_IB_GID_INDEX", ACCEPTED, INT(-1, 255), -1, "RoCE GID index (-1: automatic)")                   \
+  X(IB_TIMEOUT, "NCCL_IB_TIMEOUT", ACCEPTED, INT(0, 31), 20, "IB QP timeout exponent (4.096 us x 2^n)")                \
+  X(IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", ACCEPTED, INT(0, 7), 7, "IB QP retry count")                                    \
+  X(IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", ACCEPTED, INT(1, 128), 1, "queue pairs per connection")       \
+  X(IB_SL, "NCCL_IB_SL", ACCEPTED, INT(-1, 15), -1, "IB service level")                                                \
+  X(IB_TC, "NCCL_IB_TC", ACCEPTED, INT(-1, 255), -1, "IB traffic class")                                               \
+  X(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", ACCEPTED, INT(1, 2), 2, "RoCE version for GID selection")         \
+  X(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", ACCEPTED, INT(0, 2), 2,                                   \
+    "PCIe relaxed ordering for IB (2: auto)")                                                                          \
+  X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "IB adaptive routing")         \
+  X(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", LIVE, STR, NULL, "farthest path for GPUDirect RDMA (as NCCL_P2P_LEVEL)")      \
+  X(NET_GDR_READ, "NCCL_NET_GDR_READ", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "GPUDirect RDMA for sends")                  \
+  X(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                       \
+    "helper threads per socket connection (0..16)")                                                                    \
+  X(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                     \
+    "sockets per helper thread")                                                                                       \
+  X(CROSS_NIC, "NCCL_CROSS_NIC", LIVE, INT(0, 2), 2, "0: rings keep one NIC, 1: may change, 2: automatic")             \
+  X(PXN_DISABLE, "NCCL_PXN_DISABLE", LIVE, BOOL, 0, "disable sends through a NIC of another local GPU")                \
+  X(P2P_PXN_LEVEL, "NCCL_P2P_PXN_LEVEL", ACCEPTED, INT(0, 2), 2,                                                       \
+    "PXN for send/recv: 0 never, 1 when needed, 2 always")                                                             \
+  X(DMABUF_ENABLE, "NCCL_DMABUF_ENABLE", ACCEPTED, BOOL, 1, "DMA-BUF memory registration")                             \
+  X(IGNORE_DISABLED_P2P, "NCCL_IGNORE_DISABLED_P2P", ACCEPTED, BOOL, 0, "ignore NVLink pairs NVML reports disabled")   \
   /* buffers, channels, threads */                                                                                     \
-  X(BUFFSIZE, "NCCL_BUFFSIZE", INT, 4194304, "Simple protocol buffer per connection (bytes)")                          \
-  X(LL_BUFFSIZE, "NCCL_LL_BUFFSIZE", INT, BRAID_PARAM_UNSET, "LL protocol buffer per connection (bytes)")              \
-  X(LL128_BUFFSIZE, "NCCL_LL128_BUFFSIZE", INT, BRAID_PARAM_UNSET, "LL128 protocol buffer per connection (bytes)")     \
-  X(NTHREADS, "NCCL_NTHREADS", INT, BRAID_PARAM_UNSET, "threads per block for Simple and LL")                          \
-  X(LL128_NTHREADS, "NCCL_LL128_NTHREADS", INT, BRAID_PARAM_UNSET, "threads per block for LL128")                      \
-  X(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", INT, BRAID_PARAM_UNSET, "fewest channels a collective uses")                  \
-  X(MAX_NCHANNELS, "NCCL_MAX_NCHANNELS", INT, BRAID_PARAM_UNSET, "most channels a collective uses")                    \
-  X(MIN_CTAS, "NCCL_MIN_CTAS", INT, BRAID_PARAM_UNSET, "default of config.minCTAs")                                    \
-  X(MAX_CTAS, "NCCL_MAX_CTAS", INT, BRAID_PARAM_UNSET, "default of config.maxCTAs")                                    \
-  X(MAX_P2P_NCHANNELS, "NCCL_MAX_P2P_NCHANNELS", INT, 64, "most channels for send/recv")                               \
-  X(P2P_NET_CHUNKSIZE, "NCCL_P2P_NET_CHUNKSIZE", INT, 131072, "send/recv chunk over the network")                      \
-  X(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", INT, 131072, "send/recv chunk over PCIe/shared memory")               \
-  X(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", INT, 524288, "send/recv chunk over NVLink")                           \
-  X(P2P_LL_THRESHOLD, "NCCL_P2P_LL_THRESHOLD", INT, 16384, "send/recv bytes per channel up to which LL is used")       \
-  /* algorithm choice */                                                                                               \
-  X(ALGO, "NCCL_ALGO", STR, NULL, "allowed algorithms: list, ^list, or func:list;...")                                 \
-  X(PROTO, "NCCL_PROTO", STR, NULL, "allowed protocols: LL, LL128, Simple (same syntax)")                              \
-  X(NVLS_ENABLE, "NCCL_NVLS_ENABLE", INT, 2, "NVLink SHARP: 0 off, 1 on, 2 automatic")                                 \
-  X(NVLS_NCHANNELS, "NCCL_NVLS_NCHANNELS", INT, 16, "channels for NVLS")                                               \
-  X(COLLNET_ENABLE, "NCCL_COLLNET_ENABLE", INT, 0, "CollNet (in-network reduction)")                                   \
-  X(PAT_ENABLE, "NCCL_PAT_ENABLE", INT, 2, "PAT algorithm: 0 off, 1 on, 2 automatic")                                  \
-  X(TOPO_FILE, "NCCL_TOPO_FILE", STR, NULL, "XML file describing the system topology")                                 \
-  X(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", STR, NULL, "write the detected topology as XML here")                       \
-  X(GRAPH_FILE, "NCCL_GRAPH_FILE", STR, NULL, "XML file of channels to use instead of searching")                      \
-  X(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", STR, NULL, "write the searched channels as XML here")                     \
-  X(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", INT, 0, "the rank that writes NCCL_TOPO_DUMP_FILE")               \
-  X(GRAPH_DUMP_FILE_RANK, "NCCL_GRAPH_DUMP_FILE_RANK", INT, 0, "the rank that writes NCCL_GRAPH_DUMP_FILE")            \
-  X(NVB_DISABLE, "NCCL_NVB_DISABLE", INT, 0, "no NVLink paths through an intermediate GPU")                            \
-  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", STR, NULL, "external tuner plugin library")                                     \
-  /* misc NCCL knobs accepted for compatibility */                                                                     \
-  X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", STR, "PARALLEL", "PARALLEL or GROUP kernel launches")                             \
-  X(CUMEM_ENABLE, "NCCL_CUMEM_ENABLE", INT, BRAID_PARAM_UNSET, "cuMem allocations and handles")                        \
-  X(CHECK_POINTERS, "NCCL_CHECK_POINTERS", INT, 0, "check user pointers on every call")                                \
-  X(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", INT, 1, "connect peers at the first call that needs them")                \
-  X(IGNORE_CPU_AFFINITY, "NCCL_IGNORE_CPU_AFFINITY", INT, 0, "ignore the process CPU mask")                            \
-  X(RAS_ENABLE, "NCCL_RAS_ENABLE", INT, 1, "reliability service (accepted, not used)")                                 \
-  X(PXN_DISABLE, "NCCL_PXN_DISABLE", INT, 0, "disable sends through a NIC of another local GPU")                       \
-  X(P2P_PXN_LEVEL, "NCCL_P2P_PXN_LEVEL", INT, 2, "PXN for send/recv: 0 never, 1 when needed, 2 always")                \
-  X(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", INT, 2, "RoCE version for GID selection")                         \
-  X(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", INT, 2, "PCIe relaxed ordering for IB (2: auto)")         \
-  X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", INT, BRAID_PARAM_UNSET, "IB adaptive routing")                    \
-  X(DMABUF_ENABLE, "NCCL_DMABUF_ENABLE", INT, 1, "DMA-BUF memory registration")                                        \
-  X(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, BRAID_PARAM_UNSET, "default of config.cgaClusterSize")             \
-  X(RAS_ADDR, "NCCL_RAS_ADDR", STR, NULL, "reliability service address (accepted, not used)")                          \
-  X(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", INT, 1, "reliability service timeouts (accepted, not used)")        \
-  X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", STR, NULL, "external profiler plugin (accepted, not loaded)")             \
-  X(GRAPH_REGISTER, "NCCL_GRAPH_REGISTER", INT, 1, "register buffers captured in CUDA graphs")                         \
-  X(IGNORE_DISABLED_P2P, "NCCL_IGNORE_DISABLED_P2P", INT, 0, "ignore NVLink pairs NVML reports disabled")              \
-  /* braid host executor */                                                                                            \
-  X(SPIN_COUNT, "BRAID_SPIN_COUNT", INT, 32, "polls before a waiting host thread starts to yield")                     \
-  X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", INT, 0,                                                                      \
+  X(BUFFSIZE, "NCCL_BUFFSIZE", LIVE, SIZE, 4194304, "Simple protocol buffer per connection (bytes)")                   \
+  X(LL_BUFFSIZE, "NCCL_LL_BUFFSIZE", LIVE, SIZE, BRAID_PARAM_UNSET, "LL protocol buffer per connection (bytes)")       \
+  X(LL128_BUFFSIZE, "NCCL_LL128_BUFFSIZE", LIVE, SIZE, BRAID_PARAM_UNSET,                                              \
+    "LL128 protocol buffer per connection (bytes)")                                                                    \
+  X(NTHREADS, "NCCL_NTHREADS", LIVE, INT(64, 1024), BRAID_PARAM_UNSET, "threads per block for Simple and LL")          \
+  X(LL128_NTHREADS, "NCCL_LL128_NTHREADS", LIVE, INT(64, 1024), BRAID_PARAM_UNSET, "threads per block for LL128")      \
+  X(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                           \
+    "fewest channels a collective uses")                                                                               \
+  X(MAX_NCHANNELS, "NCCL_MAX_NCHANNELS", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                           \
+    "most channels a collective uses")                                                                                 \
+  X(MIN_CTAS, "NCCL_MIN_CTAS", LIVE, INT(1, INT32_MAX), BRAID_PARAM_UNSET, "default of config.minCTAs")                \
+  X(MAX_CTAS, "NCCL_MAX_CTAS", LIVE, INT(1, INT32_MAX), BRAID_PARAM_UNSET, "default of config.maxCTAs")                \
+  X(MAX_P2P_NCHANNELS, "NCCL_MAX_P2P_NCHANNELS", ACCEPTED, INT(1, 64), 64, "most channels for send/recv")              \
+  X(P2P_NET_CHUNKSIZE, "NCCL_P2P_NET_CHUNKSIZE", ACCEPTED, SIZE, 131072, "send/recv chunk over the network")           \
+  X(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", LIVE, SIZE, 131072, "send/recv chunk over PCIe/shared memory")        \
+  X(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", ACCEPTED, SIZE, 524288, "send/recv chunk over NVLink")                \
+  X(P2P_LL_THRESHOLD, "NCCL_P2P_LL_THRESHOLD", ACCEPTED, SIZE, 16384,                                                  \
+    "send/recv bytes per channel up to which LL is used")                                                              \
+  /* algorithm choice and topology */                                                                                  \
+  X(ALGO, "NCCL_ALGO", PER_USE, STR, NULL, "allowed algorithms: list, ^list, or func:list;...")                        \
+  X(PROTO, "NCCL_PROTO", PER_USE, STR, NULL, "allowed protocols: LL, LL128, Simple (same syntax)")                     \
+  X(NVLS_ENABLE, "NCCL_NVLS_ENABLE", LIVE, INT(0, 2), 2, "NVLink SHARP: 0 off, 1 on, 2 automatic")                     \
+  X(NVLS_NCHANNELS, "NCCL_NVLS_NCHANNELS", ACCEPTED, INT(1, 64), 16, "channels for NVLS")                              \
+  X(COLLNET_ENABLE, "NCCL_COLLNET_ENABLE", ACCEPTED, BOOL, 0, "CollNet (in-network reduction)")                        \
+  X(PAT_ENABLE, "NCCL_PAT_ENABLE", LIVE, INT(0, 2), 2, "PAT algorithm: 0 off, 1 on, 2 automatic")                      \
+  X(TOPO_FILE, "NCCL_TOPO_FILE", PER_USE, STR, NULL, "XML file describing the system topology")                        \
+  X(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PER_USE, STR, NULL, "write the detected topology as XML here")              \
+  X(GRAPH_FILE, "NCCL_GRAPH_FILE", PER_USE, STR, NULL, "XML file of channels to use instead of searching")             \
+  X(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", PER_USE, STR, NULL, "write the searched channels as XML here")            \
+  X(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", LIVE, INT(INT32_MIN, INT32_MAX), 0,                               \
+    "the rank that writes NCCL_TOPO_DUMP_FILE")                                                                        \
+  X(GRAPH_DUMP_FILE_RANK, "NCCL_GRAPH_DUMP_FILE_RANK", LIVE, INT(INT32_MIN, INT32_MAX), 0,                             \
+    "the rank that writes NCCL_GRAPH_DUMP_FILE")                                                                       \
+  X(NVB_DISABLE, "NCCL_NVB_DISABLE", LIVE, BOOL, 0, "no NVLink paths through an intermediate GPU")                     \
+  /* plugins */                                                                                                        \
+  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", ACCEPTED, STR, NULL, "external tuner plugin library (not loaded yet)")          \
+  X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", ACCEPTED, STR, NULL, "external profiler plugin (not loaded yet)")         \
+  /* other NCCL knobs */                                                                                               \
+  X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", ACCEPTED, ENUM("PARALLEL|GROUP"), "PARALLEL",                                     \
+    "PARALLEL or GROUP kernel launches")                                                                               \
+  X(CUMEM_ENABLE, "NCCL_CUMEM_ENABLE", ACCEPTED, INT(-2, 1), BRAID_PARAM_UNSET, "cuMem allocations and handles")       \
+  X(CHECK_POINTERS, "NCCL_CHECK_POINTERS", ACCEPTED, BOOL, 0, "check user pointers on every call")                     \
+  X(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", ACCEPTED, BOOL, 1,                                                        \
+    "connect peers at the first call that needs them (braid always does)")                                             \
+  X(IGNORE_CPU_AFFINITY, "NCCL_IGNORE_CPU_AFFINITY", ACCEPTED, BOOL, 0, "ignore the process CPU mask")                 \
+  X(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", ACCEPTED, INT(0, 8), BRAID_PARAM_UNSET,                                 \
+    "default of config.cgaClusterSize")                                                                                \
+  X(GRAPH_REGISTER, "NCCL_GRAPH_REGISTER", ACCEPTED, BOOL, 1, "register buffers captured in CUDA graphs")              \
+  X(RAS_ENABLE, "NCCL_RAS_ENABLE", ACCEPTED, BOOL, 1, "reliability service")                                           \
+  X(RAS_ADDR, "NCCL_RAS_ADDR", ACCEPTED, STR, NULL, "reliability service address")                                     \
+  X(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", ACCEPTED, INT(1, INT32_MAX), 1, "reliability service timeouts")     \
+  /* braid's host executor and test hooks */                                                                           \
+  X(SPIN_COUNT, "BRAID_SPIN_COUNT", LIVE, INT(0, INT32_MAX), 32, "polls before a waiting host thread starts to yield") \
+  X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", LIVE, INT(0, INT32_MAX), 0,                                                  \
     "microseconds the net proxy thread keeps polling after its last work before it sleeps")                            \
-  X(FAULT_INJECT, "BRAID_FAULT_INJECT", STR, NULL, "test hook: name of an allocation or call to fail on purpose")
+  X(FAULT_INJECT, "BRAID_FAULT_INJECT", LIVE, STR, NULL,                                                               \
+    "tests: fail, kill or stop at a named point or call: POINT[@function][#N|#*][:fail|kill|stop],... (fault.h)")
+
+#include "base/param_nccl.h"
 
 enum braid_param {
-#define BRAID_X(id, name, type, def, doc) BRAID_PARAM_##id,
+#define BRAID_X(id, name, status, type, def, doc) BRAID_PARAM_##id,
   BRAID_PARAMS(BRAID_X)
 #undef BRAID_X
-      BRAID_PARAM_COUNT
+#define BRAID_Y(id) BRAID_PARAM_NCCL_##id,
+      BRAID_PARAMS_NCCL(BRAID_Y)
+#undef BRAID_Y
+          BRAID_PARAM_COUNT
 };
 
-/* The value, from the environment, a conf file, or the default. */
+enum braid_param_status { BRAID_PARAM_LIVE, BRAID_PARAM_PER_USE, BRAID_PARAM_ACCEPTED };
+enum braid_param_type {
+  BRAID_PARAM_T_INT,
+  BRAID_PARAM_T_SIZE,
+  BRAID_PARAM_T_BOOL,
+  BRAID_PARAM_T_ENUM,
+  BRAID_PARAM_T_LIST,
+  BRAID_PARAM_T_STR
+};
+
+/* What a row says (the static part of the table). */
+struct braid_param_row {
+  const char* name;
+  const char* doc;
+  enum braid_param_status status;
+  enum braid_param_type type;
+  int64_t lo, hi;      /* INT: bounds */
+  const char* words;   /* ENUM, LIST: "A|B|C" */
+  int64_t def_int;     /* INT, SIZE, BOOL: the default (BRAID_PARAM_UNSET: auto) */
+  const char* def_str; /* ENUM, LIST, STR: the default (NULL: auto) */
+  int declared;        /* 1: a row of BRAID_PARAMS; 0: a name of param_nccl.h */
+};
+
+/* The value, from the env plugin, the environment, a conf file, or the default. INT, SIZE,
+ * BOOL, ENUM and LIST rows have an int; STR, ENUM and LIST rows a string (NULL: unset). */
 int64_t braid_param_int(enum braid_param id);
 const char* braid_param_str(enum braid_param id);
-/* Where the value came from: "default", "environment" or the conf file's path. */
+/* Where the value came from: "default", "environment", "env plugin <name>" or a conf file's
+ * path. */
 const char* braid_param_source(enum braid_param id);
 const char* braid_param_name(enum braid_param id);
 const char* braid_param_doc(enum braid_param id);
 /* The default as text ("auto" for unset). Fills buf. */
 const char* braid_param_default_str(enum braid_param id, char* buf, int len);
+/* 1 for the rows braid_param_int() reads (INT, SIZE, BOOL, ENUM, LIST). */
 int braid_param_is_int(enum braid_param id);
-/* Re-read everything (tests change the environment between cases). */
+/* The row of `id` (NULL for a bad id), and the row named `name` (-1: none). */
+const struct braid_param_row* braid_param_row(enum braid_param id);
+int braid_param_lookup(const char* name, size_t len);
+/* The current value as text, whatever the type (ENUM: the word; BOOL: TRUE/FALSE; LIST: its
+ * words, ALL or NONE, as NCCL prints a bitset; unset: ""),
+ * into buf. The value is looked up as braid_param_int/str would (PER_USE rows again). */
+const char* braid_param_text(enum braid_param id, char* buf, size_t len);
+/* "LIVE", "PER_USE" or "ACCEPTED" (braid-info). */
+const char* braid_param_status_name(enum braid_param id);
+/* The names of the variables other programs read under NCCL_ (PyTorch's), and whose. */
+const char* braid_param_foreign_owner(const char* name, size_t len);
+/* Re-read everything (tests change the environment between cases; ncclResetDebugInit). */
 void braid_param_reload(void);
+
+/* The parser, callable on any string (fuzzers, tests): reads `text` as `row` says. Returns 0
+ * when it fits, 1 when it fits after skipping unknown LIST words (named in `why`), -1 when it
+ * does not (why: what is wrong). *value_p: the number, index or mask; unchanged for STR. */
+int braid_param_parse(const struct braid_param_row* row, const char* text, int64_t* value_p, char* why, size_t whylen);
+/* The conf file syntax on a buffer: calls `fn` for each `NAME=value` line (blanks around both
+ * trimmed, `#` lines and blank lines skipped) and with name NULL for a line without '='. */
+typedef void (*braid_param_conf_fn)(void* arg, int lineno, const char* name, size_t name_len, const char* value,
+                                    size_t value_len);
+void braid_param_conf_parse(const char* text, size_t len, braid_param_conf_fn fn, void* arg);
+/* The i-th word of an ENUM/LIST row into buf ("" when out of range). */
+const char* braid_param_word(const struct braid_param_row* row, int64_t i, char* buf, size_t len);
 
 #endif /* BRAID_PARAM_H */

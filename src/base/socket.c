@@ -462,6 +462,18 @@ ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid
       *got_p = 0;
       return ncclSuccess;
     }
+    /* out of descriptors or memory: the connection waits in the backlog; try again later */
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      char buf[BRAID_SOCKET_ADDR_STR_MAX];
+      int quiet, err = errno;
+      listener->err = err;
+      if (braid_socket_warn_due("accept", &listener->addr, &quiet))
+        braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_NET | BRAID_LOG_BOOTSTRAP, __FILE__, __LINE__,
+                        "Cannot accept connections on %s: %s; they wait in the backlog (%d such failures before)",
+                        braid_socket_addr_str(&listener->addr, buf), strerror(err), quiet);
+      *got_p = 0;
+      return ncclSuccess;
+    }
     BRAID_WARN("Call to accept failed: %s", strerror(errno));
     listener->fail = BRAID_SOCKET_FAIL_SYSTEM;
     listener->err = errno;
@@ -471,6 +483,7 @@ ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid
   braid_socket_init(s);
   s->fd = fd;
   s->addr = peer;
+  listener->err = 0;
   *got_p = 1;
   return ncclSuccess;
 }
@@ -725,14 +738,11 @@ ncclResult_t braid_socket_peer_closed(const struct braid_socket* s, int* closed_
 
 ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct braid_socket_handshake* hs,
                                           uint64_t secret, int type, const char* ctx) {
-  char buf[BRAID_SOCKET_ADDR_STR_MAX];
   if (hs->secret == secret && hs->type == type) return ncclSuccess;
   if (hs->secret != secret)
-    BRAID_WARN("%s: dropping connection from %s: wrong secret (not a peer of this communicator)", ctx,
-               braid_socket_addr_str(&s->addr, buf));
+    braid_socket_warn_drop(ctx, &s->addr, "wrong secret (not a peer of this communicator)");
   else
-    BRAID_WARN("%s: dropping connection from %s: connection type %d, expected %d", ctx,
-               braid_socket_addr_str(&s->addr, buf), (int)hs->type, type);
+    braid_socket_warn_drop(ctx, &s->addr, "connection type %d, expected %d", (int)hs->type, type);
   s->fail = BRAID_SOCKET_FAIL_HANDSHAKE;
   return ncclRemoteError;
 }

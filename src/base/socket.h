@@ -109,7 +109,11 @@ void braid_socket_bootstrap_interface_reset(void);
 void braid_socket_init(struct braid_socket* s); /* fd = -1 */
 /* Listen on `local` (port 0: ephemeral); s->addr becomes the bound address. */
 ncclResult_t braid_socket_listen(struct braid_socket* s, const union braid_sockaddr* local);
-/* Accept one pending connection into s if there is one; *got_p = 0 when none is pending. */
+/* Accept one pending connection into s if there is one; *got_p = 0 when none is pending.
+ * Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) is not the listener's
+ * failure either: *got_p = 0, listener->err says which (a rate-limited WARN), and the caller
+ * tries again after BRAID_SOCKET_ACCEPT_BACKOFF_MS (polling the listener sooner would spin). */
+#define BRAID_SOCKET_ACCEPT_BACKOFF_MS 100
 ncclResult_t braid_socket_accept_try(struct braid_socket* listener, struct braid_socket* s, int* got_p);
 ncclResult_t braid_socket_accept(struct braid_socket* listener, struct braid_socket* s, volatile uint32_t* abort_flag,
                                  int64_t deadline);
@@ -144,5 +148,16 @@ void braid_socket_close(struct braid_socket* s);
 ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct braid_socket_handshake* hs,
                                           uint64_t secret, int type, const char* ctx);
 const char* braid_socket_fail_str(enum braid_socket_fail fail);
+
+/* The WARN for a connection dropped before it proved who it is, `<ctx>: dropping connection
+ * from <addr>: <why>`, at most once per ctx and source host every BRAID_SOCKET_DROP_WARN_S
+ * seconds; the next line says how many were dropped quietly since. A flood of strangers
+ * then costs a line per interval, not one per connection. */
+#define BRAID_SOCKET_DROP_WARN_S 10
+void braid_socket_warn_drop(const char* ctx, const union braid_sockaddr* from, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same limit for other lines: 1 when one about (ctx, from's host) is due now;
+ * *quiet_p: how many were skipped since the last one. */
+int braid_socket_warn_due(const char* ctx, const union braid_sockaddr* from, int* quiet_p);
 
 #endif /* BRAID_SOCKET_H */

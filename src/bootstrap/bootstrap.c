@@ -6,8 +6,9 @@
  * Connections. Each rank listens on one socket. To talk to a peer it connects once, on
  * demand, and keeps the connection ("out": only this rank writes on it); the peer sees it as
  * an incoming connection ("in"). Every connection opens with bs_peer_hello {secret, type
- * BOOTSTRAP, BS_CONN_PEER, rank, nranks}; anything else (wrong secret, garbage, silence past
- * BS_HANDSHAKE_MS, a second connection for one rank) is dropped with a WARN and disturbs no one.
+ * BOOTSTRAP, BS_CONN_PEER, rank, nranks, the rank's nonce}; anything else (wrong secret or
+ * nonce, garbage, silence past BS_HANDSHAKE_MS, a second connection for one rank) is dropped
+ * (bootstrap_conn.c bounds what strangers hold) and disturbs no one.
  * Init connects each rank to rank+1 and passes a token around the ring, so when it returns
  * every rank is known reachable.
  *
@@ -22,11 +23,10 @@
  *
  * A dead peer never hangs a recv: when its incoming connection closes, the recv fails; when it
  * never connected, after BS_WATCH_MS the recv connects to it: refused, or closed later, means
- * it is gone (after BS_HUP_GRACE_MS for its last bytes to arrive on another connection).
+ * it is gone (after BS_HUP_GRACE_MS for its last bytes to arrive on another connection). A
+ * live peer that never answers holds a wait until braid_bootstrap_set_deadline's deadline.
+ * When no thread waits, the service thread (bootstrap_service.c) serves the listener.
  */
-#define BRAID_BOOTSTRAP_INTERNAL
-#include "bootstrap/bootstrap.h"
-
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -35,88 +35,14 @@
 
 #include "base/check.h"
 #include "base/debug.h"
+#include "base/fault.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap_int.h"
 
-#define NS_PER_MS 1000000LL
 #define BS_WATCH_MS 1000     /* waiting this long for a silent peer: check that it is alive */
 #define BS_HUP_GRACE_MS 1000 /* after a peer's socket closed: its last bytes may still come */
-#define BS_MSG_MAX (1ULL << 40)
 
-enum bs_kind {
-  BS_KIND_USER = 1,   /* braid_bootstrap_send/recv */
-  BS_KIND_RING,       /* init's ring token */
-  BS_KIND_ALLGATHER,  /* tag: sequence number */
-  BS_KIND_BARRIER,    /* tag: sequence number << 6 | round */
-  BS_KIND_SPLIT_UP,   /* split: entries to the new rank 0; tag: the split's */
-  BS_KIND_SPLIT_DOWN, /* split: secret + table from the new rank 0 */
-};
-
-struct bs_hdr {
-  uint32_t kind;
-  uint32_t pad;
-  uint64_t tag;
-  uint64_t size; /* payload bytes that follow */
-};
-
-struct bs_peer_hello {
-  struct braid_socket_handshake hs;
-  int32_t rank;
-  int32_t nranks;
-};
-
-/* A message received before anyone asked for it. */
-struct bs_msg {
-  struct bs_msg* next;
-  int peer;
-  uint32_t kind;
-  uint64_t tag;
-  uint64_t size;
-  char* data;
-};
-
-/* A connection accepted on our listener. */
-struct bs_in {
-  struct bs_in* next; /* in bs->pending, then in bs->active */
-  struct braid_socket sock;
-  int peer;            /* -1 until the handshake is read */
-  int64_t hs_deadline; /* the handshake must be complete by then */
-  struct bs_peer_hello hello;
-  struct bs_hdr hdr; /* the message being read */
-  char* payload;     /* its payload (hdr.size bytes) */
-  int in_payload;    /* the header is complete */
-  size_t off;        /* bytes of the current part read */
-  int closed;        /* EOF or error: nothing more will come */
-  enum braid_socket_fail fail;
-};
-
-struct bs_peer {
-  pthread_mutex_t out_lock;  /* one writer (and connect) at a time */
-  struct braid_socket out;   /* ours to it (out_lock); out.fail: why it broke */
-  int out_broken;            /* connect failed or a send broke the stream (out_lock) */
-  struct braid_socket watch; /* copy of out once connected, not owned (bs->lock) */
-  int out_dead;              /* it refused us or closed `out` (bs->lock) */
-  int64_t out_dead_ns;
-  enum braid_socket_fail out_fail;
-  struct bs_in* in; /* its connection to us (bs->lock) */
-};
-
-struct braid_bootstrap {
-  int rank, nranks;
-  uint64_t secret;
-  struct bs_entry* table; /* every rank's address and host */
-  struct braid_socket listener;
-  volatile uint32_t* abort_flag; /* the caller's, may be NULL */
-  volatile uint32_t abort;       /* braid_bootstrap_abort */
-  pthread_mutex_t lock;          /* the incoming side: pending, active, peers[].in/watch, queue */
-  struct bs_in* pending;         /* accepted, handshake not complete */
-  struct bs_in* active;          /* identified incoming connections */
-  struct bs_peer* peers;
-  struct bs_msg* queue;
-  struct bs_msg** queue_tail;
-  uint64_t ag_seq, bar_seq; /* collective sequence numbers */
-};
-
-static int bs_aborted(const struct braid_bootstrap* bs) {
+int bs_aborted(const struct braid_bootstrap* bs) {
   volatile uint32_t* flag = __atomic_load_n(&bs->abort_flag, __ATOMIC_ACQUIRE);
   return __atomic_load_n(&bs->abort, __ATOMIC_ACQUIRE) != 0 ||
          (flag != NULL && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0);
@@ -124,13 +50,8 @@ static int bs_aborted(const struct braid_bootstrap* bs) {
 
 /* ---- life cycle ---------------------------------------------------------------------------- */
 
-static void bs_in_free(struct bs_in* in) {
-  braid_socket_close(&in->sock);
-  free(in->payload);
-  free(in);
-}
-
 static void bs_free(struct braid_bootstrap* bs) {
+  bs_service_remove(bs);
   for (int r = 0; bs->peers != NULL && r < bs->nranks; r++) {
     braid_socket_close(&bs->peers[r].out);
     pthread_mutex_destroy(&bs->peers[r].out_lock);
@@ -178,8 +99,11 @@ static ncclResult_t bs_create(int rank, int nranks, volatile uint32_t* abort_fla
     braid_socket_init(&bs->peers[r].out);
     braid_socket_init(&bs->peers[r].watch);
   }
+  bs->max_pending = bs_max_pending();
+  BRAID_CHECK_GOTO(braid_bootstrap_random_secret(&bs->nonce), res, err_free);
   braid_socket_addr_set_port(&local, 0);
   BRAID_CHECK_GOTO(braid_socket_listen(&bs->listener, &local), res, err_free);
+  BRAID_CHECK_GOTO(bs_service_add(bs), res, err_free);
   *bs_p = bs;
   return ncclSuccess;
 err_free:
@@ -191,7 +115,15 @@ out:
 static void bs_me(const struct braid_bootstrap* bs, struct bs_entry* me) {
   memset(me, 0, sizeof(*me));
   me->addr = bs->listener.addr;
+  me->nonce = bs->nonce;
   braid_bootstrap_hostname(me->host);
+}
+
+/* The table is in: handshakes can be checked from now on. */
+static void bs_set_ready(struct braid_bootstrap* bs) {
+  pthread_mutex_lock(&bs->lock);
+  bs->ready = 1;
+  pthread_mutex_unlock(&bs->lock);
 }
 
 /* The WARN for a wait on `peer` that failed; returns the result for the caller. */
@@ -216,178 +148,6 @@ static ncclResult_t bs_peer_fail(const struct braid_bootstrap* bs, int peer, enu
   }
 }
 
-/* ---- the incoming side (bs->lock held) ----------------------------------------------------- */
-
-static ncclResult_t bs_accept_all(struct braid_bootstrap* bs) {
-  for (;;) {
-    struct braid_socket s;
-    int got;
-    BRAID_CHECK(braid_socket_accept_try(&bs->listener, &s, &got));
-    if (!got) return ncclSuccess;
-    struct bs_in* in = calloc(1, sizeof(*in));
-    if (in == NULL) {
-      braid_socket_close(&s);
-      BRAID_WARN("Bootstrap: failed to allocate %zu bytes", sizeof(*in));
-      return ncclSystemError;
-    }
-    in->sock = s;
-    in->peer = -1;
-    in->hs_deadline = braid_socket_deadline_ms(BS_HANDSHAKE_MS);
-    in->next = bs->pending;
-    bs->pending = in;
-  }
-}
-
-enum { BS_PENDING_WAIT, BS_PENDING_DROP, BS_PENDING_DONE };
-
-static int bs_pending_drop(struct bs_in* in, const char* why) {
-  char buf[BRAID_SOCKET_ADDR_STR_MAX];
-  BRAID_WARN("Bootstrap: dropping connection from %s: %s", braid_socket_addr_str(&in->sock.addr, buf), why);
-  return BS_PENDING_DROP;
-}
-
-/* Reads the handshake of a pending connection; identifies it or drops it. */
-static int bs_pending_step(struct braid_bootstrap* bs, struct bs_in* in, int64_t now) {
-  char why[128];
-  if (braid_socket_recv_try(&in->sock, &in->hello, sizeof(in->hello), &in->off) != ncclSuccess)
-    return bs_pending_drop(in, "closed before completing its handshake");
-  if (in->off < sizeof(in->hello)) {
-    if (now < in->hs_deadline) return BS_PENDING_WAIT;
-    snprintf(why, sizeof(why), "no complete handshake within %d ms", BS_HANDSHAKE_MS);
-    return bs_pending_drop(in, why);
-  }
-  if (braid_socket_handshake_check(&in->sock, &in->hello.hs, bs->secret, BRAID_SOCKET_TYPE_BOOTSTRAP, "Bootstrap") !=
-      ncclSuccess)
-    return BS_PENDING_DROP;
-  int r = in->hello.rank;
-  if (in->hello.hs.arg != BS_CONN_PEER || r < 0 || r >= bs->nranks || in->hello.nranks != bs->nranks) {
-    snprintf(why, sizeof(why), "malformed handshake (kind %d, rank %d, nranks %d)", (int)in->hello.hs.arg, r,
-             (int)in->hello.nranks);
-    return bs_pending_drop(in, why);
-  }
-  if (bs->peers[r].in != NULL) {
-    snprintf(why, sizeof(why), "a second connection claiming to be rank %d", r);
-    return bs_pending_drop(in, why);
-  }
-  in->peer = r;
-  in->off = 0;
-  bs->peers[r].in = in;
-  return BS_PENDING_DONE;
-}
-
-static ncclResult_t bs_enqueue(struct braid_bootstrap* bs, int peer, const struct bs_hdr* h, char* data) {
-  struct bs_msg* m = malloc(sizeof(*m));
-  if (m == NULL) {
-    BRAID_WARN("Bootstrap: failed to allocate %zu bytes", sizeof(*m));
-    return ncclSystemError;
-  }
-  *m = (struct bs_msg){NULL, peer, h->kind, h->tag, h->size, data};
-  *bs->queue_tail = m;
-  bs->queue_tail = &m->next;
-  return ncclSuccess;
-}
-
-static struct bs_msg* bs_queue_take(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag) {
-  for (struct bs_msg** pp = &bs->queue; *pp != NULL; pp = &(*pp)->next) {
-    struct bs_msg* m = *pp;
-    if (m->peer != peer || m->kind != kind || m->tag != tag) continue;
-    *pp = m->next;
-    if (bs->queue_tail == &m->next) bs->queue_tail = pp;
-    return m;
-  }
-  return NULL;
-}
-
-static void bs_in_close(struct bs_in* in, enum braid_socket_fail fail) {
-  in->closed = 1;
-  in->fail = fail;
-  braid_socket_close(&in->sock); /* out of the poll set: EOF would wake it forever */
-}
-
-/* Reads all that is available on an identified connection, queueing complete messages. */
-static ncclResult_t bs_in_read(struct braid_bootstrap* bs, struct bs_in* in) {
-  while (!in->closed) {
-    if (!in->in_payload) {
-      if (braid_socket_recv_try(&in->sock, &in->hdr, sizeof(in->hdr), &in->off) != ncclSuccess) {
-        bs_in_close(in, in->sock.fail);
-        break;
-      }
-      if (in->off < sizeof(in->hdr)) break;
-      if (in->hdr.size > BS_MSG_MAX) {
-        BRAID_WARN("Bootstrap: rank %d (host %s) sent a malformed message (%llu bytes); closing its connection",
-                   in->peer, bs->table[in->peer].host, (unsigned long long)in->hdr.size);
-        bs_in_close(in, BRAID_SOCKET_FAIL_HANDSHAKE);
-        break;
-      }
-      in->payload = in->hdr.size ? malloc(in->hdr.size) : NULL;
-      if (in->hdr.size && in->payload == NULL) {
-        BRAID_WARN("Bootstrap: failed to allocate %llu bytes", (unsigned long long)in->hdr.size);
-        return ncclSystemError;
-      }
-      in->in_payload = 1;
-      in->off = 0;
-    }
-    if (braid_socket_recv_try(&in->sock, in->payload, in->hdr.size, &in->off) != ncclSuccess) {
-      bs_in_close(in, in->sock.fail);
-      break;
-    }
-    if (in->off < in->hdr.size) break;
-    BRAID_CHECK(bs_enqueue(bs, in->peer, &in->hdr, in->payload));
-    in->payload = NULL;
-    in->in_payload = 0;
-    in->off = 0;
-  }
-  return ncclSuccess;
-}
-
-/* The progress pass: accept, handshakes, reads. Never blocks. */
-static ncclResult_t bs_progress(struct braid_bootstrap* bs) {
-  BRAID_CHECK(bs_accept_all(bs));
-  int64_t now = braid_socket_clock_ns();
-  for (struct bs_in** pp = &bs->pending; *pp != NULL;) {
-    struct bs_in* in = *pp;
-    int st = bs_pending_step(bs, in, now);
-    if (st == BS_PENDING_WAIT) {
-      pp = &in->next;
-      continue;
-    }
-    *pp = in->next;
-    if (st == BS_PENDING_DROP) {
-      bs_in_free(in);
-    } else {
-      in->next = bs->active;
-      bs->active = in;
-    }
-  }
-  for (struct bs_in* in = bs->active; in != NULL; in = in->next) BRAID_CHECK(bs_in_read(bs, in));
-  return ncclSuccess;
-}
-
-/* What a waiter polls: the listener, pending and active connections, and one extra fd. */
-static int bs_pollset(struct braid_bootstrap* bs, struct pollfd** fds_p, int* cap_p, int extra_fd, short extra_events) {
-  int n = 2;
-  for (struct bs_in* in = bs->pending; in != NULL; in = in->next) n++;
-  for (struct bs_in* in = bs->active; in != NULL; in = in->next) n++;
-  if (n > *cap_p) {
-    struct pollfd* f = realloc(*fds_p, (size_t)n * 2 * sizeof(*f));
-    if (f == NULL) {
-      BRAID_WARN("Bootstrap: failed to allocate %d poll entries", n * 2);
-      return -1;
-    }
-    *fds_p = f;
-    *cap_p = n * 2;
-  }
-  struct pollfd* fds = *fds_p;
-  n = 0;
-  fds[n++] = (struct pollfd){.fd = bs->listener.fd, .events = POLLIN};
-  for (struct bs_in* in = bs->pending; in != NULL; in = in->next)
-    fds[n++] = (struct pollfd){.fd = in->sock.fd, .events = POLLIN};
-  for (struct bs_in* in = bs->active; in != NULL; in = in->next)
-    if (!in->closed) fds[n++] = (struct pollfd){.fd = in->sock.fd, .events = POLLIN};
-  if (extra_fd >= 0) fds[n++] = (struct pollfd){.fd = extra_fd, .events = extra_events};
-  return n;
-}
-
 /* ---- the outgoing side --------------------------------------------------------------------- */
 
 /* Waits for s->fd, watching both abort flags and the deadline. */
@@ -410,7 +170,8 @@ static ncclResult_t bs_wait_fd(struct braid_bootstrap* bs, struct braid_socket* 
 /* Connects to `peer` unless connected (peer's out_lock held). Failures: p->out.fail. */
 static ncclResult_t bs_out_connect(struct braid_bootstrap* bs, int peer, int64_t deadline) {
   struct bs_peer* p = &bs->peers[peer];
-  struct bs_peer_hello h = {{bs->secret, BRAID_SOCKET_TYPE_BOOTSTRAP, BS_CONN_PEER}, bs->rank, bs->nranks};
+  struct bs_peer_hello h;
+  braid_bootstrap_test_hello(bs, &h);
   struct braid_socket s;
   size_t off = 0;
   int done = 0;
@@ -443,6 +204,7 @@ static ncclResult_t bs_wait_writable(struct braid_bootstrap* bs, struct braid_so
   pthread_mutex_lock(&bs->lock);
   ncclResult_t res = bs_progress(bs);
   int n = bs_pollset(bs, fds_p, cap_p, s->fd, POLLOUT);
+  if (res == ncclSuccess && n >= 0) bs->nwaiters++;
   pthread_mutex_unlock(&bs->lock);
   if (res != ncclSuccess || n < 0) {
     s->fail = BRAID_SOCKET_FAIL_SYSTEM;
@@ -450,13 +212,17 @@ static ncclResult_t bs_wait_writable(struct braid_bootstrap* bs, struct braid_so
   }
   if (bs_aborted(bs)) {
     s->fail = BRAID_SOCKET_FAIL_ABORTED;
-    return ncclInvalidUsage;
-  }
-  if (deadline != 0 && braid_socket_clock_ns() >= deadline) {
+    res = ncclInvalidUsage;
+  } else if (deadline != 0 && braid_socket_clock_ns() >= deadline) {
     s->fail = BRAID_SOCKET_FAIL_TIMEOUT;
-    return ncclRemoteError;
+    res = ncclRemoteError;
+  } else {
+    res = braid_socket_poll(*fds_p, n, deadline);
   }
-  return braid_socket_poll(*fds_p, n, deadline);
+  pthread_mutex_lock(&bs->lock);
+  bs->nwaiters--;
+  pthread_mutex_unlock(&bs->lock);
+  return res;
 }
 
 static ncclResult_t bs_send(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag, const void* data,
@@ -467,6 +233,7 @@ static ncclResult_t bs_send(struct braid_bootstrap* bs, int peer, uint32_t kind,
   size_t off = 0, total = sizeof(hdr) + size;
   struct pollfd* fds = NULL;
   int cap = 0;
+  if (deadline == 0) deadline = __atomic_load_n(&bs->deadline, __ATOMIC_RELAXED);
   pthread_mutex_lock(&p->out_lock);
   ncclResult_t res = bs_out_connect(bs, peer, deadline);
   if (res != ncclSuccess) {
@@ -550,6 +317,7 @@ static ncclResult_t bs_recv(struct braid_bootstrap* bs, int peer, uint32_t kind,
   struct pollfd* fds = NULL;
   int cap = 0, watched = 0;
   int64_t since = braid_socket_clock_ns();
+  if (deadline == 0) deadline = __atomic_load_n(&bs->deadline, __ATOMIC_RELAXED);
   pthread_mutex_lock(&bs->lock);
   for (;;) {
     int watch;
@@ -581,9 +349,11 @@ static ncclResult_t bs_recv(struct braid_bootstrap* bs, int peer, uint32_t kind,
       res = ncclSystemError;
       break;
     }
+    bs->nwaiters++;
     pthread_mutex_unlock(&bs->lock);
     res = braid_socket_poll(fds, n, deadline);
     pthread_mutex_lock(&bs->lock);
+    bs->nwaiters--;
     if (res != ncclSuccess) break;
   }
 out:
@@ -649,6 +419,7 @@ ncclResult_t braid_bootstrap_init(const ncclUniqueId* ids, int nids, int rank, i
   bs_me(bs, &me);
   BRAID_CHECK_GOTO(braid_bootstrap_root_exchange(ids, nids, rank, nranks, &me, abort_flag, bs->table), res, err_free);
   bs->secret = secret0;
+  bs_set_ready(bs);
   BRAID_CHECK_GOTO(bs_ring_check(bs, bs_deadline()), res, err_free);
   BRAID_INFO(BRAID_LOG_BOOTSTRAP, "Bootstrap: rank %d of %d connected in %.2f ms", rank, nranks,
              (braid_socket_clock_ns() - t0) / 1e6);
@@ -724,6 +495,7 @@ ncclResult_t braid_bootstrap_split(struct braid_bootstrap* parent, int rank, int
     for (int r = 0; r < nranks; r++) bs->table[r].host[BS_HOST_MAX - 1] = '\0';
   }
   bs->secret = secret;
+  bs_set_ready(bs);
   BRAID_CHECK_GOTO(bs_ring_check(bs, deadline), res, err_free);
   free(down);
   *bs_p = bs;
@@ -750,16 +522,23 @@ static ncclResult_t bs_check_args(const struct braid_bootstrap* bs, int peer, co
     BRAID_WARN("%s: invalid argument data NULL with size %zu", fn, size);
     return ncclInvalidArgument;
   }
+  if (size > BS_MSG_MAX) {
+    BRAID_WARN("%s: invalid argument size %zu (a message carries at most %llu bytes)", fn, size,
+               (unsigned long long)BS_MSG_MAX);
+    return ncclInvalidArgument;
+  }
   return ncclSuccess;
 }
 
 ncclResult_t braid_bootstrap_send(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data, size_t size) {
   BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_send"));
+  if (braid_fault_hit("bootstrap.send")) return ncclSystemError;
   return bs_send(bs, peer, BS_KIND_USER, tag, data, size, 0);
 }
 
 ncclResult_t braid_bootstrap_recv(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size) {
   BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_recv"));
+  if (braid_fault_hit("bootstrap.recv")) return ncclSystemError;
   return bs_recv(bs, peer, BS_KIND_USER, tag, data, size, 0);
 }
 
@@ -816,6 +595,22 @@ void braid_bootstrap_set_abort_flag(struct braid_bootstrap* bs, volatile uint32_
 
 void braid_bootstrap_abort(struct braid_bootstrap* bs) {
   if (bs != NULL) __atomic_store_n(&bs->abort, 1, __ATOMIC_RELEASE);
+}
+
+void braid_bootstrap_set_deadline(struct braid_bootstrap* bs, int64_t deadline) {
+  if (bs != NULL) __atomic_store_n(&bs->deadline, deadline, __ATOMIC_RELAXED);
+}
+
+void braid_bootstrap_watch(struct braid_bootstrap* bs, braid_bootstrap_death_fn fn, void* arg) {
+  if (bs != NULL) bs_service_watch(bs, fn, arg);
+}
+
+void braid_bootstrap_test_hello(struct braid_bootstrap* bs, struct bs_peer_hello* h) {
+  memset(h, 0, sizeof(*h));
+  h->hs = (struct braid_socket_handshake){bs->secret, BRAID_SOCKET_TYPE_BOOTSTRAP, BS_CONN_PEER};
+  h->rank = bs->rank;
+  h->nranks = bs->nranks;
+  h->nonce = bs->nonce;
 }
 
 void braid_bootstrap_close(struct braid_bootstrap* bs) {

@@ -65,6 +65,21 @@ void braid_bootstrap_set_abort_flag(struct braid_bootstrap* bs, volatile uint32_
 /* Wake and fail every waiter, from any thread (ncclInvalidUsage). The external flag is not
  * written. */
 void braid_bootstrap_abort(struct braid_bootstrap* bs);
+/* Every wait of every operation fails (ncclRemoteError, a WARN naming the rank waited for)
+ * once this CLOCK_MONOTONIC deadline (ns) has passed; 0: no deadline. Init bounds its
+ * allgathers and its last barrier with BRAID_INIT_TIMEOUT this way. */
+void braid_bootstrap_set_deadline(struct braid_bootstrap* bs, int64_t deadline);
+/* Death watch: until called again with fn NULL, the process's bootstrap service thread calls
+ * fn(arg, rank) once, from that thread, when a rank this one has a connection with closes or
+ * resets it, or was found refusing connections: it died or gave up. Meant for phases in which
+ * no rank may leave (init's connections: a rank waiting there on another transport learns in
+ * milliseconds). fn must not call back into the bootstrap. After a call with NULL returns, fn
+ * is not running and will not be called. */
+typedef void (*braid_bootstrap_death_fn)(void* arg, int rank);
+void braid_bootstrap_watch(struct braid_bootstrap* bs, braid_bootstrap_death_fn fn, void* arg);
+/* The watch's test, run now by the caller: a rank whose connection with this one closed or
+ * broke, or -1 when none is known. */
+int braid_bootstrap_dead_peer(struct braid_bootstrap* bs);
 /* Free everything: sockets, memory. No thread of the bootstrap outlives it. */
 void braid_bootstrap_close(struct braid_bootstrap* bs);
 
@@ -86,6 +101,7 @@ enum bs_conn_kind {
 struct bs_entry {
   union braid_sockaddr addr; /* its listening socket */
   char host[BS_HOST_MAX];    /* its hostname, for messages */
+  uint64_t nonce;            /* random, its connections to other ranks carry it */
 };
 
 struct bs_hello {
@@ -109,6 +125,19 @@ struct bs_down {
   int32_t nranks;
   char text[BS_TEXT_MAX];
 };
+
+/* The first bytes of a connection between ranks. The secret is the communicator's; the nonce
+ * the claimed rank's own (its table entry), so a peer that holds the secret but is not that
+ * rank (another communicator's rank reusing an NCCL_COMM_ID, a stale process) cannot take its
+ * place. */
+struct bs_peer_hello {
+  struct braid_socket_handshake hs;
+  int32_t rank;
+  int32_t nranks;
+  uint64_t nonce;
+};
+/* Tests and fuzzers: the hello `bs` sends when it connects to a peer. */
+void braid_bootstrap_test_hello(struct braid_bootstrap* bs, struct bs_peer_hello* h);
 
 /* Extra seconds a rank waits past BRAID_INIT_TIMEOUT for its root's verdict. */
 static inline int64_t bs_grace_s(int64_t timeout_s) {

@@ -14,8 +14,9 @@
  * missing, named (ncclRemoteError). A root serves one communicator, then exits and frees all.
  *
  * One thread multiplexes everything with poll(); a connection must complete its handshake
- * within BS_HANDSHAKE_MS, so a stranger (wrong secret, garbage, silence) is dropped with a WARN
- * and delays no one.
+ * within BS_HANDSHAKE_MS, so a stranger (wrong secret, garbage, silence) is dropped with a
+ * rate-limited WARN and delays no one. At most bs_max_pending() connections wait in their
+ * handshake (a flood loses its oldest first); out of descriptors, accepting backs off.
  */
 #define BRAID_BOOTSTRAP_INTERNAL
 #include <poll.h>
@@ -30,7 +31,7 @@
 #include "base/check.h"
 #include "base/debug.h"
 #include "base/param.h"
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_int.h"
 
 #define NS_PER_S 1000000000LL
 #define BS_LINGER_MS 3000 /* after a failure, ranks arriving late still get the verdict this long */
@@ -87,6 +88,8 @@ struct rc {
 
 struct root {
   struct braid_socket listener;
+  int64_t accept_after; /* out of descriptors: accept again from then on */
+  int max_handshake;    /* connections in RC_HANDSHAKE at most: the oldest goes */
   uint64_t secret;
   int64_t timeout_s;
   struct rc** conns;
@@ -297,8 +300,7 @@ static int hello_malformed(const struct bs_hello* h) {
 }
 
 static void rc_drop(struct rc* c, const char* why) {
-  char buf[BRAID_SOCKET_ADDR_STR_MAX];
-  BRAID_WARN("Bootstrap root: dropping connection from %s: %s", braid_socket_addr_str(&c->sock.addr, buf), why);
+  braid_socket_warn_drop("Bootstrap root", &c->sock.addr, "%s", why);
   braid_socket_close(&c->sock);
   c->dead = 1;
 }
@@ -462,11 +464,8 @@ static void root_check_deadlines(struct root* rt) {
   }
 }
 
-/* One pass after a poll: accept, read what is readable, drop the dead, check the clocks. */
-static ncclResult_t root_step(struct root* rt, const struct pollfd* fds, int nfds) {
-  for (int i = 2; i < nfds && !rt->finished; i++)
-    if (fds[i].revents != 0 && !rt->conns[i - 2]->dead) rc_progress(rt, rt->conns[i - 2]);
-  if (!rt->finished && !rt->failed && fds[1].revents != 0) root_read_up(rt);
+/* Forget dropped connections. */
+static void root_reap(struct root* rt) {
   for (int i = 0; i < rt->nconns;) {
     if (rt->conns[i]->dead) {
       free(rt->conns[i]);
@@ -475,12 +474,58 @@ static ncclResult_t root_step(struct root* rt, const struct pollfd* fds, int nfd
       i++;
     }
   }
-  for (int got = 1; got && !rt->finished;) {
-    struct braid_socket s;
-    BRAID_CHECK(braid_socket_accept_try(&rt->listener, &s, &got));
-    if (got && root_add_conn(rt, &s) != ncclSuccess) braid_socket_close(&s);
+}
+
+/* Over the cap of connections still in their handshake: the oldest goes. */
+static void root_evict_oldest(struct root* rt) {
+  struct rc* old = NULL;
+  for (int i = 0; i < rt->nconns; i++) {
+    struct rc* c = rt->conns[i];
+    if (!c->dead && c->state == RC_HANDSHAKE && (old == NULL || c->deadline < old->deadline)) old = c;
   }
+  if (old == NULL) return;
+  char why[96];
+  snprintf(why, sizeof(why), "%d connections wait for their handshake, the oldest goes", rt->max_handshake);
+  rc_drop(old, why);
+}
+
+/* Accepts what waits (unless backing off, out of descriptors); reads each hello at once (a
+ * rank sends it right after connecting), so strangers alone fill the handshake slots. */
+static ncclResult_t root_accept_all(struct root* rt) {
+  if (rt->accept_after != 0 && braid_socket_clock_ns() < rt->accept_after) return ncclSuccess;
+  rt->accept_after = 0;
+  for (;;) {
+    struct braid_socket s;
+    int got;
+    BRAID_CHECK(braid_socket_accept_try(&rt->listener, &s, &got));
+    if (!got) {
+      if (rt->listener.err != 0) rt->accept_after = braid_socket_deadline_ms(BRAID_SOCKET_ACCEPT_BACKOFF_MS);
+      return ncclSuccess;
+    }
+    if (root_add_conn(rt, &s) != ncclSuccess) { /* out of memory: the root gives up (else it may idle forever) */
+      braid_socket_close(&s);
+      root_fail(rt, ncclSystemError, "Bootstrap: the root could not take a connection (out of memory)");
+      return ncclSuccess;
+    }
+    struct rc* c = rt->conns[rt->nconns - 1];
+    rc_progress(rt, c);
+    if (rt->finished) return ncclSuccess;
+    int n = 0;
+    for (int i = 0; i < rt->nconns; i++) n += !rt->conns[i]->dead && rt->conns[i]->state == RC_HANDSHAKE;
+    if (n > rt->max_handshake) root_evict_oldest(rt);
+    root_reap(rt);
+  }
+}
+
+/* One pass after a poll: accept, read what is readable, drop the dead, check the clocks. */
+static ncclResult_t root_step(struct root* rt, const struct pollfd* fds, int nfds) {
+  for (int i = 2; i < nfds && !rt->finished; i++)
+    if (fds[i].revents != 0 && !rt->conns[i - 2]->dead) rc_progress(rt, rt->conns[i - 2]);
+  if (!rt->finished && !rt->failed && fds[1].revents != 0) root_read_up(rt);
+  root_reap(rt);
+  if (!rt->finished) BRAID_CHECK(root_accept_all(rt));
   if (!rt->finished) root_check_deadlines(rt);
+  root_reap(rt); /* poll() refuses more entries than RLIMIT_NOFILE, dead ones included */
   return ncclSuccess;
 }
 
@@ -499,7 +544,8 @@ static void* root_main(void* arg) {
       fds = f;
       cap = n * 2;
     }
-    fds[0] = (struct pollfd){.fd = rt->listener.fd, .events = POLLIN};
+    int listening = rt->accept_after == 0 || braid_socket_clock_ns() >= rt->accept_after;
+    fds[0] = (struct pollfd){.fd = listening ? rt->listener.fd : -1, .events = POLLIN};
     fds[1] = (struct pollfd){.fd = rt->up.fd, .events = POLLIN}; /* -1: ignored by poll */
     for (int i = 0; i < rt->nconns; i++) fds[i + 2] = (struct pollfd){.fd = rt->conns[i]->sock.fd, .events = POLLIN};
     if (braid_socket_poll(fds, n, 0) != ncclSuccess || root_step(rt, fds, n) != ncclSuccess)
@@ -523,6 +569,7 @@ ncclResult_t braid_bootstrap_root_start(const union braid_sockaddr* addr, uint64
   rt->secret = secret;
   rt->timeout_s = braid_param_int(BRAID_PARAM_INIT_TIMEOUT);
   rt->iroot = rt->nranks = -1;
+  rt->max_handshake = bs_max_pending();
   union braid_sockaddr bound = rt->listener.addr;
   BRAID_PTHREADCHECK_GOTO(pthread_attr_init(&attr), "pthread_attr_init", res, err_free);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -12,12 +12,10 @@
 #include "base/check.h"
 #include "core/group.h"
 #include "core/redop.h"
+#include "topo/tuner.h"
 
-static const char* const func_names[] = {
-#define BRAID_X(id, name) #name,
-    BRAID_FUNCS(BRAID_X)
-#undef BRAID_X
-};
+/* 2^57: the largest user address space of any 64-bit Linux (x86-64 with 5-level paging). */
+#define BRAID_MAX_CALL_BYTES ((size_t)1 << 57)
 
 /* Checks common to every call (the communicator first: nothing else is read before it is
  * known to be live). `per_rank`: a buffer holds nranks times `count` elements. */
@@ -29,9 +27,11 @@ static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count
     return ncclInvalidArgument;
   }
   size_t es = (size_t)braid_dtype_size(dtype);
-  if (count > SIZE_MAX / es / scale) {
-    BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu overflows the address space", fn, count, (int)dtype,
-               es, scale);
+  /* Past BRAID_MAX_CALL_BYTES no buffer can exist, and sizes computed from the count (chunks
+   * rounded up, offsets) stay far from wrapping around. */
+  if (count > BRAID_MAX_CALL_BYTES / es / scale) {
+    BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu is more than any address space holds (%llu bytes)",
+               fn, count, (int)dtype, es, scale, (unsigned long long)BRAID_MAX_CALL_BYTES);
     return ncclInvalidArgument;
   }
   return ncclSuccess;
@@ -66,6 +66,7 @@ static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const 
     return ncclSystemError;
   }
   t->comm = comm;
+  t->comm_gen = comm->handle_gen;
   t->kind = kind;
   t->func = func;
   t->sendbuff = sendbuff;
@@ -80,8 +81,8 @@ static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const 
     BRAID_INFO(BRAID_LOG_COLL,
                "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
                "stream %p",
-               func_names[func], (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype, op, root,
-               (void*)comm, comm->nranks, (void*)stream);
+               braid_tuner_func_name(func), (unsigned long)comm->op_count, sendbuff, (void*)recvbuff, count, (int)dtype,
+               op, root, (void*)comm, comm->nranks, (void*)stream);
     comm->op_count++;
   }
   return braid_group_add(t);

@@ -5,8 +5,11 @@
  */
 #include "core/comm.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,10 +95,47 @@ int braid_comm_registry_take(struct braid_comm* comm) {
   return mine;
 }
 
-static int registry_has(const struct braid_comm* comm) {
+static pthread_mutex_t raise_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char* fmt, ...) {
+  pthread_mutex_lock(&raise_mutex);
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(comm->abort_reason, sizeof(comm->abort_reason), fmt, ap);
+    va_end(ap);
+    comm->failed_peer = peer;
+    __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
+    /* printed, not recorded: the call that fails because of it says so (ncclGetLastError) */
+    braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
+  }
+  pthread_mutex_unlock(&raise_mutex);
+}
+
+int braid_comm_pid_gone(int pid) {
+  char path[64], buf[512];
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0; /* no procfs: it runs, as far as we can tell */
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* close_paren = strrchr(buf, ')'); /* the state follows "(comm)" */
+  return close_paren != NULL && (close_paren[2] == 'Z' || close_paren[2] == 'X');
+}
+
+uint32_t braid_comm_new_gen(void) {
+  static uint32_t counter;
+  return (uint32_t)(__atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED) % BRAID_HANDLE_GEN_MASK) + 1;
+}
+
+/* Registered, and of that generation: a pointer is compared before anything is read. */
+int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen) {
   int found = 0;
   pthread_mutex_lock(&registry_mutex);
   for (int i = 0; i < registry_len && !found; i++) found = registry[i] == comm;
+  found = found && comm->magic == BRAID_COMM_MAGIC && comm->handle_gen == gen;
   pthread_mutex_unlock(&registry_mutex);
   return found;
 }
@@ -103,12 +143,12 @@ static int registry_has(const struct braid_comm* comm) {
 /* Is `comm` a live communicator? (Any state.) */
 static ncclResult_t comm_alive(ncclComm_t handle, const char* fn) {
   struct braid_comm* comm = braid_comm_of(handle);
-  if (comm == NULL) {
+  if (handle == NULL) {
     BRAID_WARN("%s: comm argument is NULL", fn);
     return ncclInvalidArgument;
   }
-  if (!registry_has(comm) || comm->magic != BRAID_COMM_MAGIC) {
-    BRAID_WARN("%s: comm %p has already been destroyed or is not a valid communicator", fn, (void*)comm);
+  if (!braid_comm_registry_valid(comm, (uint32_t)((uintptr_t)handle & BRAID_HANDLE_GEN_MASK))) {
+    BRAID_WARN("%s: comm %p has already been destroyed or is not a valid communicator", fn, (void*)handle);
     return ncclInvalidArgument;
   }
   return ncclSuccess;

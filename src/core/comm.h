@@ -84,7 +84,9 @@ enum braid_comm_state {
 };
 
 struct braid_comm {
-  uint64_t magic; /* BRAID_COMM_MAGIC while alive */
+  uint64_t magic;      /* BRAID_COMM_MAGIC while alive */
+  uint32_t handle_gen; /* the generation its handles carry (1..BRAID_HANDLE_GEN_MASK) */
+  void* alloc_base;    /* what the allocator returned (the struct is aligned inside it) */
   int rank, nranks;
   int node, nnodes, local_rank, local_nranks;
   int* rank_to_node; /* [nranks] */
@@ -135,9 +137,23 @@ struct braid_comm {
 
 #define BRAID_COMM_MAGIC 0x62726169645f636dULL /* "braid_cm" */
 
+/* Handles. An ncclComm_t is the communicator's address (aligned to BRAID_COMM_ALIGN) with a
+ * generation in its low bits, new for every communicator: when a destroyed communicator's
+ * memory comes back for a new one, the old handle still differs from the new one and the
+ * registry refuses it instead of running on the new communicator. Every handle given to a
+ * caller is made by braid_comm_handle; braid_comm_of undoes it (checked handles only). */
+#define BRAID_COMM_ALIGN 4096
+#define BRAID_HANDLE_GEN_MASK ((uintptr_t)BRAID_COMM_ALIGN - 1)
 static inline struct braid_comm* braid_comm_of(ncclComm_t c) {
-  return (struct braid_comm*)c;
+  return (struct braid_comm*)((uintptr_t)c & ~BRAID_HANDLE_GEN_MASK);
 }
+static inline ncclComm_t braid_comm_handle(const struct braid_comm* comm) {
+  return (ncclComm_t)((uintptr_t)comm | comm->handle_gen);
+}
+/* A generation for a new communicator. */
+uint32_t braid_comm_new_gen(void);
+/* comm (of generation gen) is still registered: a task queued on it may run. */
+int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen);
 
 /* The registry of live communicators: catches use after destroy and garbage handles. */
 void braid_comm_registry_add(struct braid_comm* comm);
@@ -149,6 +165,14 @@ int braid_comm_registry_take(struct braid_comm* comm);
 /* ncclInvalidArgument with a WARN naming `fn` when comm is NULL, destroyed or garbage;
  * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
 ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
+
+/* Fail a communicator from inside braid (a watch that saw a peer die): the first caller's
+ * message becomes comm->abort_reason, `peer` comm->failed_peer, and the abort flag carries
+ * `status` (enum braid_exec_status), so every wait of the communicator ends. */
+void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A process of this machine that no longer runs (gone, or a zombie). */
+int braid_comm_pid_gone(int pid);
 
 /* Connection management (src/core/connect.c). */
 ncclResult_t braid_connect_rings(struct braid_comm* comm);

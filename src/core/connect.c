@@ -205,9 +205,9 @@ void braid_connect_free(struct braid_comm* comm) {
       free_connector(&ch->tree_down_send[d], 1);
       free_connector(&ch->tree_down_recv[d], 0);
     }
-    for (int p = 0; ch->p2p_send && p < comm->nranks; p++) {
-      free_connector(&ch->p2p_send[p], 1);
-      free_connector(&ch->p2p_recv[p], 0);
+    for (int p = 0; (ch->p2p_send || ch->p2p_recv) && p < comm->nranks; p++) { /* either may be missing */
+      if (ch->p2p_send) free_connector(&ch->p2p_send[p], 1);
+      if (ch->p2p_recv) free_connector(&ch->p2p_recv[p], 0);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "algo/alltoall.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "core/exec_status.h"
 #include "core/group.h"
 #include "core/plan.h"
 #include "device/launch.h"
@@ -79,25 +80,7 @@ oom:
 }
 
 static ncclResult_t exec_error(struct braid_plan* plan, int status) {
-  struct braid_comm* comm = plan->comm;
-  switch (status) {
-    case BRAID_EXEC_ABORTED:
-      BRAID_WARN("rank %d: operation stopped: communicator %p was aborted", comm->rank, (void*)comm);
-      return ncclInvalidUsage;
-    case BRAID_EXEC_TIMEOUT: /* the watchdog (transport/net_watch.c) wrote what it waited for */
-      if (comm->abort_reason[0])
-        BRAID_WARN("%s", comm->abort_reason);
-      else
-        BRAID_WARN("rank %d: operation timed out waiting for a peer (BRAID_TIMEOUT=%lld s)", comm->rank,
-                   (long long)braid_param_int(BRAID_PARAM_TIMEOUT));
-      return ncclSystemError;
-    case BRAID_EXEC_PEER_FAILED: /* the net proxy or the watchdog named the peer */
-      BRAID_WARN("%s", comm->abort_reason[0] ? comm->abort_reason : "operation failed: a peer failed");
-      return comm->async_error == ncclSystemError ? ncclSystemError : ncclRemoteError;
-    default:
-      BRAID_WARN("rank %d: operation failed (status %d)", comm->rank, status);
-      return ncclInternalError;
-  }
+  return braid_exec_status_error(plan->comm, status, "operation", -1);
 }
 
 /* A connection made at first use failed. When braid itself stopped the communicator meanwhile

@@ -24,6 +24,7 @@ static __thread int depth;
 static __thread struct braid_task* head;
 static __thread struct braid_task* tail;
 static __thread struct braid_comm** inits;
+static __thread uint32_t* inits_gen; /* their handle generations */
 static __thread int ninits, inits_cap;
 /* Host memory the group's tasks read (an in-place AlltoAll's copy of its input): freed once
  * the group has run or been dropped. */
@@ -60,6 +61,7 @@ int braid_group_depth(void) {
 
 ncclResult_t braid_group_add(struct braid_task* task) {
   task->next = NULL;
+  if (task->comm_gen == 0) task->comm_gen = task->comm->handle_gen; /* the comm it is queued on now */
   if (depth == 0) return braid_enqueue_run(task);
   if (tail != NULL)
     tail->next = task;
@@ -69,18 +71,39 @@ ncclResult_t braid_group_add(struct braid_task* task) {
   return ncclSuccess;
 }
 
+int braid_group_holds(const struct braid_comm* comm) {
+  int n = 0;
+  for (struct braid_task* t = head; t != NULL; t = t->next) n += t->comm == comm;
+  return n;
+}
+
 ncclResult_t braid_group_add_init(struct braid_comm* comm) {
   if (ninits == inits_cap) {
     int cap = inits_cap ? 2 * inits_cap : 16;
     struct braid_comm** grown = cap <= GROUP_MAX_INITS ? realloc(inits, cap * sizeof(*grown)) : NULL;
-    if (grown == NULL) {
+    uint32_t* gens = grown != NULL ? realloc(inits_gen, cap * sizeof(*gens)) : NULL;
+    if (grown != NULL) inits = grown;
+    if (gens == NULL) {
       BRAID_WARN("ncclGroupEnd: too many communicator inits in one group (%d)", ninits);
       return ncclSystemError;
     }
-    inits = grown;
+    inits_gen = gens;
     inits_cap = cap;
   }
+  inits_gen[ninits] = comm->handle_gen;
   inits[ninits++] = comm;
+  return ncclSuccess;
+}
+
+/* Every task's communicator is still the one it was queued on: one destroyed or aborted since
+ * (by another thread, or an abort here) fails the group instead of being touched. */
+static ncclResult_t check_task_comms(const char* fn) {
+  for (struct braid_task* t = head; t != NULL; t = t->next) {
+    if (braid_comm_registry_valid(t->comm, t->comm_gen)) continue;
+    BRAID_WARN("%s: comm %p, which a call of this group was queued on, was destroyed or aborted before %s", fn,
+               (void*)((uintptr_t)t->comm | t->comm_gen), fn);
+    return ncclInvalidUsage;
+  }
   return ncclSuccess;
 }
 
@@ -99,6 +122,7 @@ static ncclResult_t join_inits(void) {
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < ninits; i++) {
     struct braid_comm* comm = inits[i];
+    if (!braid_comm_registry_valid(comm, inits_gen[i])) continue; /* destroyed (its init joined) */
     if (!comm->config.blocking) {
       if (res == ncclSuccess) res = ncclInProgress;
       continue;
@@ -108,7 +132,9 @@ static ncclResult_t join_inits(void) {
   }
   ninits = 0;
   free(inits);
+  free(inits_gen);
   inits = NULL;
+  inits_gen = NULL;
   inits_cap = 0;
   return res;
 }
@@ -126,6 +152,10 @@ BRAID_API ncclResult_t ncclGroupEnd(void) {
   }
   if (--depth > 0) return ncclSuccess;
   ncclResult_t res = join_inits();
+  if (res == ncclSuccess || res == ncclInProgress) {
+    ncclResult_t ok = check_task_comms("ncclGroupEnd");
+    if (ok != ncclSuccess) res = ok;
+  }
   if (res != ncclSuccess && res != ncclInProgress) {
     drop_tasks();
     return res;
@@ -216,6 +246,10 @@ BRAID_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (--depth > 0) return arg;
   res = join_inits();
   if (arg != ncclSuccess) res = arg;
+  if (res == ncclSuccess || res == ncclInProgress) {
+    ncclResult_t ok = check_task_comms("ncclGroupSimulateEnd");
+    if (ok != ncclSuccess) res = ok;
+  }
   if (res != ncclSuccess && res != ncclInProgress) goto out_drop;
   for (struct braid_task* t = head; t != NULL; t = t->next) {
     double us;

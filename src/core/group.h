@@ -17,6 +17,7 @@ enum braid_task_kind {
 struct braid_task {
   struct braid_task* next;
   struct braid_comm* comm;
+  uint32_t comm_gen; /* comm->handle_gen when queued: ncclGroupEnd checks comm is still that one */
   int kind;
   int func; /* enum braid_func for collectives */
   const void* sendbuff;
@@ -37,6 +38,8 @@ ncclResult_t braid_group_add(struct braid_task* task);
 /* Free `mem` (malloc'd host memory the group's tasks read) once the calling thread's group
  * has run or been dropped. Host mode only: device work outlives ncclGroupEnd. */
 ncclResult_t braid_group_keep(void* mem);
+/* Tasks of comm queued in the calling thread's open group (ncclCommDestroy refuses then). */
+int braid_group_holds(const struct braid_comm* comm);
 /* Communicator inits started inside a group complete at ncclGroupEnd. */
 ncclResult_t braid_group_add_init(struct braid_comm* comm);
 /* Run one group's tasks (enqueue.c). Frees the list. */

@@ -14,6 +14,7 @@
 #include "core/init_internal.h"
 #include "device/device.h"
 #include "device/launch.h"
+#include "topo/graph.h"
 
 BRAID_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   braid_debug_banner();
@@ -67,7 +68,7 @@ static ncclResult_t init_from_ids(const char* fn, ncclComm_t* newcomm, int nrank
   a->comm = comm;
   /* NCCL hands the handle out before init completes, so another thread can abort a blocking
    * init that waits for a missing rank. */
-  *newcomm = (ncclComm_t)comm;
+  *newcomm = braid_comm_handle(comm);
   res = braid_init_start(a);
   /* A failed blocking init leaves nothing behind (init.c freed it, or the thread that
    * aborted it frees it). */
@@ -109,6 +110,13 @@ BRAID_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
     BRAID_WARN("ncclCommInitAll: invalid ndev %d (must be >= 1)", ndev);
     return ncclInvalidArgument;
   }
+  /* One process is one node, and a node holds at most BRAID_GRAPH_MAX_LOCAL ranks: say so now
+   * rather than after starting thousands of ranks. */
+  if (ndev > BRAID_GRAPH_MAX_LOCAL) {
+    BRAID_WARN("ncclCommInitAll: invalid ndev %d: the ranks of one process (one node) are at most %d", ndev,
+               BRAID_GRAPH_MAX_LOCAL);
+    return ncclInvalidArgument;
+  }
   for (int i = 0; devlist != NULL && i < ndev; i++) {
     for (int j = 0; j < i; j++) {
       if (devlist[i] == devlist[j] && braid_param_int(BRAID_PARAM_GPU_SHARING) != 1) {
@@ -123,12 +131,15 @@ BRAID_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
   if (dev != NULL) {
     BRAID_CHECK(dev->count(&ndevices));
     BRAID_CHECK(dev->get_current(&saved));
-    for (int i = 0; i < ndev; i++) {
-      int d = devlist != NULL ? devlist[i] : i;
-      if (d < 0 || (d >= ndevices && (devlist != NULL || braid_param_int(BRAID_PARAM_GPU_SHARING) != 1))) {
-        BRAID_WARN("ncclCommInitAll: invalid device %d for rank %d (%d devices)", d, i, ndevices);
-        return ncclInvalidArgument;
-      }
+  }
+  for (int i = 0; i < ndev; i++) {
+    int d = devlist != NULL ? devlist[i] : i;
+    /* host mode has no devices: a devlist can only number the ranks, 0 .. ndev-1 */
+    int limit = dev != NULL ? ndevices : ndev;
+    if (d < 0 || (d >= limit && (devlist != NULL || braid_param_int(BRAID_PARAM_GPU_SHARING) != 1))) {
+      BRAID_WARN("ncclCommInitAll: invalid device %d for rank %d (%d %s)", d, i, limit,
+                 dev != NULL ? "devices" : "ranks: host mode takes devlist entries 0 to ndev-1");
+      return ncclInvalidArgument;
     }
   }
   ncclUniqueId id;
@@ -173,6 +184,14 @@ BRAID_API ncclResult_t ncclCommDestroy(ncclComm_t handle) {
   struct braid_comm* comm;
   if (handle == NULL) return ncclSuccess; /* as NCCL: destroying NULL is a no-op */
   BRAID_CHECK(check_alive(handle, "ncclCommDestroy", &comm));
+  int queued = braid_group_holds(comm);
+  if (queued > 0) {
+    BRAID_WARN(
+        "ncclCommDestroy: rank %d: comm %p has %d call%s queued in this thread's open group; call ncclGroupEnd "
+        "before destroying it",
+        comm->rank, (void*)handle, queued, queued == 1 ? "" : "s");
+    return ncclInvalidUsage;
+  }
   braid_init_join_thread(comm);
   BRAID_INFO(BRAID_LOG_INIT, "comm %p rank %d nranks %d cudaDev %d busId %lx - Destroy COMPLETE", (void*)comm,
              comm->rank, comm->nranks, comm->cuda_dev, (long)(comm->bus_id < 0 ? 0 : comm->bus_id));

@@ -44,7 +44,7 @@ static ncclResult_t make_child(struct braid_comm* parent, const char* fn, int* m
   a->parent_bs = parent->bootstrap;
   a->parent_ranks = members;
   a->split_tag = tag;
-  *newcomm = (ncclComm_t)child;
+  *newcomm = braid_comm_handle(child);
   return braid_init_start(a);
 err_args:
   free(a);

@@ -23,6 +23,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "core/exec_status.h"
 #include "device/device.h"
 #include "kernels/kernel.cuh"
 #include "transport/net/net.h"
@@ -169,22 +170,7 @@ void braid_launch_free(struct braid_comm* comm) {
 /* ---- statuses ----------------------------------------------------------------------------- */
 
 static ncclResult_t status_error(struct braid_comm* comm, int status, int block) {
-  switch (status) {
-    case BRAID_EXEC_ABORTED:
-      BRAID_WARN("rank %d: kernel stopped (channel block %d): communicator %p was aborted", comm->rank, block,
-                 (void*)comm);
-      return ncclInvalidUsage;
-    case BRAID_EXEC_TIMEOUT:
-      BRAID_WARN("%s", comm->abort_reason[0] ? comm->abort_reason : "kernel timed out waiting for a peer");
-      return ncclSystemError;
-    case BRAID_EXEC_PEER_FAILED:
-      BRAID_WARN("rank %d: kernel failed: %s", comm->rank,
-                 comm->abort_reason[0] ? comm->abort_reason : "a peer failed");
-      return ncclRemoteError;
-    default:
-      BRAID_WARN("rank %d: kernel failed with status %d (channel block %d)", comm->rank, status, block);
-      return ncclInternalError;
-  }
+  return braid_exec_status_error(comm, status, "kernel", block);
 }
 
 /* A finished buffer's statuses; frees it for reuse. */

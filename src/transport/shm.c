@@ -15,6 +15,7 @@
  * in another process its own mapping of it. Within one process the receiver's registration
  * serves both sides and is undone by whichever side frees the memory. Host mode is unchanged.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -271,6 +272,28 @@ static const char* shm_desc(const struct braid_connector* c) {
   if (r == NULL) return "shared memory";
   if (r->registered || (r->same_process && ((const struct shm_header*)r->base)->registered)) return "direct/direct";
   return r->same_process ? "direct pointer" : "shared memory";
+}
+
+/* ---- the survivors' cleanup (robust helper, issue 16): segments of a dead receiver ---------- */
+
+void braid_transport_shm_forget(const struct braid_comm* comm, int peer) {
+  char prefix[64], name[300];
+  DIR* d = opendir("/dev/shm");
+  if (d == NULL || comm->peers == NULL) {
+    if (d != NULL) closedir(d);
+    return;
+  }
+  /* shm_recv_setup's names: /braid-<pid>-<comm hash>-<rank>-<peer>-<channel>-<n> */
+  int n = snprintf(prefix, sizeof(prefix), "braid-%d-%llx-%d-", comm->peers[peer].pid,
+                   (unsigned long long)comm->comm_hash, peer);
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
+    snprintf(name, sizeof(name), "/%s", e->d_name);
+    if (shm_unlink(name) == 0)
+      BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM, "Removed %s, left by rank %d (pid %d), which died during init", name,
+                 peer, comm->peers[peer].pid);
+  }
+  closedir(d);
 }
 
 const struct braid_transport braid_transport_shm = {

@@ -45,6 +45,10 @@ struct braid_transport {
 extern const struct braid_transport braid_transport_p2p;
 extern const struct braid_transport braid_transport_shm;
 
+/* shm.c: a rank of this machine that died during init may have left the receive segments it
+ * created for `comm` in /dev/shm (its sender never mapped them); its survivors remove them. */
+void braid_transport_shm_forget(const struct braid_comm* comm, int peer);
+
 /* Size of the FIFO memory a receiver allocates for one connection. */
 size_t braid_transport_fifo_bytes(const struct braid_comm* comm);
 /* Lay out ctrl + buffers in `base` (the receiver's memory) into a braid_conn. */

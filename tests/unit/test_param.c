@@ -1,106 +1,24 @@
 /*
- * test_param.c - the parameter table (src/base/param.c): defaults, the order environment >
- * NCCL_CONF_FILE > ~/.nccl.conf > /etc/nccl.conf, INT parsing (decimal, 0x hex, malformed),
- * the `set by` lines, unknown-variable advice and its suggestion, reload under readers.
+ * test_param.c - the parameter table (src/base/param.c): its rows, the names NCCL reads
+ * (tests/param/nccl-*-names.txt, all known, none stale), the order environment >
+ * NCCL_CONF_FILE or ~/.nccl.conf > /etc/nccl.conf. The typed parsers and what is logged are in
+ * test_param_types.c, when values are read (PER_USE, fork) in test_param_use.c, the env plugin
+ * in tests/param/run.sh (it needs a library built by the tests).
  *
  * Each test starts from an environment without NCCL_* / BRAID_* variables and with HOME set
- * to a fresh temporary directory; log output is captured through NCCL_DEBUG_FILE.
+ * to a fresh temporary directory (param_fixture.h).
  */
 #include <check.h>
-#include <ftw.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/debug.h"
 #include "base/param.h"
 #include "nccl.h"
+#include "param_fixture.h"
 
-extern char** environ;
-
-static char tmpdir[64];
-static char logpath[128];
-
-/* ---- fixture and helpers ---- */
-
-static void clear_braid_env(void) {
-  char* names[512];
-  int n = 0;
-  for (char** e = environ; *e && n < 512; e++) {
-    if (strncmp(*e, "NCCL_", 5) != 0 && strncmp(*e, "BRAID_", 6) != 0) continue;
-    const char* eq = strchr(*e, '=');
-    if (eq) names[n++] = strndup(*e, (size_t)(eq - *e));
-  }
-  for (int i = 0; i < n; i++) unsetenv(names[i]), free(names[i]);
-}
-
-static void setup(void) {
-  clear_braid_env();
-  snprintf(tmpdir, sizeof(tmpdir), "/tmp/braid-test-param-XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-  setenv("HOME", tmpdir, 1);
-  snprintf(logpath, sizeof(logpath), "%s/log", tmpdir);
-  ncclResetDebugInit();
-}
-
-static int rm_entry(const char* path, const struct stat* sb, int flag, struct FTW* ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-static void teardown(void) {
-  clear_braid_env();
-  ncclResetDebugInit(); /* closes the log file */
-  nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Logs at `level` into logpath (subsystems `subsys`, NULL: default) and re-reads everything. */
-static void log_to_file(const char* level, const char* subsys) {
-  setenv("NCCL_DEBUG", level, 1);
-  if (subsys) setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
-  setenv("NCCL_DEBUG_FILE", logpath, 1);
-  ncclResetDebugInit();
-}
-
-static char* read_file(const char* path) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) return strdup("");
-  char* buf = calloc(1, 1 << 20);
-  size_t n = fread(buf, 1, (1 << 20) - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-  return buf;
-}
-
-static int count_of(const char* text, const char* needle) {
-  int n = 0;
-  for (const char* p = strstr(text, needle); p; p = strstr(p + 1, needle)) n++;
-  return n;
-}
-
-static char* write_conf(const char* name, const char* body) {
-  static char path[256];
-  snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
-  FILE* f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(body, f);
-  fclose(f);
-  return path;
-}
-
-/* 1 when /etc/nccl.conf on this machine sets `name` (then its default cannot be checked). */
-static int system_conf_sets(const char* name) {
-  char* text = read_file("/etc/nccl.conf");
-  char needle[128];
-  snprintf(needle, sizeof(needle), "%s", name);
-  int found = strstr(text, needle) != NULL;
-  free(text);
-  return found;
-}
-
-/* ---- defaults and table metadata ---- */
+/* ---- the table ---- */
 
 START_TEST(test_defaults) {
   char buf[64];
@@ -111,7 +29,6 @@ START_TEST(test_defaults) {
     ck_assert(strncmp(name, "NCCL_", 5) == 0 || strncmp(name, "BRAID_", 6) == 0);
     ck_assert_ptr_nonnull(braid_param_doc(p));
     ck_assert_int_gt(strlen(braid_param_doc(p)), 0);
-    for (int other = 0; other < id; other++) ck_assert_str_ne(name, braid_param_name((enum braid_param)other));
     if (!system_conf_sets(name)) ck_assert_str_eq(braid_param_source(p), "default");
   }
   ck_assert_int_eq(braid_param_is_int(BRAID_PARAM_BUFFSIZE), 1);
@@ -120,12 +37,52 @@ START_TEST(test_defaults) {
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_IB_GID_INDEX, buf, sizeof(buf)), "-1");
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_LL_BUFFSIZE, buf, sizeof(buf)), "auto");
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_NET, buf, sizeof(buf)), "auto");
+  ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_P2P_DISABLE, buf, sizeof(buf)), "FALSE");
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_DEBUG_SUBSYS, buf, sizeof(buf)), "INIT,BOOTSTRAP,ENV");
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_BUFFSIZE, buf, 4), "419"); /* truncated, terminated */
   if (!system_conf_sets("NCCL_BUFFSIZE")) ck_assert_int_eq(braid_param_int(BRAID_PARAM_BUFFSIZE), 4194304);
   if (!system_conf_sets("NCCL_LL_BUFFSIZE")) ck_assert(braid_param_int(BRAID_PARAM_LL_BUFFSIZE) == BRAID_PARAM_UNSET);
   if (!system_conf_sets("NCCL_NET")) ck_assert_ptr_null(braid_param_str(BRAID_PARAM_NET));
-  if (!system_conf_sets("NCCL_LAUNCH_MODE")) ck_assert_str_eq(braid_param_str(BRAID_PARAM_LAUNCH_MODE), "PARALLEL");
+  if (!system_conf_sets("NCCL_LAUNCH_MODE")) {
+    ck_assert_str_eq(braid_param_str(BRAID_PARAM_LAUNCH_MODE), "PARALLEL");
+    ck_assert_int_eq(braid_param_int(BRAID_PARAM_LAUNCH_MODE), 0);
+  }
+  if (!system_conf_sets("NCCL_DEBUG_SUBSYS"))
+    ck_assert(braid_param_int(BRAID_PARAM_DEBUG_SUBSYS) == (BRAID_LOG_INIT | BRAID_LOG_BOOTSTRAP | BRAID_LOG_ENV));
+}
+END_TEST
+
+/* Every row is well formed: a known status and type, a default that fits, one name once. */
+START_TEST(test_rows_well_formed) {
+  int declared = 0;
+  for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
+    const struct braid_param_row* r = braid_param_row((enum braid_param)id);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(braid_param_lookup(r->name, strlen(r->name)) == id, "%s is declared twice (param.h, param_nccl.h)",
+                  r->name);
+    ck_assert(r->status == BRAID_PARAM_LIVE || r->status == BRAID_PARAM_PER_USE || r->status == BRAID_PARAM_ACCEPTED);
+    ck_assert(r->type >= BRAID_PARAM_T_INT && r->type <= BRAID_PARAM_T_STR);
+    ck_assert(r->declared || r->status == BRAID_PARAM_ACCEPTED);
+    declared += r->declared;
+    int64_t v = 0;
+    if (r->type == BRAID_PARAM_T_ENUM || r->type == BRAID_PARAM_T_LIST) {
+      ck_assert_ptr_nonnull(r->words);
+      if (r->def_str) ck_assert_msg(braid_param_parse(r, r->def_str, &v, NULL, 0) == 0, "%s default", r->name);
+    } else if (r->type == BRAID_PARAM_T_INT && r->def_int != BRAID_PARAM_UNSET) {
+      ck_assert_msg(r->lo <= r->def_int && r->def_int <= r->hi, "%s default out of its range", r->name);
+    } else if (r->type == BRAID_PARAM_T_BOOL && r->def_int != BRAID_PARAM_UNSET) {
+      ck_assert(r->def_int == 0 || r->def_int == 1);
+    }
+    ck_assert_str_eq(braid_param_status_name((enum braid_param)id), r->status == BRAID_PARAM_LIVE      ? "LIVE"
+                                                                    : r->status == BRAID_PARAM_PER_USE ? "PER_USE"
+                                                                                                       : "ACCEPTED");
+  }
+  ck_assert_int_gt(declared, 80);
+  ck_assert_int_eq(braid_param_lookup("NCCL_NOT_A_PARAM", 16), -1);
+  ck_assert_ptr_null(braid_param_row(BRAID_PARAM_COUNT));
+  /* The rows NCCL reads at each use are read at each use here too. */
+  ck_assert_int_eq(braid_param_row(BRAID_PARAM_HOSTID)->status, BRAID_PARAM_PER_USE);
+  ck_assert_int_eq(braid_param_row(BRAID_PARAM_COMM_ID)->status, BRAID_PARAM_PER_USE);
 }
 END_TEST
 
@@ -145,6 +102,59 @@ START_TEST(test_bad_ids_and_types) {
   char buf[8] = "x";
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_COUNT, buf, sizeof(buf)), "");
   ck_assert_str_eq(braid_param_default_str(BRAID_PARAM_BUFFSIZE, NULL, 0), "");
+  ck_assert_str_eq(braid_param_text(BRAID_PARAM_COUNT, buf, sizeof(buf)), "");
+}
+END_TEST
+
+/* ---- the names NCCL reads ---- */
+
+static const char* const name_files[] = {"nccl-2.28-names.txt", "nccl-2.29-names.txt", "nccl-2.30-names.txt"};
+
+/* Every name NCCL 2.28, 2.29 and 2.30 read is a row, and setting them all draws no "Unknown". */
+START_TEST(test_nccl_names_known) {
+  FILE* f = open_data(name_files[_i]);
+  ck_assert_msg(f != NULL, "tests/param/%s not found", name_files[_i]);
+  char line[256];
+  int n = 0;
+  while (fgets(line, sizeof(line), f)) {
+    line[strcspn(line, "\n")] = '\0';
+    if (line[0] == '\0' || line[0] == '#') continue;
+    ck_assert_msg(braid_param_lookup(line, strlen(line)) >= 0, "%s (%s) is not a row", line, name_files[_i]);
+    if (strncmp(line, "NCCL_DEBUG", 10) != 0 && strcmp(line, "NCCL_CONF_FILE") != 0 &&
+        strcmp(line, "NCCL_ENV_PLUGIN") != 0 && strcmp(line, "NCCL_NO_CACHE") != 0 &&
+        strcmp(line, "NCCL_WARN_ENABLE_DEBUG_INFO") != 0)
+      setenv(line, "1", 1);
+    n++;
+  }
+  fclose(f);
+  ck_assert_int_gt(n, 150);
+  log_to_file("INFO", "ENV");
+  char* log = read_file(param_logpath);
+  ck_assert_msg(strstr(log, "Unknown") == NULL, "an NCCL name is reported unknown:\n%s", log);
+  ck_assert_int_gt(count_of(log, "braid accepts it for compatibility and ignores it."), 100);
+  free(log);
+}
+END_TEST
+
+/* Every name param_nccl.h accepts without a row is one NCCL reads (no stale entry). */
+START_TEST(test_bare_names_are_nccls) {
+  char* all = calloc(1, 1 << 16);
+  for (size_t k = 0; k < sizeof(name_files) / sizeof(name_files[0]); k++) {
+    FILE* f = open_data(name_files[k]);
+    ck_assert_ptr_nonnull(f);
+    size_t used = strlen(all);
+    all[used++] = '\n';
+    fread(all + used, 1, (1 << 16) - used - 1, f);
+    fclose(f);
+  }
+  for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
+    const struct braid_param_row* r = braid_param_row((enum braid_param)id);
+    char needle[128];
+    snprintf(needle, sizeof(needle), "\n%s\n", r->name);
+    if (!r->declared)
+      ck_assert_msg(strstr(all, needle) != NULL, "%s is in param_nccl.h but NCCL reads no such name", r->name);
+  }
+  free(all);
 }
 END_TEST
 
@@ -180,7 +190,8 @@ START_TEST(test_conf_file) {
                                 "NCCL_BUFFSIZE=2097152\n"
                                 "  NCCL_NET = IB  \r\n"
                                 "NCCL_SOCKET_IFNAME=eth0,eth1\n"
-                                "NCCL_PROTO=LL\n");
+                                "NCCL_PROTO=LL\n"
+                                "NCCL_LL_BUFFSIZE=64K"); /* no newline at the end */
   char conf[256];
   snprintf(conf, sizeof(conf), "%s", path);
   setenv("NCCL_CONF_FILE", conf, 1);
@@ -194,36 +205,38 @@ START_TEST(test_conf_file) {
   ck_assert_str_eq(braid_param_str(BRAID_PARAM_PROTO), "Simple");
   ck_assert_str_eq(braid_param_source(BRAID_PARAM_PROTO), "environment");
   ck_assert_str_eq(braid_param_str(BRAID_PARAM_CONF_FILE), conf);
+  ck_assert_int_eq(braid_param_int(BRAID_PARAM_LL_BUFFSIZE), 65536);
 }
 END_TEST
 
 START_TEST(test_home_conf) {
   write_conf(".nccl.conf", "NCCL_BUFFSIZE=65536\nNCCL_NET=Socket\nNCCL_ALGO=Ring\n");
   char home_conf[256];
-  snprintf(home_conf, sizeof(home_conf), "%s/.nccl.conf", tmpdir);
+  snprintf(home_conf, sizeof(home_conf), "%s/.nccl.conf", param_tmpdir);
   char conf[256];
   snprintf(conf, sizeof(conf), "%s", write_conf("conf", "NCCL_BUFFSIZE=131072\n"));
   braid_param_reload();
   ck_assert_int_eq(braid_param_int(BRAID_PARAM_BUFFSIZE), 65536);
   ck_assert_str_eq(braid_param_source(BRAID_PARAM_BUFFSIZE), home_conf);
-  /* NCCL_CONF_FILE comes before ~/.nccl.conf; ~/.nccl.conf still fills the rest. */
+  /* NCCL_CONF_FILE replaces ~/.nccl.conf, as in NCCL (src/misc/param.cc). */
   setenv("NCCL_CONF_FILE", conf, 1);
   braid_param_reload();
   ck_assert_int_eq(braid_param_int(BRAID_PARAM_BUFFSIZE), 131072);
   ck_assert_str_eq(braid_param_source(BRAID_PARAM_BUFFSIZE), conf);
-  ck_assert_str_eq(braid_param_str(BRAID_PARAM_NET), "Socket");
-  ck_assert_str_eq(braid_param_source(BRAID_PARAM_NET), home_conf);
-  /* ... and the environment before both. */
+  if (!system_conf_sets("NCCL_NET")) ck_assert_ptr_null(braid_param_str(BRAID_PARAM_NET));
+  /* ... and the environment comes before both. */
+  unsetenv("NCCL_CONF_FILE");
   setenv("NCCL_ALGO", "Tree", 1);
   braid_param_reload();
   ck_assert_str_eq(braid_param_str(BRAID_PARAM_ALGO), "Tree");
+  ck_assert_str_eq(braid_param_str(BRAID_PARAM_NET), "Socket");
 }
 END_TEST
 
 START_TEST(test_conf_file_problems) {
   setenv("NCCL_CONF_FILE", "/nonexistent/braid/nccl.conf", 1);
   log_to_file("WARN", NULL);
-  char* log = read_file(logpath);
+  char* log = read_file(param_logpath);
   ck_assert_ptr_nonnull(strstr(log, "NCCL WARN NCCL_CONF_FILE /nonexistent/braid/nccl.conf could not be opened"));
   free(log);
   char conf[256];
@@ -231,7 +244,7 @@ START_TEST(test_conf_file_problems) {
   setenv("NCCL_CONF_FILE", conf, 1);
   log_to_file("WARN", NULL);
   braid_param_int(BRAID_PARAM_BUFFSIZE);
-  log = read_file(logpath);
+  log = read_file(param_logpath);
   char want[512];
   snprintf(want, sizeof(want), "NCCL WARN %s:1: ignoring line without '=': NCCL_BUFFSIZE 12\n", conf);
   ck_assert_ptr_nonnull(strstr(log, want));
@@ -249,64 +262,8 @@ START_TEST(test_conf_read_once) {
   setenv("NCCL_CONF_FILE", conf, 1);
   log_to_file("WARN", NULL);
   braid_param_int(BRAID_PARAM_BUFFSIZE);
-  char* log = read_file(logpath);
+  char* log = read_file(param_logpath);
   ck_assert_int_eq(count_of(log, "Unknown variable NCCL_PROTOO"), 1);
-  free(log);
-}
-END_TEST
-
-/* ---- INT parsing ---- */
-
-struct int_case {
-  const char* text;
-  int ok;
-  int64_t value;
-};
-static const struct int_case int_cases[] = {
-    {"1048576", 1, 1048576},
-    {"0x100000", 1, 1048576},
-    {"0X1f", 1, 31},
-    {"  42 ", 1, 42},
-    {"-1", 1, -1},
-    {"+7", 1, 7},
-    {"010", 1, 10},
-    {"0", 1, 0},
-    {"9223372036854775807", 1, INT64_MAX},
-    {"-0x10", 1, -16},
-    {"abc", 0, 0},
-    {"12abc", 0, 0},
-    {"0x", 0, 0},
-    {"0xg1", 0, 0},
-    {"--1", 0, 0},
-    {"1.5", 0, 0},
-    {"4M", 0, 0},
-    {"99999999999999999999", 0, 0},
-    {"0x8000000000000000", 0, 0},
-    {"- 1", 0, 0},
-};
-
-START_TEST(test_int_parse) {
-  const struct int_case* c = &int_cases[_i];
-  setenv("NCCL_BUFFSIZE", c->text, 1);
-  BRAID_WARN("sentinel");
-  log_to_file("WARN", NULL);
-  int64_t v = braid_param_int(BRAID_PARAM_BUFFSIZE);
-  char* log = read_file(logpath);
-  char want[256];
-  snprintf(want, sizeof(want),
-           "NCCL WARN Invalid value %s for NCCL_BUFFSIZE (set by environment), using default 4194304.\n", c->text);
-  if (c->ok) {
-    ck_assert_msg(v == c->value, "'%s' gave %lld", c->text, (long long)v);
-    ck_assert_str_eq(braid_param_source(BRAID_PARAM_BUFFSIZE), "environment");
-    ck_assert_ptr_null(strstr(log, "Invalid value"));
-  } else {
-    ck_assert_msg(v == 4194304, "'%s' gave %lld", c->text, (long long)v);
-    ck_assert_str_eq(braid_param_source(BRAID_PARAM_BUFFSIZE), "default");
-    ck_assert_msg(strstr(log, want) != NULL, "no '%s' in:\n%s", want, log);
-    ck_assert_int_eq(count_of(log, "Invalid value"), 1);
-  }
-  /* Parameter advice is not an error of any call. */
-  ck_assert_str_eq(ncclGetLastError(NULL), "sentinel");
   free(log);
 }
 END_TEST
@@ -323,164 +280,27 @@ START_TEST(test_malformed_blocks_lower_sources) {
 }
 END_TEST
 
-/* ---- what is logged ---- */
-
-START_TEST(test_set_by_lines) {
-  char conf[256];
-  snprintf(conf, sizeof(conf), "%s", write_conf("conf", "NCCL_PROTO=LL\nNCCL_BUFFSIZE=1\n"));
-  setenv("NCCL_CONF_FILE", conf, 1);
-  setenv("NCCL_BUFFSIZE", "0x100000", 1);
-  setenv("NCCL_NET", "Socket", 1);
-  log_to_file("INFO", "ENV");
-  for (int i = 0; i < 3; i++) {
-    braid_param_int(BRAID_PARAM_BUFFSIZE);
-    braid_param_str(BRAID_PARAM_NET);
-  }
-  char* log = read_file(logpath);
-  ck_assert_int_eq(count_of(log, "NCCL INFO NCCL_BUFFSIZE set by environment to 1048576.\n"), 1);
-  ck_assert_int_eq(count_of(log, "NCCL INFO NCCL_NET set by environment to Socket.\n"), 1);
-  char want[512];
-  snprintf(want, sizeof(want), "NCCL INFO NCCL_PROTO set by %s to LL.\n", conf);
-  ck_assert_int_eq(count_of(log, want), 1);
-  snprintf(want, sizeof(want), "NCCL INFO NCCL_CONF_FILE set by environment to %s.\n", conf);
-  ck_assert_int_eq(count_of(log, want), 1);
-  ck_assert_int_eq(count_of(log, "set by"), 4); /* not NCCL_DEBUG*, not the overridden file value */
-  free(log);
-  /* Without ENV in the subsystems, no `set by` lines. */
-  log_to_file("INFO", "INIT");
-  braid_param_int(BRAID_PARAM_BUFFSIZE);
-  log = read_file(logpath);
-  ck_assert_ptr_null(strstr(log, "set by"));
-  free(log);
-}
-END_TEST
-
-START_TEST(test_unknown_variables) {
-  setenv("NCCL_BUFSIZE", "1", 1);
-  setenv("BRAID_HOSTMODE", "1", 1);
-  setenv("NCCL_SOCKET_IFNAM", "eth0", 1);
-  setenv("NCCL_DEBUG_SUBSYSTEM", "INIT", 1);
-  setenv("NCCL_TESTS_SPLIT", "MOD 2", 1);
-  setenv("NCCL_TESTS_MIN_BW", "1", 1);
-  setenv("NOT_NCCL_BUFSIZE", "1", 1);
-  BRAID_WARN("sentinel");
-  log_to_file("WARN", NULL);
-  braid_param_int(BRAID_PARAM_BUFFSIZE);
-  char* log = read_file(logpath);
-  ck_assert_int_eq(count_of(log, "NCCL WARN Unknown environment variable NCCL_BUFSIZE (did you mean NCCL_BUFFSIZE?)\n"),
-                   1);
-  ck_assert_int_eq(
-      count_of(log, "NCCL WARN Unknown environment variable BRAID_HOSTMODE (did you mean BRAID_HOST_MODE?)\n"), 1);
-  ck_assert_int_eq(count_of(log, "Unknown environment variable NCCL_SOCKET_IFNAM (did you mean NCCL_SOCKET_IFNAME?)\n"),
-                   1);
-  ck_assert_int_eq(
-      count_of(log, "Unknown environment variable NCCL_DEBUG_SUBSYSTEM (did you mean NCCL_DEBUG_SUBSYS?)\n"), 1);
-  ck_assert_int_eq(count_of(log, "Unknown"), 4);
-  ck_assert_ptr_null(strstr(log, "NCCL_TESTS"));
-  ck_assert_ptr_null(strstr(log, "NOT_NCCL"));
-  /* Each WARN line is preceded by an empty line. */
-  ck_assert_int_eq(count_of(log, "\n\n") + (log[0] == '\n'), 4);
-  ck_assert_str_eq(ncclGetLastError(NULL), "sentinel");
-  free(log);
-  /* Not printed below WARN, still not recorded. */
-  log_to_file("VERSION", NULL);
-  braid_param_int(BRAID_PARAM_BUFFSIZE);
-  log = read_file(logpath);
-  ck_assert_ptr_null(strstr(log, "Unknown"));
-  ck_assert_str_eq(ncclGetLastError(NULL), "sentinel");
-  free(log);
-}
-END_TEST
-
-START_TEST(test_first_read_prints_advice) {
-  /* With no log call at all, reading a parameter configures the logger and prints the advice. */
-  setenv("NCCL_BUFSIZE", "1", 1);
-  setenv("NCCL_DEBUG", "WARN", 1);
-  setenv("NCCL_DEBUG_FILE", logpath, 1);
-  braid_param_reload();
-  __atomic_store_n(&braid_debug_level, -1, __ATOMIC_RELEASE); /* "not initialised" */
-  ck_assert_int_eq(braid_param_int(BRAID_PARAM_BUFFSIZE) > 0, 1);
-  ck_assert_int_eq(braid_debug_level, BRAID_LOG_WARN);
-  char* log = read_file(logpath);
-  ck_assert_int_eq(count_of(log, "Unknown environment variable NCCL_BUFSIZE (did you mean NCCL_BUFFSIZE?)"), 1);
-  free(log);
-}
-END_TEST
-
-/* ---- reload while other threads read ---- */
-
-static volatile int readers_stop;
-
-static void* reader(void* arg) {
-  long bad = 0;
-  while (!__atomic_load_n(&readers_stop, __ATOMIC_ACQUIRE)) {
-    if (braid_param_int(BRAID_PARAM_BUFFSIZE) != 1048576) bad++;
-    const char* net = braid_param_str(BRAID_PARAM_NET);
-    if (net == NULL || strcmp(net, "Socket") != 0) bad++;
-    if (strcmp(braid_param_source(BRAID_PARAM_NET), "environment") != 0) bad++;
-  }
-  *(long*)arg = bad;
-  return NULL;
-}
-
-START_TEST(test_reload_under_readers) {
-  setenv("NCCL_BUFFSIZE", "1048576", 1);
-  setenv("NCCL_NET", "Socket", 1);
-  braid_param_reload();
-  const char* before = braid_param_str(BRAID_PARAM_NET);
-  pthread_t threads[4];
-  long bad[4];
-  readers_stop = 0;
-  for (int t = 0; t < 4; t++) ck_assert_int_eq(pthread_create(&threads[t], NULL, reader, &bad[t]), 0);
-  for (int r = 0; r < 200; r++) braid_param_reload();
-  __atomic_store_n(&readers_stop, 1, __ATOMIC_RELEASE);
-  for (int t = 0; t < 4; t++) {
-    pthread_join(threads[t], NULL);
-    ck_assert_int_eq(bad[t], 0);
-  }
-  /* Strings handed out before a reload stay valid. */
-  ck_assert_str_eq(before, "Socket");
-}
-END_TEST
-
 Suite* param_suite(void) {
   Suite* s = suite_create("param");
   TCase* tc = tcase_create("table");
   tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_checked_fixture(tc, param_setup, param_teardown);
   tcase_add_test(tc, test_defaults);
+  tcase_add_test(tc, test_rows_well_formed);
   tcase_add_test(tc, test_bad_ids_and_types);
+  tcase_add_loop_test(tc, test_nccl_names_known, 0, (int)(sizeof(name_files) / sizeof(name_files[0])));
+  tcase_add_test(tc, test_bare_names_are_nccls);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("sources");
   tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_checked_fixture(tc, param_setup, param_teardown);
   tcase_add_test(tc, test_environment);
   tcase_add_test(tc, test_conf_file);
   tcase_add_test(tc, test_home_conf);
   tcase_add_test(tc, test_conf_file_problems);
   tcase_add_test(tc, test_conf_read_once);
   tcase_add_test(tc, test_malformed_blocks_lower_sources);
-  suite_add_tcase(s, tc);
-
-  tc = tcase_create("int_parse");
-  tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_loop_test(tc, test_int_parse, 0, (int)(sizeof(int_cases) / sizeof(int_cases[0])));
-  suite_add_tcase(s, tc);
-
-  tc = tcase_create("logging");
-  tcase_set_timeout(tc, 30);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, test_set_by_lines);
-  tcase_add_test(tc, test_unknown_variables);
-  tcase_add_test(tc, test_first_read_prints_advice);
-  suite_add_tcase(s, tc);
-
-  tc = tcase_create("reload");
-  tcase_set_timeout(tc, 60);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, test_reload_under_readers);
   suite_add_tcase(s, tc);
   return s;
 }
