@@ -265,6 +265,45 @@ START_TEST(coll_mode_examples) {
 }
 END_TEST
 
+/* The pieces the worked examples rest on, and the printers braid-plan --coll uses: NCCL's
+ * bus-bandwidth factors, tree depth for a rank count that is no power of two, one rank, and
+ * the step-vs-transfer table's rows (tests/plan/run.sh checks the same through the tool). */
+START_TEST(coll_mode_parts) {
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_ALLREDUCE, 8), 1.75, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_ALLGATHER, 8), 0.875, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_REDUCESCATTER, 4), 0.75, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_SENDRECV, 8), 1.0, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_ALLREDUCE, 1), 1.0, 1e-12);
+  struct braid_plan_coll_result r;
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 24, 1e6, 100, 1, &r), ncclSuccess);
+  ck_assert_int_eq(r.tree.steps, 10); /* ceil(log2 24) = 5 levels, up and down */
+  ck_assert_int_eq(r.ring.steps, 46);
+  ck_assert_double_eq_tol(r.tree.bytes, 2e6, 1e-6);
+  ck_assert_double_eq_tol(r.ring.time_us, 46 + 2e6 * 23 / 24 / 1e5, 1e-9);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 1, 1e6, 100, 1, &r), ncclSuccess);
+  ck_assert_int_eq(r.ring.steps, 0); /* one rank moves nothing */
+  ck_assert_double_eq(r.ring.bytes, 0);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_SENDRECV, 8, 1e6, 50, 2, &r), ncclSuccess);
+  ck_assert_int_eq(r.ring.steps, 1);
+  ck_assert_double_eq_tol(r.ring.time_us, 2 + 20, 1e-9);
+  ck_assert_double_eq_tol(r.ring.busbw, r.ring.algbw, 1e-12);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, NAN, 50, 2, &r), ncclInvalidArgument);
+
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  ck_assert_ptr_nonnull(f);
+  const double sizes[] = {64e3, 1e9};
+  ck_assert_int_eq(braid_plan_coll_table(f, BRAID_PLAN_ALLREDUCE, 32, sizes, 2, 50, 2), ncclSuccess);
+  ck_assert_int_eq(braid_plan_coll_table(f, BRAID_PLAN_ALLREDUCE, 32, sizes, 2, -1, 2), ncclInvalidArgument);
+  fclose(f);
+  ck_assert_ptr_nonnull(strstr(buf, "Tree  steps\n"));    /* 64 KB: the steps decide */
+  ck_assert_ptr_nonnull(strstr(buf, "Ring  transfer\n")); /* 1 GB: the bytes decide */
+  ck_assert_ptr_null(strstr(buf, "-1 GB/s"));             /* a refused table prints nothing */
+  free(buf);
+}
+END_TEST
+
 Suite* plan_model_suite(void) {
   Suite* s = suite_create("plan_model");
   TCase* tc = tcase_create("textbook");
@@ -272,6 +311,7 @@ Suite* plan_model_suite(void) {
   tcase_add_test(tc, textbook_tp_allreduce);
   tcase_add_test(tc, textbook_ring_vs_tree);
   tcase_add_test(tc, coll_mode_examples);
+  tcase_add_test(tc, coll_mode_parts);
   tcase_add_test(tc, tp_inside_nodes);
   tcase_add_test(tc, search_tp16_slower);
   suite_add_tcase(s, tc);
