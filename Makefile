@@ -62,7 +62,7 @@ endif
 # Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all lib tools bench test demo clean bench-compare format format-check
+.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch torch-backend test-torch-backend bench-torch
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
@@ -94,9 +94,12 @@ $(STATIC): $(LIB_OBJS)
 # CUDA kernels: one file per datatype family so `make -j` compiles them in parallel. Their host
 # code (launch stubs, registration) must not need the C++ runtime: libnccl.so.2 links C only.
 NVCC_HOSTFLAGS := -Xcompiler -fPIC,-fno-exceptions,-fno-threadsafe-statics,-fno-rtti
+# ptxas reports registers, stack and spills of every kernel function per architecture: kept
+# next to the object (tests/cuda/ptxas.sh prints them and fails on any spill).
 $(BUILD)/obj/src/kernels/%.o: src/kernels/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) -Iinclude -Isrc -O3 -std=c++17 $(NVCC_GENCODE) $(NVCC_HOSTFLAGS) -Xptxas -v -MMD -MP -c $< -o $@ \
+	  2> $@.ptxas || { cat $@.ptxas >&2; exit 1; }
 
 $(BUILD)/lib/libbraid_kernels.a: $(CU_OBJS)
 	@mkdir -p $(dir $@)
@@ -120,7 +123,10 @@ $(BUILD)/bin/%_perf: $(BUILD)/obj/bench/%_perf.o $(BENCH_COMMON) $(SO) $(BUILD)/
 
 # Tests: Check suites, one runner. The suite list is generated from the file names.
 # Tests see src/ only through quoted includes: libcheck's <check.h> must not find src/base/check.h.
-TEST_CPPFLAGS = -Iinclude -iquote src -iquote tools/lib -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE
+# NCCL_OS_LINUX: the tests call the deprecated ncclResetDebugInit, which NCCL 2.30's nccl.h
+# declares only then (elsewhere it is a no-op macro).
+TEST_CPPFLAGS = -Iinclude -iquote src -iquote tools/lib -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE \
+  -DNCCL_OS_LINUX -Wno-deprecated-declarations
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 $(BUILD)/gen/suites.h: $(TEST_SRCS)
 	@mkdir -p $(dir $@)
@@ -134,10 +140,34 @@ $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
+# The GPU suite without libcheck (tests/gpu/check_shim.h): what tests/gpu/run.sh builds on a GPU
+# machine, which has no package manager.
+GPU_TEST_SRCS := tests/gpu/gpu_main.c tests/unit/test_gpu.c tests/unit/gpu_rt.c tests/unit/refdata.c
+$(BUILD)/bin/braid-gpu-tests: $(GPU_TEST_SRCS) $(STATIC) $(ALL_CUDA) tests/gpu/check_shim.h
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CPPFLAGS) -DBRAID_CHECK_SHIM -Itests/gpu $(CFLAGS) -o $@ $(GPU_TEST_SRCS) $(STATIC) $(CUDA_LIBS) $(LDLIBS)
+
 test: all
 	@tests/ensure-deps.sh check clang-format libfuzzer
 	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests fuzz-build
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
+
+# PyTorch (torch 2.11.0 and the newest) imports with braid preloaded: tests/pytorch/run.sh.
+# Downloads about a gigabyte into a cache outside the repository the first time; not in `make test`.
+test-pytorch: lib
+	tests/pytorch/run.sh $(BUILD)
+
+# The braid torch.distributed backend for CPU (integrations/torch), built against torch
+# $(TORCH) in its cached virtualenv: `make torch-backend` builds it into $(BUILD)/torch-$(TORCH);
+# `make test-torch-backend` runs its suite against Gloo and the DDP example; `make bench-torch`
+# times dist.all_reduce on braid and Gloo (2 processes). None of them is part of `make test`.
+TORCH ?= 2.15.0
+torch-backend: lib
+	tests/pytorch/with-torch.sh $(TORCH) $(BUILD) python -c 'import braid_torch; print("braid_torch", braid_torch.library_path())'
+test-torch-backend: lib
+	tests/pytorch/backend.sh $(BUILD) $(TORCH)
+bench-torch: lib
+	tests/pytorch/with-torch.sh $(TORCH) $(BUILD) torchrun --nproc-per-node 2 bench/torch_allreduce.py $(BENCH_ARGS)
 
 # Fuzzing (fuzz/README.md): libFuzzer targets fuzz/fuzz_<name>.c, linked against the library
 # built again by clang with AddressSanitizer, UndefinedBehaviorSanitizer and coverage (host

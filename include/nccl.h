@@ -1,10 +1,13 @@
 /*
- * nccl.h - braid's public header: the NCCL 2.28 API and ABI.
+ * nccl.h - braid's public header: the NCCL 2.30 API and ABI.
  *
  * braid is a from-scratch collective communication library; this header declares the same
- * functions, enum values and struct layouts as NCCL 2.28 so that programs built against NCCL
- * run on braid unchanged. Every function also exists with a `p` prefix (profiling hook names).
- * The CUDA runtime header is used when available; without it (host-only builds) the one CUDA
+ * functions, enum values and struct layouts as NCCL 2.30.7 (a superset of 2.28 and 2.29: every
+ * older field keeps its offset, every older value its number) so that programs built against
+ * NCCL 2.28, 2.29 or 2.30 run on braid unchanged. The version reported is 2.30.7, the newest
+ * API implemented: programs that check "runtime >= the header I was built with" pass, and an
+ * older program's smaller ncclConfig_t is read up to its own size. Every function also exists with a `p` prefix
+ * (profiling hook names). The CUDA runtime header is used when available; without it (host-only builds) the one CUDA
  * type the API names, cudaStream_t, is declared as the same opaque pointer CUDA uses.
  */
 #ifndef NCCL_H_
@@ -24,11 +27,11 @@ typedef struct CUstream_st* cudaStream_t;
 #endif
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 30
+#define NCCL_PATCH 7
 #define NCCL_SUFFIX ""
 
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23007
 #define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 /* braid's own version, reported by the banner and braid-info. */
@@ -62,7 +65,8 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8, /* 2.30 */
+  ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -70,9 +74,13 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
 
+/* The magic of NCCL_CONFIG_INITIALIZER. */
+#define NCCL_API_MAGIC 0xcafebeef
+
 /* Window registration flags. */
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02 /* 2.30: one-sided ops into the window complete in issue order */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* CTA policies. */
@@ -88,7 +96,7 @@ typedef enum {
 #define NCCL_REVOKE_DEFAULT 0x00
 
 /* Communicator configuration; always start from NCCL_CONFIG_INITIALIZER. */
-typedef struct ncclConfig_v22800 {
+typedef struct ncclConfig_v23000 {
   size_t size;          /* sizeof(ncclConfig_t) the caller was built with */
   unsigned int magic;   /* 0xcafebeef: proves the initializer was used */
   unsigned int version; /* NCCL_VERSION_CODE the caller was built with */
@@ -106,27 +114,36 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  /* 2.30 */
+  int graphUsageMode;      /* CUDA graph use (default 2); braid keeps it, graphs are not special-cased */
+  int numRmaCtx;           /* one-sided contexts: ncclPutSignal/ncclSignal ctx is 0..numRmaCtx-1 (default 1) */
+  int maxP2pPeers;         /* p2p peers per rank to provision for (default: all) */
+  int graphStreamOrdering; /* default unset */
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                     \
-  {                                                                                 \
-    sizeof(ncclConfig_t),                                 /* size */                \
-        0xcafebeef,                                       /* magic */               \
-        NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */             \
-        NCCL_CONFIG_UNDEF_INT,                            /* blocking */            \
-        NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */      \
-        NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */             \
-        NCCL_CONFIG_UNDEF_INT,                            /* maxCTAs */             \
-        NCCL_CONFIG_UNDEF_PTR,                            /* netName */             \
-        NCCL_CONFIG_UNDEF_INT,                            /* splitShare */          \
-        NCCL_CONFIG_UNDEF_INT,                            /* trafficClass */        \
-        NCCL_CONFIG_UNDEF_PTR,                            /* commName */            \
-        NCCL_CONFIG_UNDEF_INT,                            /* collnetEnable */       \
-        NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */           \
-        NCCL_CONFIG_UNDEF_INT,                            /* shrinkShare */         \
-        NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */            \
-        NCCL_CONFIG_UNDEF_INT,                            /* nChannelsPerNetPeer */ \
-        NCCL_CONFIG_UNDEF_INT,                            /* nvlinkCentricSched */  \
+#define NCCL_CONFIG_INITIALIZER                          \
+  {                                                      \
+    sizeof(ncclConfig_t),      /* size */                \
+        NCCL_API_MAGIC,        /* magic */               \
+        NCCL_VERSION_CODE,     /* version */             \
+        NCCL_CONFIG_UNDEF_INT, /* blocking */            \
+        NCCL_CONFIG_UNDEF_INT, /* cgaClusterSize */      \
+        NCCL_CONFIG_UNDEF_INT, /* minCTAs */             \
+        NCCL_CONFIG_UNDEF_INT, /* maxCTAs */             \
+        NCCL_CONFIG_UNDEF_PTR, /* netName */             \
+        NCCL_CONFIG_UNDEF_INT, /* splitShare */          \
+        NCCL_CONFIG_UNDEF_INT, /* trafficClass */        \
+        NCCL_CONFIG_UNDEF_PTR, /* commName */            \
+        NCCL_CONFIG_UNDEF_INT, /* collnetEnable */       \
+        NCCL_CONFIG_UNDEF_INT, /* CTAPolicy */           \
+        NCCL_CONFIG_UNDEF_INT, /* shrinkShare */         \
+        NCCL_CONFIG_UNDEF_INT, /* nvlsCTAs */            \
+        NCCL_CONFIG_UNDEF_INT, /* nChannelsPerNetPeer */ \
+        NCCL_CONFIG_UNDEF_INT, /* nvlinkCentricSched */  \
+        NCCL_CONFIG_UNDEF_INT, /* graphUsageMode */      \
+        NCCL_CONFIG_UNDEF_INT, /* numRmaCtx */           \
+        NCCL_CONFIG_UNDEF_INT, /* maxP2pPeers */         \
+        NCCL_CONFIG_UNDEF_INT, /* graphStreamOrdering */ \
   }
 
 /* ncclGroupSimulateEnd's output. */
@@ -138,7 +155,7 @@ typedef struct ncclSimInfo_v22200 {
 } ncclSimInfo_t;
 
 #define NCCL_SIM_INFO_INITIALIZER \
-  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
 
 /* Reduction operators; values >= ncclNumOps are handles from ncclRedOpCreatePreMulSum. */
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
@@ -221,6 +238,19 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags);
 
+/* 2.30: a unique id for ncclCommGrow, made by one existing rank (the grow root). One id at a
+ * time per communicator; an id serves one grow. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+
+/* 2.30: existing ranks (comm, rank -1; the root passes the id, the others NULL) and new ranks
+ * (comm NULL, the id, their rank) form one communicator of nRanks; existing ranks keep their
+ * rank numbers. */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                           ncclConfig_t* config);
+
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                       ncclConfig_t* config);
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
@@ -231,6 +261,22 @@ const char* pncclGetErrorString(ncclResult_t result);
 
 const char* ncclGetLastError(ncclComm_t comm);
 const char* pncclGetLastError(ncclComm_t comm);
+
+/* Deprecated: declared (and so callable) only where NCCL_OS_LINUX is defined, as in NCCL 2.30;
+ * elsewhere a no-op macro. The library exports it for programs built against older headers. */
+#ifdef NCCL_OS_LINUX
+__attribute__((
+    deprecated("ncclResetDebugInit is not supported as part of the NCCL API and will be removed in the "
+               "future"))) void
+ncclResetDebugInit();
+__attribute__((
+    deprecated("pncclResetDebugInit is not supported as part of the NCCL API and will be removed in the "
+               "future"))) void
+pncclResetDebugInit();
+#else
+#define ncclResetDebugInit()
+#define pncclResetDebugInit()
+#endif
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError);
@@ -250,11 +296,36 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle);
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle);
 
+/* 2.30: ncclCommSuspend flags. */
+#define NCCL_SUSPEND_MEM 0x01 /* release the connection and window buffers until ncclCommResume */
+
+/* 2.30: a suspended communicator accepts no call but ncclCommResume, the queries, destroy and abort. */
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+
+/* 2.30: what ncclCommMemStats reports. */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* bytes the communicator holds that suspend releases */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* bytes held that suspend keeps */
+  ncclStatGpuMemTotal = 3      /* all bytes held */
+} ncclCommMemStat_t;
+
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+
 ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+
+/* 2.30: the buffer a window was registered with. */
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
 
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm);
@@ -319,6 +390,32 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
 ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream);
 
+/* 2.30, one-sided: write count elements of localbuff into peer's window peerWin (the window
+ * handle this rank holds for the collective registration) at byte offset peerWinOffset, then
+ * raise signal sigIdx of context ctx at the peer. The data is visible to the peer once its
+ * ncclWaitSignal for that signal returns. flags must be 0. */
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                            ncclComm_t comm, cudaStream_t stream);
+
+/* 2.30: a signal without data, ordered after this rank's earlier puts to peer. */
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+
+/* 2.30: wait for opCnt signals from peer on (sigIdx, ctx). */
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+
 ncclResult_t ncclGroupStart(void);
 ncclResult_t pncclGroupStart(void);
 
@@ -327,9 +424,6 @@ ncclResult_t pncclGroupEnd(void);
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
-/* Deprecated in NCCL; kept for ABI compatibility. */
-void ncclResetDebugInit(void);
-void pncclResetDebugInit(void);
 
 /*
  * Parameter access (NCCL 2.30): NCCL's runtime parameters by name, as typed values or as

@@ -3,6 +3,9 @@
  * ncclGetErrorString, ncclGetLastError and the deprecated ncclResetDebugInit. Each is also
  * exported under its `pnccl` name (src/base/api.h).
  */
+/* nccl.h declares ncclResetDebugInit only for NCCL_OS_LINUX (elsewhere it is a no-op macro):
+ * this file defines it, so it sees the declaration. */
+#define NCCL_OS_LINUX 1
 #include <stddef.h>
 
 #include "base/api.h"
@@ -38,6 +41,8 @@ BRAID_API const char* ncclGetErrorString(ncclResult_t result) {
       return "remote process exited or there was a network error";
     case ncclInProgress:
       return "NCCL operation in progress";
+    case ncclTimeout:
+      return "timeout";
     default:
       return "unknown result code";
   }
@@ -53,9 +58,12 @@ BRAID_PROFILE_ALIAS(ncclGetLastError)
 
 /* Re-reads the environment and conf files, then the logging settings (level -1 tells the
  * logger it is not initialised; braid_debug_init reopens NCCL_DEBUG_FILE). */
-BRAID_API void ncclResetDebugInit(void) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+BRAID_API void ncclResetDebugInit() {
   braid_param_reload();
   __atomic_store_n(&braid_debug_level, -1, __ATOMIC_RELEASE);
   braid_debug_init();
 }
 BRAID_PROFILE_ALIAS(ncclResetDebugInit)
+#pragma GCC diagnostic pop

@@ -104,7 +104,7 @@ static ncclResult_t reduce_coll(const char* fn, int func, const void* sendbuff, 
 }
 
 static struct braid_redop copy_op(ncclDataType_t dtype) {
-  struct braid_redop r = {BRAID_RED_SUM, (uint8_t)dtype, 0};
+  struct braid_redop r = {.kind = BRAID_RED_SUM, .dtype = (uint8_t)dtype};
   return r;
 }
 

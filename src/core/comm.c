@@ -20,6 +20,7 @@
 #include "base/api.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "core/sym/sym.h"
 #include "device/launch.h"
 
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -154,7 +155,7 @@ static ncclResult_t comm_alive(ncclComm_t handle, const char* fn) {
   return ncclSuccess;
 }
 
-ncclResult_t braid_comm_check(ncclComm_t handle, const char* fn) {
+ncclResult_t braid_comm_check_resumable(ncclComm_t handle, const char* fn) {
   BRAID_CHECK(comm_alive(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (comm->abort_flag) {
@@ -177,6 +178,12 @@ ncclResult_t braid_comm_check(ncclComm_t handle, const char* fn) {
                  ncclGetErrorString(comm->async_error));
       return ncclInvalidUsage;
   }
+}
+
+/* Every call but resume and the queries: a suspended communicator is refused too (sym/). */
+ncclResult_t braid_comm_check(ncclComm_t handle, const char* fn) {
+  BRAID_CHECK(braid_comm_check_resumable(handle, fn));
+  return braid_sym_check_active(braid_comm_of(handle), fn);
 }
 
 BRAID_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {

@@ -17,6 +17,7 @@ struct braid_channel_graph;
 struct braid_tuner;
 struct braid_device_ops;
 struct braid_launch_state;
+struct braid_sym;
 
 #define BRAID_HOSTNAME_MAX 64
 #define BRAID_CPU_WORDS 16 /* CPUs 0..1023 */
@@ -127,6 +128,7 @@ struct braid_comm {
   struct braid_user_redop* redops;
   int nredops;
   struct braid_reg* regs;
+  struct braid_sym* sym; /* windows, one-sided signals, suspend, grow (src/core/sym/) */
 
   /* Split bookkeeping for logs. */
   struct braid_comm* parent;
@@ -165,6 +167,8 @@ int braid_comm_registry_take(struct braid_comm* comm);
 /* ncclInvalidArgument with a WARN naming `fn` when comm is NULL, destroyed or garbage;
  * ncclInvalidUsage when it failed or was aborted; ncclSuccess when ready for calls. */
 ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
+/* braid_comm_check, but a suspended communicator passes (ncclCommResume, ncclCommMemStats). */
+ncclResult_t braid_comm_check_resumable(ncclComm_t comm, const char* fn);
 
 /* Fail a communicator from inside braid (a watch that saw a peer die): the first caller's
  * message becomes comm->abort_reason, `peer` comm->failed_peer, and the abort flag carries

@@ -128,12 +128,16 @@ static ncclResult_t launch_plans(struct braid_plan* plans, int nplans, struct br
       return ncclInvalidUsage;
     }
   }
+  /* Everything that could wait for the device before the first kernel: that kernel may spin
+   * waiting for one launched after it (two ranks of one process on one device). */
+  BRAID_CHECK(braid_launch_check_group(plans, nplans, tasks));
   for (int i = 0; i < nplans; i++) {
     struct braid_plan* plan = &plans[i];
     if (plan->connect_trees || plan->nconnect_send + plan->nconnect_recv > 0)
       BRAID_CHECK(braid_launch_sync(plan->comm));
-    BRAID_CHECK(braid_launch_plan(plan, tasks));
+    BRAID_CHECK(braid_launch_prepare(plan, tasks));
   }
+  for (int i = 0; i < nplans; i++) BRAID_CHECK(braid_launch_plan(&plans[i], tasks));
   return ncclSuccess;
 }
 

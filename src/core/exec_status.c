@@ -51,6 +51,12 @@ ncclResult_t braid_exec_status_error(struct braid_comm* comm, int status, const 
       else
         BRAID_WARN("rank %d: %s failed: a peer failed", comm->rank, what);
       break;
+    case BRAID_EXEC_BAD_SCHEDULE: /* kernels/coll.h: a schedule refused a step */
+      BRAID_WARN(
+          "rank %d: %s stopped: its schedule refused a step (bad ring position, root, step or primitive): "
+          "internal error",
+          comm->rank, what);
+      break;
     default:
       BRAID_WARN("rank %d: %s failed with status %d", comm->rank, what, status);
   }

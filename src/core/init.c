@@ -17,6 +17,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/init_internal.h"
+#include "core/sym/sym.h"
 #include "device/device.h"
 #include "device/launch.h"
 #include "kernels/executor.h"
@@ -287,11 +288,13 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   int64_t timeout_s = braid_param_int(BRAID_PARAM_INIT_TIMEOUT);
   if (timeout_s > 0) braid_bootstrap_set_deadline(comm->bootstrap, braid_socket_deadline_ms(timeout_s * 1000));
   ncclResult_t res = init_connect(comm, &t_gather);
+  if (res == ncclSuccess) res = braid_sym_init(comm); /* signal inboxes, mapped by local peers (src/core/sym/) */
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
   if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;
   if (res == ncclSuccess) res = braid_bootstrap_barrier(comm->bootstrap);
   braid_bootstrap_set_deadline(comm->bootstrap, 0);
+  if (res == ncclSuccess) braid_sym_ready(comm); /* every peer mapped the inbox: its name goes */
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res != ncclSuccess) return res;
   double t2 = braid_time_now();
@@ -335,6 +338,13 @@ ncclResult_t braid_config_resolve(const ncclConfig_t* user, ncclConfig_t* out, c
   if (def.nvlsCTAs == NCCL_CONFIG_UNDEF_INT) def.nvlsCTAs = 0;
   if (def.nChannelsPerNetPeer == NCCL_CONFIG_UNDEF_INT) def.nChannelsPerNetPeer = 0;
   if (def.nvlinkCentricSched == NCCL_CONFIG_UNDEF_INT) def.nvlinkCentricSched = 0;
+  /* 2.30 fields (an older caller's config never has them: they keep these defaults). */
+  if (def.graphUsageMode == NCCL_CONFIG_UNDEF_INT) def.graphUsageMode = 2;
+  if (def.numRmaCtx == NCCL_CONFIG_UNDEF_INT) def.numRmaCtx = 1;
+  if (def.numRmaCtx < 0) {
+    BRAID_WARN("%s: config.numRmaCtx %d is negative", fn, def.numRmaCtx);
+    return ncclInvalidArgument;
+  }
   if (def.blocking != 0 && def.blocking != 1) {
     BRAID_WARN("%s: config.blocking %d is not 0 or 1", fn, def.blocking);
     return ncclInvalidArgument;
@@ -411,6 +421,7 @@ void braid_comm_free(struct braid_comm* comm) {
    * the flag they poll, so stuck ones end too). */
   if (comm->launch != NULL) braid_launch_wait(comm);
   braid_launch_free(comm);
+  braid_sym_free(comm);
   braid_connect_free(comm);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];

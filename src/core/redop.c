@@ -17,22 +17,24 @@ static int is_floating(int dtype) {
 }
 
 /* The scalar's bits, zero-extended, read from memory holding one element of `dtype`. On a
- * device communicator a ncclScalarDevice scalar is device memory: it is copied out, at call
- * time (NCCL reads it in the kernel; braid reads it when the call is made, so a scalar written
- * by still-queued work on a non-default stream is read too early - see src/README.md). */
-static ncclResult_t scalar_bits(const struct braid_comm* comm, const void* p, int dtype, uint64_t* v) {
-  *v = 0;
-  const struct braid_device_ops* dev = comm->host_mode ? NULL : braid_device();
-  if (dev == NULL) {
-    memcpy(v, p, braid_dtype_size(dtype));
-    return ncclSuccess;
+ * device communicator a ncclScalarDevice scalar is device memory: the work item carries its
+ * address and the kernel reads it when it starts (kernels/coll.h), as NCCL dereferences it
+ * while the collective runs; so a scalar written by work queued earlier on the stream counts,
+ * and the call makes no device-synchronising copy. */
+static void scalar_bits(const struct braid_comm* comm, const void* p, int dtype, struct braid_redop* out) {
+  out->scalar = 0;
+  if (comm->device != NULL) {
+    out->scalar = (uint64_t)(uintptr_t)p;
+    out->scalar_dev = 1;
+    return;
   }
-  return dev->memcpy_sync(v, p, braid_dtype_size(dtype));
+  memcpy(&out->scalar, p, braid_dtype_size(dtype));
 }
 
 ncclResult_t braid_redop_resolve(struct braid_comm* comm, const char* fn, ncclRedOp_t op, ncclDataType_t dtype,
                                  struct braid_redop* out) {
   out->dtype = (uint8_t)dtype;
+  out->scalar_dev = 0;
   out->scalar = 0;
   switch ((int)op) {
     case ncclSum:
@@ -75,8 +77,8 @@ ncclResult_t braid_redop_resolve(struct braid_comm* comm, const char* fn, ncclRe
     out->kind = BRAID_RED_PREMULSUM;
     if (u->residence == ncclScalarHostImmediate)
       out->scalar = u->scalar;
-    else if ((res = scalar_bits(comm, u->scalar_ptr, u->dtype, &out->scalar)) != ncclSuccess)
-      BRAID_WARN("%s: could not read the PreMulSum scalar of op %d at %p", fn, (int)op, u->scalar_ptr);
+    else
+      scalar_bits(comm, u->scalar_ptr, u->dtype, out);
   }
   pthread_mutex_unlock(&comm->mutex);
   return res;

@@ -36,6 +36,20 @@ struct braid_ipc_handle {
 /* Opaque to everyone but the implementation. */
 typedef void* braid_event_t;
 
+/* How a stream orders with the legacy default stream (CUDA's implicit synchronisation). */
+enum braid_stream_kind {
+  BRAID_STREAM_LEGACY = 0,      /* NULL / cudaStreamLegacy: waits for, and is waited for by, every blocking stream */
+  BRAID_STREAM_BLOCKING = 1,    /* cudaStreamCreate's default, cudaStreamPerThread: ordered with the legacy stream */
+  BRAID_STREAM_NONBLOCKING = 2, /* cudaStreamNonBlocking: ordered with nothing but itself */
+};
+
+/* Stream-capture modes of a thread, CUDA's values (cudaStreamCaptureMode). */
+enum braid_capture_mode {
+  BRAID_CAPTURE_GLOBAL = 0,
+  BRAID_CAPTURE_THREAD_LOCAL = 1,
+  BRAID_CAPTURE_RELAXED = 2,
+};
+
 struct braid_kernel_args; /* src/kernels/kernel.cuh / launch code */
 
 struct braid_device_ops {
@@ -85,6 +99,21 @@ struct braid_device_ops {
   /* Let the current device read and write `peer_dev`'s memory (two ranks of one process on
    * two GPUs, P2P/direct pointer). Already enabled is success. */
   ncclResult_t (*enable_peer_access)(int peer_dev);
+
+  /* Added for the first GPU run (the launch code's setup, capture and stream rules). */
+  /* A setup copy (any direction) on the layer's private non-blocking stream of the current
+   * device, landed when it returns. Unlike memcpy_sync (cudaMemcpy: the legacy stream, where a
+   * pageable host-to-device copy may return before its DMA lands, and which waits for every
+   * blocking stream's kernels) it is ordered before any launch that follows, on any stream,
+   * and never waits for a user's kernel. Legal while another stream is being captured. */
+  ncclResult_t (*setup_copy)(void* dst, const void* src, size_t bytes);
+  /* enum braid_stream_kind of a user's stream. */
+  ncclResult_t (*stream_kind)(cudaStream_t stream, int* kind);
+  /* This thread's stream-capture mode (enum braid_capture_mode): sets *mode, returns the old one
+   * in it (cudaThreadExchangeStreamCaptureMode). Calls that a capture in global mode on any
+   * thread forbids (event queries, synchronous copies) run in relaxed mode, or they would
+   * invalidate the user's capture. */
+  ncclResult_t (*capture_mode)(int* mode);
 };
 
 /* The device layer of this process, or NULL in host mode. Decided once (thread-safe). */
@@ -101,9 +130,19 @@ void braid_device_reset(void);
  * a held stream a test sees that calls return before their kernels run. */
 ncclResult_t braid_device_fake_hold(cudaStream_t stream, int on);
 /* Test hook (fake GPU): make stream_capturing report the stream as capturing (a CUDA graph
- * capture; the fake still runs the work at once), so tests reach the launch path's rules for
- * captured launches. */
+ * capture in global mode; the fake still runs the work at once), so tests reach the launch
+ * path's rules for captured launches. While it is on, an event query, synchronous copy or
+ * stream sync from a thread not in relaxed capture mode invalidates the capture, as CUDA's
+ * does; turning it off then fails with ncclInvalidUsage (cudaStreamEndCapture's error). */
 ncclResult_t braid_device_fake_capture(cudaStream_t stream, int on);
+/* Test hook (fake GPU): make a stream blocking (ordered with the legacy NULL stream of its
+ * device both ways, as cudaStreamCreate's default) or non-blocking (the default here). */
+ncclResult_t braid_device_fake_blocking(cudaStream_t stream, int on);
+/* Test hook (fake GPU): memcpy_sync behaves as cudaMemcpy does on the legacy stream: it waits
+ * for the legacy stream (which waits for blocking streams), and a copy from pageable host
+ * memory to device memory returns once staged, landing when the legacy stream runs it.
+ * Off (the default): memcpy_sync copies at once. Not thread-safe. */
+void braid_device_fake_legacy_copies(int on);
 
 /* Device memory for ncclMemAlloc/ncclMemFree: device->alloc on a device, page-aligned host
  * memory in host mode. */

@@ -6,13 +6,19 @@
  * libnccl.so links the static CUDA runtime, so a machine without a driver still loads it:
  * count() then fails and device.c falls back to host mode. Allocations and copies run in
  * relaxed stream-capture mode, so that connecting a peer while the application captures a
- * graph on another stream does not invalidate that capture (as NCCL does).
+ * graph on another stream does not invalidate that capture (as NCCL does); event queries are
+ * left to the caller, which relaxes around them (launch.c), so that the fake GPU checks it.
+ * Setup copies and the zeroing of allocations go through a private non-blocking stream per
+ * device, synchronised before they return: never the legacy stream, which a kernel spinning
+ * on a blocking stream would hold up, and whose pageable copies may land after a kernel that a
+ * non-blocking stream starts next.
  */
 #include "device/device.h"
 
 #if defined(BRAID_CUDA_BUILT) && BRAID_CUDA_BUILT
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,21 +102,35 @@ static ncclResult_t cuda_can_access_peer(int dev, int peer_dev, int* yes) {
   cudaThreadExchangeStreamCaptureMode(&mode_)
 #define RELAXED_END cudaThreadExchangeStreamCaptureMode(&mode_)
 
+/* The private setup stream of the current device, created on first use (non-blocking, so it
+ * neither waits for the legacy stream nor is waited for by it). */
+#define SETUP_MAX_DEVICES 64
+static pthread_mutex_t setup_mu = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t setup_streams[SETUP_MAX_DEVICES];
+
+static cudaError_t setup_stream(cudaStream_t* s_p) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 0 || dev >= SETUP_MAX_DEVICES) return cudaErrorInvalidDevice;
+  pthread_mutex_lock(&setup_mu);
+  if (setup_streams[dev] == NULL) e = cudaStreamCreateWithFlags(&setup_streams[dev], cudaStreamNonBlocking);
+  *s_p = setup_streams[dev];
+  pthread_mutex_unlock(&setup_mu);
+  return e;
+}
+
 static ncclResult_t cuda_alloc(void** ptr, size_t bytes) {
   void* p = NULL;
   size_t n = bytes ? bytes : 1;
-  /* Zeroed by a synchronous copy: cudaMemset is asynchronous on the legacy stream, which a
-   * non-blocking user stream does not wait for. */
-  void* zeros = calloc(1, n);
-  if (zeros == NULL) {
-    BRAID_WARN("Failed to allocate %zu bytes of host memory", n);
-    return ncclSystemError;
-  }
+  cudaStream_t s = NULL;
+  /* Zeroed on the setup stream, waited for: landed before any later launch. */
   RELAXED_BEGIN;
-  cudaError_t e = cudaMalloc(&p, n);
-  if (e == cudaSuccess) e = cudaMemcpy(p, zeros, n, cudaMemcpyHostToDevice);
+  cudaError_t e = setup_stream(&s);
+  if (e == cudaSuccess) e = cudaMalloc(&p, n);
+  if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, n, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   RELAXED_END;
-  free(zeros);
   if (e != cudaSuccess) {
     BRAID_WARN("Cuda failure %d '%s': cudaMalloc of %zu bytes", (int)e, cudaGetErrorString(e), bytes);
     if (p != NULL) cudaFree(p);
@@ -174,6 +194,20 @@ static ncclResult_t cuda_memcpy_sync(void* dst, const void* src, size_t bytes) {
   RELAXED_END;
   if (e != cudaSuccess) {
     BRAID_WARN("Cuda failure %d '%s': cudaMemcpy(%p, %p, %zu)", (int)e, cudaGetErrorString(e), dst, src, bytes);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+static ncclResult_t cuda_setup_copy(void* dst, const void* src, size_t bytes) {
+  cudaStream_t s = NULL;
+  RELAXED_BEGIN;
+  cudaError_t e = setup_stream(&s);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  RELAXED_END;
+  if (e != cudaSuccess) {
+    BRAID_WARN("Cuda failure %d '%s': setup copy of %zu bytes %p -> %p", (int)e, cudaGetErrorString(e), bytes, src,
+               dst);
     return ncclUnhandledCudaError;
   }
   return ncclSuccess;
@@ -281,6 +315,30 @@ static ncclResult_t cuda_memcpy_async(void* dst, const void* src, size_t bytes, 
   return ncclSuccess;
 }
 
+static ncclResult_t cuda_stream_kind(cudaStream_t stream, int* kind) {
+  unsigned flags = 0;
+  if (stream == NULL || stream == cudaStreamLegacy) {
+    *kind = BRAID_STREAM_LEGACY;
+    return ncclSuccess;
+  }
+  if (stream == cudaStreamPerThread) {
+    *kind = BRAID_STREAM_BLOCKING;
+    return ncclSuccess;
+  }
+  CUDA_CHECK(cudaStreamGetFlags(stream, &flags));
+  *kind = flags & cudaStreamNonBlocking ? BRAID_STREAM_NONBLOCKING : BRAID_STREAM_BLOCKING;
+  return ncclSuccess;
+}
+_Static_assert((int)cudaStreamCaptureModeRelaxed == BRAID_CAPTURE_RELAXED &&
+                   (int)cudaStreamCaptureModeGlobal == BRAID_CAPTURE_GLOBAL,
+               "braid_capture_mode has CUDA's values");
+static ncclResult_t cuda_capture_mode(int* mode) {
+  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode) * mode;
+  CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&m));
+  *mode = (int)m;
+  return ncclSuccess;
+}
+
 static ncclResult_t cuda_enable_peer_access(int peer_dev) {
   cudaError_t err = cudaDeviceEnablePeerAccess(peer_dev, 0);
   if (err == cudaErrorPeerAccessAlreadyEnabled) {
@@ -320,6 +378,9 @@ static const struct braid_device_ops cuda_ops = {
     .stream_capturing = cuda_stream_capturing,
     .memcpy_async = cuda_memcpy_async,
     .enable_peer_access = cuda_enable_peer_access,
+    .setup_copy = cuda_setup_copy,
+    .stream_kind = cuda_stream_kind,
+    .capture_mode = cuda_capture_mode,
 };
 
 const struct braid_device_ops* const braid_device_cuda = &cuda_ops;

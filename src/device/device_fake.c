@@ -10,8 +10,15 @@
  *   - events complete when the stream reaches them, as CUDA's do.
  * Stream handles are any pointer value: each distinct value (NULL per device) gets its own
  * worker the first time it is used, so a test names streams (cudaStream_t)1, (cudaStream_t)2.
+ * Those are non-blocking unless a test makes one blocking (braid_device_fake_blocking): then,
+ * as in CUDA, work on it waits for the NULL (legacy) stream of its device and work on the
+ * legacy stream waits for it. memcpy_sync copies at once unless a test asks for cudaMemcpy's
+ * legacy-stream behaviour (braid_device_fake_legacy_copies); setup_copy always copies at once,
+ * which is what its contract promises.
  * Graph capture is not simulated: stream_capturing says no unless a test set the stream's
- * flag (braid_device_fake_capture); the work still runs at once.
+ * flag (braid_device_fake_capture); the work still runs at once. What is simulated is the rule
+ * of a capture in global mode: an event query, synchronous copy or stream sync made meanwhile
+ * from a thread that is not in relaxed capture mode (capture_mode) invalidates it.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -192,10 +199,6 @@ static ncclResult_t fake_host_register(void* host, size_t bytes, void** dev) {
   return ncclSuccess;
 }
 static void fake_host_unregister(void* host) {}
-static ncclResult_t fake_memcpy_sync(void* dst, const void* src, size_t bytes) {
-  memmove(dst, src, bytes);
-  return ncclSuccess;
-}
 static ncclResult_t fake_pointer_kind(const void* p, int* kind, int* dev) {
   pthread_mutex_lock(&mem_mu);
   struct fake_mem* m = mem_find(p);
@@ -279,7 +282,7 @@ static void fake_ipc_close(void* dptr) {
 /* ---- streams and events --------------------------------------------------------------------
  * One lock for all of it: tests are small, and it keeps ordering arguments simple. */
 
-enum op_kind { OP_LAUNCH, OP_COPY, OP_RECORD, OP_WAIT };
+enum op_kind { OP_LAUNCH, OP_COPY, OP_RECORD, OP_WAIT, OP_WAIT_STREAM };
 
 struct fake_event {
   uint64_t recorded;  /* records issued */
@@ -295,6 +298,8 @@ struct fake_op {
   void* dst;
   const void* src;
   size_t bytes;
+  void* staged;              /* OP_COPY from a staging copy of pageable memory: freed after */
+  struct fake_stream* after; /* OP_WAIT_STREAM: wait until this stream has done `gen` ops */
   int nblocks;
   struct braid_kernel_args args; /* by value, as a kernel launch copies them */
 };
@@ -302,18 +307,23 @@ struct fake_op {
 struct fake_stream {
   struct fake_stream* next;
   cudaStream_t handle;
-  int dev; /* for the NULL stream: one per device */
+  int dev;    /* for the NULL stream: one per device */
+  int of_dev; /* the device current when the stream was first used (every stream) */
   pthread_t thread;
   pthread_cond_t cond; /* work queued */
   struct fake_op *head, *tail;
   uint64_t queued, done;
-  int held;      /* test hook: start nothing while set */
-  int capturing; /* test hook: stream_capturing says yes */
+  int held;        /* test hook: start nothing while set */
+  int capturing;   /* test hook: stream_capturing says yes */
+  int invalidated; /* an unsafe call was made during the capture */
+  int blocking;    /* test hook: ordered with the legacy stream */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER; /* some op completed */
 static struct fake_stream* streams;
+static int legacy_copies;                                /* test hook */
+static __thread int capture_mode = BRAID_CAPTURE_GLOBAL; /* this thread's */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* A forked child has none of its parent's stream threads: start from scratch. */
@@ -322,6 +332,7 @@ static void after_fork_child(void) {
   pthread_cond_init(&progress, NULL);
   pthread_mutex_init(&mem_mu, NULL);
   streams = NULL;
+  legacy_copies = 0;
   mems = NULL; /* the parent's segments stay mapped here; the parent owns them */
 }
 static void install_atfork(void) {
@@ -357,6 +368,8 @@ static void* stream_main(void* arg) {
     struct fake_op* op = s->head;
     if (op->kind == OP_WAIT) {
       while (op->ev->completed < op->gen) pthread_cond_wait(&progress, &mu);
+    } else if (op->kind == OP_WAIT_STREAM) {
+      while (op->after->done < op->gen) pthread_cond_wait(&progress, &mu);
     } else if (op->kind == OP_RECORD) {
       if (op->ev->completed < op->gen) op->ev->completed = op->gen;
     } else {
@@ -370,6 +383,7 @@ static void* stream_main(void* arg) {
     s->head = op->next;
     if (s->head == NULL) s->tail = NULL;
     if (op->ev != NULL) event_unref(op->ev);
+    free(op->staged);
     free(op);
     s->done++;
     pthread_cond_broadcast(&progress);
@@ -390,6 +404,7 @@ static ncclResult_t stream_get(cudaStream_t handle, struct fake_stream** s_p) {
   BRAID_CALLOC_GOTO(s, 1, res, out);
   s->handle = handle;
   s->dev = dev;
+  s->of_dev = cur_dev;
   pthread_cond_init(&s->cond, NULL);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -410,18 +425,7 @@ out:
   return res;
 }
 
-/* Queue `op` on the stream (takes it). */
-static ncclResult_t enqueue(cudaStream_t handle, struct fake_op* op) {
-  pthread_once(&atfork_once, install_atfork);
-  pthread_mutex_lock(&mu);
-  struct fake_stream* s = NULL;
-  ncclResult_t res = stream_get(handle, &s);
-  if (res != ncclSuccess) {
-    if (op->ev != NULL) event_unref(op->ev);
-    pthread_mutex_unlock(&mu);
-    free(op);
-    return res;
-  }
+static void push(struct fake_stream* s, struct fake_op* op) { /* under mu */
   op->next = NULL;
   if (s->tail != NULL)
     s->tail->next = op;
@@ -430,8 +434,57 @@ static ncclResult_t enqueue(cudaStream_t handle, struct fake_op* op) {
   s->tail = op;
   s->queued++;
   pthread_cond_signal(&s->cond);
+}
+
+/* CUDA's implicit synchronisation: work on the legacy stream of a device waits for what every
+ * blocking stream of that device has queued, and work on a blocking stream for what the legacy
+ * stream has queued. Under mu; best effort (an allocation failure drops the ordering). */
+static void implicit_waits(struct fake_stream* s) {
+  for (struct fake_stream* o = streams; o != NULL; o = o->next) {
+    int legacy_s = s->handle == NULL, legacy_o = o->handle == NULL;
+    if (o == s || o->of_dev != s->of_dev || o->queued == o->done) continue;
+    if (!((legacy_s && o->blocking) || (s->blocking && legacy_o))) continue;
+    struct fake_op* w = calloc(1, sizeof(*w));
+    if (w == NULL) continue;
+    w->kind = OP_WAIT_STREAM;
+    w->after = o;
+    w->gen = o->queued;
+    push(s, w);
+  }
+}
+
+/* Queue `op` on the stream (takes it); *pos_p (may be NULL): the stream's op count once it is done. */
+static ncclResult_t enqueue_at(cudaStream_t handle, struct fake_op* op, struct fake_stream** s_p, uint64_t* pos_p) {
+  pthread_once(&atfork_once, install_atfork);
+  pthread_mutex_lock(&mu);
+  struct fake_stream* s = NULL;
+  ncclResult_t res = stream_get(handle, &s);
+  if (res != ncclSuccess) {
+    if (op->ev != NULL) event_unref(op->ev);
+    pthread_mutex_unlock(&mu);
+    free(op->staged);
+    free(op);
+    return res;
+  }
+  implicit_waits(s);
+  push(s, op);
+  if (s_p != NULL) *s_p = s;
+  if (pos_p != NULL) *pos_p = s->queued;
   pthread_mutex_unlock(&mu);
   return ncclSuccess;
+}
+static ncclResult_t enqueue(cudaStream_t handle, struct fake_op* op) {
+  return enqueue_at(handle, op, NULL, NULL);
+}
+
+/* A call that a capture in global mode forbids, made by this thread: unless it is in relaxed
+ * mode, every capture in progress is invalidated (CUDA: cudaErrorStreamCaptureInvalidated). */
+static void unsafe_call(void) {
+  if (capture_mode == BRAID_CAPTURE_RELAXED) return;
+  pthread_mutex_lock(&mu);
+  for (struct fake_stream* s = streams; s != NULL; s = s->next)
+    if (s->capturing) s->invalidated = 1;
+  pthread_mutex_unlock(&mu);
 }
 
 static ncclResult_t new_op(int kind, struct fake_op** op_p) {
@@ -523,6 +576,7 @@ static ncclResult_t fake_stream_wait_event(cudaStream_t stream, braid_event_t ev
 
 static ncclResult_t fake_event_query(braid_event_t e, int* done) {
   struct fake_event* ev = e;
+  unsafe_call();
   pthread_mutex_lock(&mu);
   *done = ev->completed >= ev->recorded;
   pthread_mutex_unlock(&mu);
@@ -531,6 +585,7 @@ static ncclResult_t fake_event_query(braid_event_t e, int* done) {
 
 static ncclResult_t fake_stream_sync(cudaStream_t stream) {
   pthread_once(&atfork_once, install_atfork);
+  unsafe_call();
   pthread_mutex_lock(&mu);
   struct fake_stream* s = NULL;
   ncclResult_t res = stream_get(stream, &s);
@@ -543,26 +598,59 @@ static ncclResult_t fake_stream_sync(cudaStream_t stream) {
 }
 
 /* Test hooks on a stream's flags. */
+enum { FLAG_HELD, FLAG_CAPTURING, FLAG_BLOCKING };
 static ncclResult_t set_flag(cudaStream_t stream, int which, int on) {
   pthread_once(&atfork_once, install_atfork);
   pthread_mutex_lock(&mu);
   struct fake_stream* s = NULL;
   ncclResult_t res = stream_get(stream, &s);
   if (res == ncclSuccess) {
-    if (which == 0)
+    if (which == FLAG_HELD) {
       s->held = on;
-    else
+    } else if (which == FLAG_BLOCKING) {
+      s->blocking = on;
+    } else {
+      if (!on && s->capturing && s->invalidated) {
+        BRAID_WARN("fake GPU: the capture of stream %p was invalidated by an unsafe call", (void*)stream);
+        res = ncclInvalidUsage;
+      }
       s->capturing = on;
+      s->invalidated = 0;
+    }
     pthread_cond_signal(&s->cond);
   }
   pthread_mutex_unlock(&mu);
   return res;
 }
 ncclResult_t braid_device_fake_hold(cudaStream_t stream, int on) {
-  return set_flag(stream, 0, on);
+  return set_flag(stream, FLAG_HELD, on);
 }
 ncclResult_t braid_device_fake_capture(cudaStream_t stream, int on) {
-  return set_flag(stream, 1, on);
+  return set_flag(stream, FLAG_CAPTURING, on);
+}
+ncclResult_t braid_device_fake_blocking(cudaStream_t stream, int on) {
+  return set_flag(stream, FLAG_BLOCKING, on);
+}
+void braid_device_fake_legacy_copies(int on) {
+  legacy_copies = on;
+}
+
+static ncclResult_t fake_stream_kind(cudaStream_t stream, int* kind) {
+  pthread_once(&atfork_once, install_atfork);
+  pthread_mutex_lock(&mu);
+  struct fake_stream* s = NULL;
+  ncclResult_t res = stream_get(stream, &s);
+  if (res == ncclSuccess)
+    *kind = stream == NULL ? BRAID_STREAM_LEGACY : s->blocking ? BRAID_STREAM_BLOCKING : BRAID_STREAM_NONBLOCKING;
+  pthread_mutex_unlock(&mu);
+  return res;
+}
+
+static ncclResult_t fake_capture_mode(int* mode) {
+  int old = capture_mode;
+  capture_mode = *mode;
+  *mode = old;
+  return ncclSuccess;
 }
 
 static ncclResult_t fake_stream_capturing(cudaStream_t stream, int* yes) {
@@ -573,6 +661,54 @@ static ncclResult_t fake_stream_capturing(cudaStream_t stream, int* yes) {
   if (res == ncclSuccess) *yes = s->capturing;
   pthread_mutex_unlock(&mu);
   return res;
+}
+
+static int is_device_mem(const void* p) {
+  pthread_mutex_lock(&mem_mu);
+  int yes = mem_find(p) != NULL;
+  pthread_mutex_unlock(&mem_mu);
+  return yes;
+}
+
+/* cudaMemcpy on the legacy stream: waits for the stream's earlier work (so, through
+ * implicit_waits, for every blocking stream's), then copies; from pageable host memory to the
+ * device it returns once the bytes are staged, and they land when the stream gets to them. */
+static ncclResult_t legacy_copy(void* dst, const void* src, size_t bytes) {
+  struct fake_op* op = NULL;
+  struct fake_stream* s = NULL;
+  uint64_t pos = 0;
+  int staged = is_device_mem(dst) && !is_device_mem(src);
+  BRAID_CHECK(new_op(OP_COPY, &op));
+  op->dst = dst;
+  op->src = src;
+  op->bytes = bytes;
+  if (staged) {
+    if ((op->staged = malloc(bytes ? bytes : 1)) == NULL) {
+      free(op);
+      BRAID_WARN("fake GPU: out of memory staging a copy");
+      return ncclSystemError;
+    }
+    memcpy(op->staged, src, bytes);
+    op->src = op->staged;
+  }
+  BRAID_CHECK(enqueue_at(NULL, op, &s, &pos));
+  pthread_mutex_lock(&mu);
+  while (s->done < (staged ? pos - 1 : pos)) pthread_cond_wait(&progress, &mu);
+  pthread_mutex_unlock(&mu);
+  return ncclSuccess;
+}
+
+static ncclResult_t fake_memcpy_sync(void* dst, const void* src, size_t bytes) {
+  unsafe_call();
+  if (legacy_copies) return legacy_copy(dst, src, bytes);
+  memmove(dst, src, bytes);
+  return ncclSuccess;
+}
+
+/* Lands at once, waits for nobody: the contract of setup_copy (a private stream, synced). */
+static ncclResult_t fake_setup_copy(void* dst, const void* src, size_t bytes) {
+  memmove(dst, src, bytes);
+  return ncclSuccess;
 }
 
 static const struct braid_device_ops fake_ops = {
@@ -604,6 +740,9 @@ static const struct braid_device_ops fake_ops = {
     .stream_capturing = fake_stream_capturing,
     .memcpy_async = fake_memcpy_async,
     .enable_peer_access = fake_enable_peer_access,
+    .setup_copy = fake_setup_copy,
+    .stream_kind = fake_stream_kind,
+    .capture_mode = fake_capture_mode,
 };
 
 const struct braid_device_ops* const braid_device_fake = &fake_ops;

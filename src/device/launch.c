@@ -12,7 +12,14 @@
  * ops go to a launch buffer in pinned, mapped host memory (as NCCL's work FIFO): written by
  * plain stores, read by the kernel. A buffer is reused only after the event recorded behind
  * its kernel completed; a buffer used by a launch into a capturing stream belongs to the
- * graph and is never rewritten (freed with the communicator).
+ * graph and is never rewritten (freed with the communicator). Every replay of a graph
+ * writes its statuses there again: a poll reports the failure of a replay that finished.
+ *
+ * A group runs in two passes (enqueue.c): braid_launch_prepare for every communicator (mirror
+ * new connections with setup copies, take the launch buffers, check the streams), then
+ * braid_launch_plan for each. So nothing that could wait for a kernel (a legacy-stream copy,
+ * an allocation) runs after the group's first kernel, which may already spin waiting for the
+ * kernel of a communicator launched after it on the same device.
  */
 #include "device/launch.h"
 
@@ -41,6 +48,7 @@ struct launch_buf {
   braid_event_t done; /* recorded behind the kernel that reads it */
   int busy;           /* a launch may still read it */
   int graph;          /* captured: owned by the graph for the comm's lifetime */
+  int reserved;       /* taken by braid_launch_prepare for the launch that follows */
   int nblocks;        /* statuses to check */
 };
 
@@ -56,6 +64,10 @@ struct braid_launch_state {
   braid_event_t join;         /* cross-stream ordering */
   struct launch_buf* bufs;
   int error_reported;
+  /* braid_launch_prepare -> braid_launch_plan: one buffer per kernel of the plan, in launch
+   * order, and whether the plan's stream is being captured. */
+  struct launch_buf* prepared[BRAID_NUM_DTYPES];
+  int nprepared, capturing;
 };
 
 /* ---- the mirror ------------------------------------------------------------------------- */
@@ -92,7 +104,7 @@ ncclResult_t braid_launch_sync(struct braid_comm* comm) {
       if (!conn->connected || s->mirrored[c * s->slots + k]) continue;
       struct braid_conn copy = conn->conn;
       copy.host_kick = NULL; /* host-only */
-      BRAID_CHECK(dev->memcpy_sync(&s->d_conns[c * s->slots + k], &copy, sizeof(copy)));
+      BRAID_CHECK(dev->setup_copy(&s->d_conns[c * s->slots + k], &copy, sizeof(copy)));
       s->mirrored[c * s->slots + k] = 1;
     }
     struct braid_dev_channel d = ch->dev;
@@ -111,8 +123,8 @@ ncclResult_t braid_launch_sync(struct braid_comm* comm) {
       s->h_p2p[p] = dev_conn(s, ch, c, n, ch->dev.p2p_send[p]);
       s->h_p2p[n + p] = dev_conn(s, ch, c, n, ch->dev.p2p_recv[p]);
     }
-    BRAID_CHECK(dev->memcpy_sync(d.p2p_send, s->h_p2p, 2 * n * sizeof(*s->h_p2p)));
-    BRAID_CHECK(dev->memcpy_sync(&s->d_channels[c], &d, sizeof(d)));
+    BRAID_CHECK(dev->setup_copy(d.p2p_send, s->h_p2p, 2 * n * sizeof(*s->h_p2p)));
+    BRAID_CHECK(dev->setup_copy(&s->d_channels[c], &d, sizeof(d)));
   }
   return ncclSuccess;
 }
@@ -136,7 +148,7 @@ ncclResult_t braid_launch_setup(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(dev->alloc((void**)&s->d_p2p, (size_t)nch * 2 * n * sizeof(*s->d_p2p)), res, err);
   BRAID_CHECK_GOTO(dev->event_create(&s->join), res, err);
   for (int c = 0; c < nch; c++) memcpy(ranks + (size_t)c * n, comm->channels[c].ring_ranks, n * sizeof(int));
-  BRAID_CHECK_GOTO(dev->memcpy_sync(s->d_ring_ranks, ranks, (size_t)nch * n * sizeof(int)), res, err);
+  BRAID_CHECK_GOTO(dev->setup_copy(s->d_ring_ranks, ranks, (size_t)nch * n * sizeof(int)), res, err);
   BRAID_CHECK_GOTO(braid_launch_sync(comm), res, err);
   free(ranks);
   return ncclSuccess;
@@ -184,6 +196,32 @@ static ncclResult_t check_buf(struct braid_comm* comm, struct launch_buf* b) {
   return res;
 }
 
+/* An event query in relaxed capture mode: ncclCommGetAsyncError is polled from other threads
+ * (PyTorch's watchdog) while the application may capture a graph in global mode, which a
+ * plain cudaEventQuery would invalidate. */
+static ncclResult_t query_relaxed(const struct braid_device_ops* dev, braid_event_t ev, int* done) {
+  int mode = BRAID_CAPTURE_RELAXED;
+  BRAID_CHECK(dev->capture_mode(&mode));
+  ncclResult_t res = dev->event_query(ev, done);
+  dev->capture_mode(&mode);
+  return res;
+}
+
+/* A graph's buffer: the statuses its last replay wrote (-1 before the first ends; a replay
+ * still running shows the previous one's). A failure is reported once. */
+static ncclResult_t check_graph_buf(struct braid_comm* comm, struct launch_buf* b) {
+  volatile int* st = (volatile int*)b->host;
+  for (int i = 0; i < b->nblocks; i++) {
+    int v = st[i];
+    if (v <= BRAID_EXEC_OK) continue;
+    st[i] = -1; /* reported; the next replay writes it again */
+    ncclResult_t res = status_error(comm, v, i);
+    if (comm->async_error == ncclSuccess) comm->async_error = res;
+    return res;
+  }
+  return ncclSuccess;
+}
+
 /* Under comm->mutex: ncclCommGetAsyncError may poll from another thread while a call
  * launches. */
 static ncclResult_t poll_locked(struct braid_comm* comm) {
@@ -191,12 +229,14 @@ static ncclResult_t poll_locked(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   for (struct launch_buf* b = s->bufs; b != NULL; b = b->next) {
     int done = 0;
-    if (!b->busy || b->graph) continue;
-    BRAID_CHECK(s->dev->event_query(b->done, &done));
-    if (done) {
-      ncclResult_t r = check_buf(comm, b);
-      if (res == ncclSuccess) res = r;
+    ncclResult_t r = ncclSuccess;
+    if (b->graph) {
+      r = check_graph_buf(comm, b);
+    } else if (b->busy && !b->reserved) {
+      BRAID_CHECK(query_relaxed(s->dev, b->done, &done));
+      if (done) r = check_buf(comm, b);
     }
+    if (res == ncclSuccess) res = r;
   }
   return res;
 }
@@ -218,7 +258,7 @@ ncclResult_t braid_launch_wait(struct braid_comm* comm) {
     for (;;) {
       int done = 1;
       pthread_mutex_lock(&comm->mutex);
-      ncclResult_t res = b->busy && !b->graph ? s->dev->event_query(b->done, &done) : ncclSuccess;
+      ncclResult_t res = b->busy && !b->graph ? query_relaxed(s->dev, b->done, &done) : ncclSuccess;
       pthread_mutex_unlock(&comm->mutex);
       if (res != ncclSuccess) return res;
       if (done) break;
@@ -252,7 +292,8 @@ static ncclResult_t take_buf(struct braid_comm* comm, size_t bytes, int capturin
   if (!capturing) {
     BRAID_CHECK(poll_locked(comm)); /* a failed earlier launch fails this call */
     for (struct launch_buf* b = s->bufs; b != NULL; b = b->next)
-      if (!b->busy && !b->graph && b->bytes >= bytes) {
+      if (!b->busy && !b->graph && !b->reserved && b->bytes >= bytes) {
+        b->reserved = 1;
         *b_p = b;
         return ncclSuccess;
       }
@@ -263,6 +304,7 @@ static ncclResult_t take_buf(struct braid_comm* comm, size_t bytes, int capturin
   BRAID_CHECK_GOTO(s->dev->host_alloc((void**)&b->host, (void**)&b->dev, b->bytes), res, err_free);
   BRAID_CHECK_GOTO(s->dev->event_create(&b->done), res, err_host);
   b->graph = capturing;
+  b->reserved = 1;
   b->next = s->bufs;
   s->bufs = b;
   *b_p = b;
@@ -336,29 +378,49 @@ static void pack(struct braid_plan* plan, int dtype, struct launch_buf* b, int i
   b->nblocks = nblocks;
 }
 
-/* One kernel for the plan's items of one datatype. */
-static ncclResult_t launch_dtype(struct braid_plan* plan, int dtype, int capturing) {
+/* Bytes of a launch buffer for the plan's kernel of one datatype; *inline_p: its items fit
+ * in the kernel arguments. */
+static size_t buf_bytes(const struct braid_plan* plan, int dtype, int* inline_p) {
+  int nblocks = 0, total = count_dtype(plan, dtype, &nblocks);
+  *inline_p = total <= BRAID_KERNEL_INLINE_WORKS && braid_param_int(BRAID_PARAM_WORK_INLINE) != 0;
+  return BRAID_MAX_CHANNELS * sizeof(int) + (*inline_p ? 0 : total * sizeof(struct braid_work)) +
+         (dtype == ncclInt8 ? plan->nops * sizeof(struct braid_p2p_op) : 0);
+}
+
+/* The datatypes of the plan's kernels, in order of first appearance: every rank derives the
+ * same order from the same calls, so connections stay in lock-step across the launches. */
+static int plan_dtypes(const struct braid_plan* plan, int* out) {
+  uint32_t seen = 0;
+  int n = 0;
+  for (int j = 0; j < plan->njobs; j++)
+    for (int i = 0; i < plan->jobs[j].nworks; i++) {
+      int dtype = plan->jobs[j].works[i].dtype;
+      if (dtype < 0 || dtype >= BRAID_NUM_DTYPES || (seen >> dtype & 1)) continue;
+      seen |= 1u << dtype;
+      out[n++] = dtype;
+    }
+  return n;
+}
+
+/* The kernel for the plan's items of one datatype, into its prepared buffer. */
+static ncclResult_t launch_dtype(struct braid_plan* plan, int dtype, struct launch_buf* b) {
   struct braid_comm* comm = plan->comm;
   struct braid_launch_state* s = comm->launch;
-  struct launch_buf* b = NULL;
-  int nblocks = 0, total = count_dtype(plan, dtype, &nblocks);
-  int inline_ok = total <= BRAID_KERNEL_INLINE_WORKS && braid_param_int(BRAID_PARAM_WORK_INLINE) != 0;
-  size_t bytes = BRAID_MAX_CHANNELS * sizeof(int) + (inline_ok ? 0 : total * sizeof(struct braid_work)) +
-                 (dtype == ncclInt8 ? plan->nops * sizeof(struct braid_p2p_op) : 0);
+  int nblocks = 0, inline_ok = 0;
+  (void)count_dtype(plan, dtype, &nblocks);
+  (void)buf_bytes(plan, dtype, &inline_ok);
   struct braid_kernel_args* a = calloc(1, sizeof(*a)); /* 4 KiB: kept off user threads' stacks */
   if (a == NULL) {
     BRAID_WARN("Failed to allocate kernel arguments");
     return ncclSystemError;
   }
   pthread_mutex_lock(&comm->mutex);
-  ncclResult_t res = take_buf(comm, bytes, capturing, &b);
-  if (res == ncclSuccess) {
-    pack(plan, dtype, b, inline_ok, a);
-    res = s->dev->launch(a, dtype, nblocks, braid_launch_threads(plan->nthreads), plan->stream);
-  }
+  pack(plan, dtype, b, inline_ok, a);
+  ncclResult_t res = s->dev->launch(a, dtype, nblocks, braid_launch_threads(plan->nthreads), plan->stream);
+  b->reserved = 0;
   if (res == ncclSuccess) {
     b->busy = 1;
-    if (!capturing) res = s->dev->event_record(b->done, plan->stream);
+    if (!b->graph) res = s->dev->event_record(b->done, plan->stream);
     /* The net proxy polls device connections only while it knows a kernel may be running
      * (net_proxy.c); a graph replay it learns of from its periodic nap instead. */
     braid_proxy_launched(comm);
@@ -368,17 +430,98 @@ static ncclResult_t launch_dtype(struct braid_plan* plan, int dtype, int capturi
   return res;
 }
 
+/* Whether the plan's streams are being captured; a mix is refused (joining a captured stream
+ * with one that is not by events would pull the other into the graph, or fail). */
+static ncclResult_t plan_capturing(const struct braid_plan* plan, struct braid_task* tasks, int* capturing_p) {
+  const struct braid_device_ops* dev = plan->comm->launch->dev;
+  cudaStream_t streams[MAX_STREAMS];
+  int n = plan_streams(plan, tasks, streams), first = 0;
+  for (int i = 0; i < n; i++) {
+    int c = 0;
+    BRAID_CHECK(dev->stream_capturing(streams[i], &c));
+    if (i == 0) first = c;
+    if (c != first) {
+      BRAID_WARN(
+          "rank %d: a group mixes a stream that is being captured into a CUDA graph (%p) with one that is not "
+          "(%p): every stream of a group must be captured, or none",
+          plan->comm->rank, (void*)(c ? streams[i] : streams[0]), (void*)(c ? streams[0] : streams[i]));
+      return ncclInvalidUsage;
+    }
+  }
+  *capturing_p = first;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_launch_check_group(struct braid_plan* plans, int nplans, struct braid_task* tasks) {
+  int capturing = -1;
+  for (int i = 0; i < nplans; i++) {
+    struct braid_plan* a = &plans[i];
+    int c = 0, ka = 0;
+    if (a->njobs == 0) continue;
+    BRAID_CHECK(plan_capturing(a, tasks, &c));
+    if (capturing >= 0 && c != capturing) {
+      BRAID_WARN(
+          "rank %d: a group mixes streams that are being captured into a CUDA graph with streams that are not: "
+          "every stream of a group must be captured, or none",
+          a->comm->rank);
+      return ncclInvalidUsage;
+    }
+    capturing = c;
+    BRAID_CHECK(a->comm->launch->dev->stream_kind(a->stream, &ka));
+    for (int j = 0; j < i; j++) {
+      struct braid_plan* b = &plans[j];
+      int kb = 0;
+      if (b->njobs == 0 || b->comm->cuda_dev != a->comm->cuda_dev) continue;
+      BRAID_CHECK(b->comm->launch->dev->stream_kind(b->stream, &kb));
+      if (a->stream == b->stream || ka == BRAID_STREAM_LEGACY || kb == BRAID_STREAM_LEGACY) {
+        /* The second kernel would queue behind the first, which waits for it: a deadlock. */
+        BRAID_WARN(
+            "ncclGroupEnd: ranks %d and %d (communicators %p and %p) share CUDA device %d and launch on %s: "
+            "their kernels wait for each other; give each rank its own stream, not the legacy default stream",
+            b->comm->rank, a->comm->rank, (void*)b->comm, (void*)a->comm, a->comm->cuda_dev,
+            a->stream == b->stream ? "the same stream" : "the legacy default stream");
+        return ncclInvalidUsage;
+      }
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t braid_launch_prepare(struct braid_plan* plan, struct braid_task* tasks) {
+  struct braid_comm* comm = plan->comm;
+  struct braid_launch_state* s = comm->launch;
+  int dtypes[BRAID_NUM_DTYPES], cur = -1;
+  ncclResult_t res = ncclSuccess;
+  s->nprepared = 0;
+  if (plan->njobs == 0) return ncclSuccess;
+  BRAID_CHECK(s->dev->get_current(&cur));
+  if (cur != comm->cuda_dev) BRAID_CHECK(s->dev->set_current(comm->cuda_dev));
+  BRAID_CHECK_GOTO(plan_capturing(plan, tasks, &s->capturing), res, out);
+  int n = plan_dtypes(plan, dtypes);
+  pthread_mutex_lock(&comm->mutex);
+  for (int k = 0; k < n && res == ncclSuccess; k++) {
+    int inline_ok = 0;
+    res = take_buf(comm, buf_bytes(plan, dtypes[k], &inline_ok), s->capturing, &s->prepared[k]);
+    if (res == ncclSuccess) s->nprepared = k + 1;
+  }
+  if (res != ncclSuccess)
+    for (int k = 0; k < s->nprepared; k++) s->prepared[k]->reserved = 0;
+  pthread_mutex_unlock(&comm->mutex);
+out:
+  if (cur != comm->cuda_dev) s->dev->set_current(cur);
+  return res;
+}
+
 ncclResult_t braid_launch_plan(struct braid_plan* plan, struct braid_task* tasks) {
   struct braid_comm* comm = plan->comm;
   struct braid_launch_state* s = comm->launch;
   const struct braid_device_ops* dev = s->dev;
   cudaStream_t streams[MAX_STREAMS];
-  int capturing = 0, cur = -1;
+  int cur = -1, dtypes[BRAID_NUM_DTYPES], k = 0;
   ncclResult_t res = ncclSuccess;
   BRAID_CHECK(dev->get_current(&cur));
-  if (cur != comm->cuda_dev) BRAID_CHECK(dev->set_current(comm->cuda_dev));
+  if (cur != comm->cuda_dev) BRAID_CHECK_GOTO(dev->set_current(comm->cuda_dev), res, out);
   int nstreams = plan_streams(plan, tasks, streams);
-  BRAID_CHECK_GOTO(dev->stream_capturing(plan->stream, &capturing), res, out);
   /* The kernel waits for what was queued before on every stream of the group. */
   for (int i = 1; i < nstreams; i++) {
     BRAID_CHECK_GOTO(dev->event_record(s->join, streams[i]), res, out);
@@ -388,23 +531,22 @@ ncclResult_t braid_launch_plan(struct braid_plan* plan, struct braid_task* tasks
     if (plan->copies[i].dst != plan->copies[i].src)
       BRAID_CHECK_GOTO(dev->memcpy_async(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes, plan->stream),
                        res, out);
-  /* A kernel per datatype, in order of first appearance: every rank derives the same order
-   * from the same calls, so connections stay in lock-step across the launches. */
-  uint32_t launched = 0;
-  for (int j = 0; j < plan->njobs; j++) {
-    for (int i = 0; i < plan->jobs[j].nworks; i++) {
-      int dtype = plan->jobs[j].works[i].dtype;
-      if (dtype >= 32 || (launched >> dtype & 1)) continue;
-      launched |= 1u << dtype;
-      BRAID_CHECK_GOTO(launch_dtype(plan, dtype, capturing), res, out);
-    }
+  int n = plan->njobs > 0 ? plan_dtypes(plan, dtypes) : 0;
+  if (n != s->nprepared) {
+    BRAID_WARN("rank %d: launch of %d kernels with %d prepared buffers (braid_launch_prepare not called)", comm->rank,
+               n, s->nprepared);
+    res = ncclInternalError;
+    goto out;
   }
+  for (; k < n; k++) BRAID_CHECK_GOTO(launch_dtype(plan, dtypes[k], s->prepared[k]), res, out);
   /* Later work on every stream of the group waits for the kernels. */
   if (nstreams > 1) {
     BRAID_CHECK_GOTO(dev->event_record(s->join, plan->stream), res, out);
     for (int i = 1; i < nstreams; i++) BRAID_CHECK_GOTO(dev->stream_wait_event(streams[i], s->join), res, out);
   }
 out:
+  for (int i = k; i < s->nprepared; i++) s->prepared[i]->reserved = 0; /* not launched */
+  s->nprepared = 0;
   if (cur != comm->cuda_dev) dev->set_current(cur);
   return res;
 }

@@ -17,9 +17,18 @@ ncclResult_t braid_launch_setup(struct braid_comm* comm);
 /* Mirror connections made since the last call (p2p, trees). Step counters of connections
  * already mirrored are the kernels' and are left alone. */
 ncclResult_t braid_launch_sync(struct braid_comm* comm);
-/* One kernel for the plan on its stream, ordered with every other stream its tasks name:
- * those streams' prior work before the kernel, their later work after it. Returns once
- * launched. */
+/* A group's rules before anything runs: two communicators of one device must launch on
+ * distinct streams, neither the legacy default stream (their kernels would queue behind each
+ * other and deadlock); the group's streams are all being captured or none. ncclInvalidUsage
+ * with a WARN otherwise. */
+ncclResult_t braid_launch_check_group(struct braid_plan* plans, int nplans, struct braid_task* tasks);
+/* Everything the plan's launch needs that could wait for a kernel (launch buffers; the caller
+ * mirrors new connections first with braid_launch_sync): called for every communicator of a
+ * group before the first braid_launch_plan. */
+ncclResult_t braid_launch_prepare(struct braid_plan* plan, struct braid_task* tasks);
+/* The plan's kernels (one per datatype) on its stream, ordered with every other stream its
+ * tasks name: those streams' prior work before the kernel, their later work after it. Returns
+ * once launched; makes no call that waits for the device. */
 ncclResult_t braid_launch_plan(struct braid_plan* plan, struct braid_task* tasks);
 /* Kernel statuses of finished launches: the first failure becomes comm->async_error (WARN
  * naming the rank). Returns that error, or ncclSuccess. */

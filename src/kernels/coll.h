@@ -16,10 +16,54 @@
 
 #include "algo/ring.h"
 #include "algo/tree.h"
+#include "kernels/direct.h"
 #include "kernels/prims.h"
 
 HD size_t braid_min_sz(size_t a, size_t b) {
   return a < b ? a : b;
+}
+
+/* Chunks of the ring all-reduce are whole 16-byte multiples (NCCL aligns its chunks too), so
+ * every chunk of my buffers starts at the same offset within 16 bytes as the slot it moves
+ * through and the element loops run as 16-byte packs (reduce.h). */
+HD size_t braid_align_elems(size_t n, int es) {
+  size_t unit = es >= 16 ? 1 : (size_t)(16 / es);
+  return (n + unit - 1) / unit * unit;
+}
+
+/* The connections of the next steps: thread 0 writes them (prims.h rules); also whether they
+ * take the host-only variant of direct.h. */
+HD void braid_prims_set_fan(struct braid_prims* p, struct braid_conn* const* send, int ns,
+                            struct braid_conn* const* recv, int nr) {
+  if (simt_tid() != 0) return;
+  for (int i = 0; i < BRAID_MAX_FAN; i++) {
+    p->send[i] = i < ns ? send[i] : 0;
+    p->recv[i] = i < nr ? recv[i] : 0;
+  }
+  p->nsend = ns;
+  p->nrecv = nr;
+  p->variant = braid_direct_fan(p);
+}
+
+/* One peer each way (ring, chain, p2p); NULL for none. */
+HD void braid_prims_set_peers(struct braid_prims* p, struct braid_conn* send, struct braid_conn* recv) {
+  braid_prims_set_fan(p, &send, send ? 1 : 0, &recv, recv ? 1 : 0);
+}
+
+/* One step of a primitive over at most one slot of payload. Returns 0 or an exec status. A
+ * primitive outside enum braid_prim (a schedule that went wrong) is an error, not a no-op. */
+HD int braid_prim_step(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
+  if (prim <= BRAID_PRIM_NONE || prim >= BRAID_NUM_PRIMS) return BRAID_EXEC_BAD_SCHEDULE;
+  if (prim == BRAID_PRIM_LOCAL_COPY) {
+    braid_prim_compute(p, prim, in, out, 0, 0, nelem, post);
+    simt_bar_sync();
+    return 0;
+  }
+  if (p->variant) return braid_direct_prim(p, prim, in, out, nelem, post);
+  if (p->proto == BRAID_PROTO_SIMPLE) return braid_prim_simple(p, prim, in, out, nelem, post);
+  if (p->proto == BRAID_PROTO_LL) return braid_prim_ll(p, prim, in, out, nelem, post);
+  if (p->proto == BRAID_PROTO_LL128) return braid_prim_ll128(p, prim, in, out, nelem, post);
+  return BRAID_EXEC_BAD_SCHEDULE;
 }
 
 /* Position of `rank` in a ring order. */
@@ -30,16 +74,18 @@ HD int braid_ring_pos_of(const struct braid_dev_ring* ring, int nranks, int rank
 }
 
 /* AllReduce: each loop covers nranks chunks; chunk c of the loop is the same range on every rank. */
-HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+HD_STEP int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* w,
+                                     const struct braid_dev_channel* ch) {
   int n = w->nranks, es = p->esize, nsteps = braid_ring_allreduce_nsteps(n);
   size_t size = w->chan_count, loop = (size_t)n * w->chunk_elems;
   const char* in = (const char*)w->sendbuff + w->chan_off * es;
   char* out = (char*)w->recvbuff + w->chan_off * es;
+  if (nsteps <= 0) return BRAID_EXEC_BAD_SCHEDULE;
   for (size_t grid = 0; grid < size; grid += loop) {
-    size_t chunk = braid_min_sz(w->chunk_elems, (size - grid + n - 1) / n);
+    size_t chunk = braid_min_sz(w->chunk_elems, braid_align_elems((size - grid + n - 1) / n, es));
     for (int s = 0; s < nsteps; s++) {
       struct braid_step st = {0, 0};
-      braid_ring_allreduce_step(n, ch->ring.index, s, &st);
+      if (braid_ring_allreduce_step(n, ch->ring.index, s, &st) != BRAID_SCHED_OK) return BRAID_EXEC_BAD_SCHEDULE;
       size_t off = grid + (size_t)st.chunk * chunk;
       size_t nelem = off < size ? braid_min_sz(chunk, size - off) : 0;
       if (off > size) off = size;
@@ -53,39 +99,39 @@ HD int braid_run_ring_allreduce(struct braid_prims* p, const struct braid_work* 
 /* AllReduce of two ranks by exchange: each sends its whole input to the other and reduces
  * locally, so a chunk costs one one-way hop (the ring needs two). Both ranks compute
  * op(mine, theirs); every operator braid has is commutative, so they agree bit for bit. */
-HD int braid_run_pair_allreduce(struct braid_prims* p, const struct braid_work* w) {
-  int es = p->esize;
-  size_t size = w->chan_count;
-  const char* in = (const char*)w->sendbuff + w->chan_off * es;
-  char* out = (char*)w->recvbuff + w->chan_off * es;
-  for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
-    size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
-    int rc = braid_prim_step(p, BRAID_PRIM_SEND, in + grid * es, 0, nelem, 1);
-    if (rc == 0) rc = braid_prim_step(p, BRAID_PRIM_RECV_REDUCE_COPY, in + grid * es, out + grid * es, nelem, 1);
+HD_STEP int braid_run_pair_allreduce(struct braid_prims* p, const struct braid_work* w) {
+  /* (what a step needs is re-read from the work item each time, so little stays live across
+   * the calls: the kernels then spill nothing) */
+  for (size_t grid = 0; grid < w->chan_count; grid += w->chunk_elems) {
+    size_t nelem = braid_min_sz(w->chunk_elems, w->chan_count - grid), at = (w->chan_off + grid) * p->esize;
+    int rc = braid_prim_step(p, BRAID_PRIM_SEND, (const char*)w->sendbuff + at, 0, nelem, 1);
+    if (rc == 0)
+      rc = braid_prim_step(p, BRAID_PRIM_RECV_REDUCE_COPY, (const char*)w->sendbuff + at, (char*)w->recvbuff + at,
+                           nelem, 1);
     if (rc) return rc;
   }
   return 0;
 }
 
 /* AllGather / ReduceScatter: chunk c of a loop is the data of the rank at ring position c. */
-HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
-                                     const struct braid_dev_channel* ch, int is_gather) {
+HD_STEP int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_work* w,
+                                          const struct braid_dev_channel* ch, int is_gather) {
   int n = w->nranks, es = p->esize;
   int nsteps = is_gather ? braid_ring_allgather_nsteps(n) : braid_ring_reducescatter_nsteps(n);
   size_t size = w->chan_count;
+  if (nsteps <= 0) return BRAID_EXEC_BAD_SCHEDULE;
   for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
     size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
     for (int s = 0; s < nsteps; s++) {
       struct braid_step st = {0, 0};
-      if (is_gather)
-        braid_ring_allgather_step(n, ch->ring.index, s, &st);
-      else
-        braid_ring_reducescatter_step(n, ch->ring.index, s, &st);
+      int rc = is_gather ? braid_ring_allgather_step(n, ch->ring.index, s, &st)
+                         : braid_ring_reducescatter_step(n, ch->ring.index, s, &st);
+      if (rc != BRAID_SCHED_OK) return BRAID_EXEC_BAD_SCHEDULE;
       size_t part = (size_t)ch->ring.ranks[st.chunk] * w->count + w->chan_off + grid;
       size_t mine = w->chan_off + grid;
       const char* in = (const char*)w->sendbuff + (is_gather ? mine : part) * es;
       char* out = (char*)w->recvbuff + (is_gather ? part : mine) * es;
-      int rc = braid_prim_step(p, st.prim, in, out, nelem, 1);
+      rc = braid_prim_step(p, st.prim, in, out, nelem, 1);
       if (rc) return rc;
     }
   }
@@ -93,23 +139,21 @@ HD int braid_run_ring_gather_scatter(struct braid_prims* p, const struct braid_w
 }
 
 /* Broadcast / Reduce: a pipelined chain along the ring, one step per chunk. */
-HD int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
-                            int is_bcast) {
+HD_STEP int braid_run_ring_chain(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
+                                 int is_bcast) {
   int n = w->nranks, es = p->esize;
   int root_pos = braid_ring_pos_of(&ch->ring, n, w->root);
   int rel =
       is_bcast ? braid_ring_bcast_pos(n, ch->ring.index, root_pos) : braid_ring_reduce_pos(n, ch->ring.index, root_pos);
   struct braid_step st = {0, 0};
-  if (is_bcast)
-    braid_ring_broadcast_step(n, rel, 0, &st);
-  else
-    braid_ring_reduce_step(n, rel, 0, &st);
+  int rc = is_bcast ? braid_ring_broadcast_step(n, rel, 0, &st) : braid_ring_reduce_step(n, rel, 0, &st);
+  if (rc != BRAID_SCHED_OK) return BRAID_EXEC_BAD_SCHEDULE; /* e.g. a root missing from the ring */
   size_t size = w->chan_count;
   const char* in = (const char*)w->sendbuff + w->chan_off * es;
   char* out = (char*)w->recvbuff + w->chan_off * es;
   for (size_t grid = 0; grid < size; grid += w->chunk_elems) {
     size_t nelem = braid_min_sz(w->chunk_elems, size - grid);
-    int rc = braid_prim_step(p, st.prim, in ? in + grid * es : 0, out ? out + grid * es : 0, nelem, 1);
+    rc = braid_prim_step(p, st.prim, in ? in + grid * es : 0, out ? out + grid * es : 0, nelem, 1);
     if (rc) return rc;
   }
   return 0;
@@ -131,30 +175,34 @@ HD int braid_tree_conns(int dir, struct braid_conn* up, struct braid_conn* const
 
 /* Tree AllReduce: reduce up the tree then broadcast down, software-pipelined a few chunks
  * deep (algo/tree.h), each chunk one FIFO slot. */
-HD int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
-  struct braid_conn* down_send[BRAID_MAX_TREE_ARITY];
-  struct braid_conn* down_recv[BRAID_MAX_TREE_ARITY];
-  int ndown = 0, has_up = ch->tree.up >= 0, es = p->esize;
-  for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) {
-    if (ch->tree.down[d] < 0) continue;
-    down_send[ndown] = ch->tree_down_send[d];
-    down_recv[ndown++] = ch->tree_down_recv[d];
-  }
-  size_t size = w->chan_count, chunk = w->chunk_elems;
-  int nchunks = (int)((size + chunk - 1) / chunk);
+HD_STEP int braid_run_tree_allreduce(struct braid_prims* p, const struct braid_work* w,
+                                     const struct braid_dev_channel* ch) {
+  int ndown = 0, has_up = ch->tree.up >= 0;
+  for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++) ndown += ch->tree.down[d] >= 0;
+  size_t chunk = w->chunk_elems;
+  int nchunks = (int)((w->chan_count + chunk - 1) / chunk);
   /* The root may run this many chunks ahead of a child: each connection must hold them. */
   const int depth = BRAID_NSTEPS / 2;
   int nsteps = braid_tree_allreduce_nsteps(has_up, ndown, nchunks);
-  const char* in = (const char*)w->sendbuff + w->chan_off * es;
-  char* out = (char*)w->recvbuff + w->chan_off * es;
+  if (nsteps <= 0 && nchunks > 0) return BRAID_EXEC_BAD_SCHEDULE;
   for (int s = 0; s < nsteps; s++) {
     struct braid_tree_step ts = {0, 0, 0, 0, 0};
-    braid_tree_allreduce_step(has_up, ndown, nchunks, depth, s, &ts);
-    if (ts.prim == BRAID_PRIM_NONE) continue;
-    p->nrecv = braid_tree_conns(ts.recv, ch->tree_up_recv, down_recv, ndown, p->recv);
-    p->nsend = braid_tree_conns(ts.send, ch->tree_up_send, down_send, ndown, p->send);
-    size_t off = (size_t)ts.chunk * chunk;
-    int rc = braid_prim_step(p, ts.prim, in + off * es, out + off * es, braid_min_sz(chunk, size - off), 1);
+    if (braid_tree_allreduce_step(has_up, ndown, nchunks, depth, s, &ts) != BRAID_SCHED_OK)
+      return BRAID_EXEC_BAD_SCHEDULE;
+    if (ts.prim == BRAID_PRIM_NONE) continue; /* a pipeline bubble: nothing this step */
+    struct braid_conn *down_send[BRAID_MAX_TREE_ARITY], *down_recv[BRAID_MAX_TREE_ARITY], *rc_[BRAID_MAX_FAN],
+        *sc_[BRAID_MAX_FAN];
+    for (int d = 0, k = 0; d < BRAID_MAX_TREE_ARITY; d++) {
+      if (ch->tree.down[d] < 0) continue;
+      down_send[k] = ch->tree_down_send[d];
+      down_recv[k++] = ch->tree_down_recv[d];
+    }
+    int nr = braid_tree_conns(ts.recv, ch->tree_up_recv, down_recv, ndown, rc_);
+    int ns = braid_tree_conns(ts.send, ch->tree_up_send, down_send, ndown, sc_);
+    braid_prims_set_fan(p, sc_, ns, rc_, nr);
+    size_t off = (size_t)ts.chunk * chunk, at = (w->chan_off + off) * p->esize;
+    int rc = braid_prim_step(p, ts.prim, (const char*)w->sendbuff + at, (char*)w->recvbuff + at,
+                             braid_min_sz(chunk, w->chan_count - off), 1);
     if (rc) return rc;
   }
   return 0;
@@ -174,10 +222,51 @@ HD int braid_conn_can_recv(struct braid_conn* c) {
 }
 
 /* Ops to one peer in one direction run in call order: op k waits for earlier unfinished ones. */
-HD int braid_p2p_blocked(const struct braid_work* w, int first, int k) {
-  for (int j = first; j < k; j++)
-    if (w->ops[j].peer == w->ops[k].peer && w->ops[j].is_send == w->ops[k].is_send && w->ops[j].done < w->ops[j].bytes)
-      return 1;
+HD int braid_p2p_blocked(const struct braid_p2p_op* ops, int k) {
+  for (int j = 0; j < k; j++)
+    if (ops[j].peer == ops[k].peer && ops[j].is_send == ops[k].is_send && ops[j].done < ops[j].bytes) return 1;
+  return 0;
+}
+
+/* The ops of one round where the polling loop reads them: copied to the primitives' scratch
+ * (device: shared memory) when they fit, else in place. Their progress starts at 0. */
+HD struct braid_p2p_op* braid_p2p_round_ops(struct braid_prims* p, struct braid_p2p_op* ops, int n) {
+  struct braid_p2p_op* r = p->ops != 0 && n <= p->ops_cap ? p->ops : ops;
+  simt_bar_sync(); /* a slower thread may still read the previous round's ops in its last pass */
+  if (r != ops)
+    for (int k = simt_tid(); k < n; k += simt_nthreads()) r[k] = ops[k];
+  simt_bar_sync();
+  if (simt_tid() == 0)
+    for (int k = 0; k < n; k++) r[k].done = 0;
+  simt_bar_sync();
+  return r;
+}
+
+/* One pass over a round's ops: a step of each op whose connection is ready. *progressed_p:
+ * some op moved. Returns 0 or an exec status. The block decides readiness by a vote of
+ * thread 0's poll, and reads `done` only after the barrier that follows thread 0's update. */
+HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
+                      struct braid_p2p_op* ops, int n, int* pending_p, int* progressed_p) {
+  size_t chunk = w->p2p_chunk_bytes;
+  for (int k = 0; k < n; k++) {
+    struct braid_p2p_op* op = &ops[k];
+    if (op->done >= op->bytes) continue;
+    *pending_p = 1;
+    if (braid_p2p_blocked(ops, k)) continue;
+    struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
+    if (c == 0) return BRAID_EXEC_BAD_SCHEDULE; /* an op to a peer that was never connected */
+    size_t step = braid_min_sz(chunk, op->bytes - op->done);
+    if (!op->is_send) braid_direct_before_poll(p, c, op->buff + op->done, step);
+    int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) : braid_conn_can_recv(c));
+    if (!simt_bar_or(mine)) continue;
+    braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);
+    int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
+                             op->buff + op->done, step, 0);
+    if (rc) return rc;
+    if (simt_tid() == 0) op->done += step;
+    simt_bar_sync();
+    *progressed_p = 1;
+  }
   return 0;
 }
 
@@ -186,65 +275,55 @@ HD int braid_p2p_blocked(const struct braid_work* w, int first, int k) {
  * ready, so a rank sending a large message to one peer keeps draining another's. Each op
  * moves ceil(bytes / chunk) steps (none for 0 bytes), identically on both ends.
  */
-HD int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
-  size_t chunk = w->p2p_chunk_bytes;
+HD_STEP int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
+  if (w->nops > 0 && (w->ops == 0 || w->p2p_chunk_bytes == 0)) return BRAID_EXEC_BAD_SCHEDULE;
   for (int i = 0, end; i < w->nops; i = end) {
-    for (end = i; end < w->nops && w->ops[end].round == w->ops[i].round; end++)
-      if (simt_tid() == 0) w->ops[end].done = 0;
-    simt_bar_sync();
+    for (end = i; end < w->nops && w->ops[end].round == w->ops[i].round; end++) continue;
+    struct braid_p2p_op* ops = braid_p2p_round_ops(p, w->ops + i, end - i);
     uint32_t spins = 0;
     for (int pending = 1; pending;) {
-      int progressed = 0;
+      int progressed = 0, rc;
       pending = 0;
-      for (int k = i; k < end; k++) {
-        struct braid_p2p_op* op = &w->ops[k];
-        if (op->done >= op->bytes) continue;
-        pending = 1;
-        if (braid_p2p_blocked(w, i, k)) continue;
-        struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
-        size_t n = braid_min_sz(chunk, op->bytes - op->done);
-#if !BRAID_DEVICE_COMPILE
-        if (!op->is_send) braid_p2p_recv_declare(p, c, op->buff + op->done, n);
-#endif
-        if (simt_tid() == 0) p->status = op->is_send ? braid_conn_can_send(c) : braid_conn_can_recv(c);
-        simt_bar_sync();
-        int ready = p->status;
-        simt_bar_sync();
-        if (!ready) continue;
-        braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);
-        int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
-                                 op->buff + op->done, n, 0);
-        if (rc) return rc;
-        if (simt_tid() == 0) op->done += n;
-        simt_bar_sync();
-        progressed = 1;
-      }
+      rc = braid_p2p_pass(p, w, ch, ops, end - i, &pending, &progressed);
+      if (rc) return rc;
       if (pending && !progressed) {
-        simt_spin_pause(&spins);
-        if ((spins & 255) == 0) {
-          /* One thread reads the flag for the block: threads that disagreed would leave some
-           * waiting at a barrier the others never reach. */
-          if (simt_tid() == 0) p->status = (int)*p->abort_flag;
-          simt_bar_sync();
-          int aborted = p->status;
-          simt_bar_sync();
-          if (aborted) return aborted;
-        }
+        /* Every thread spins in step with the others (same counter); thread 0 reads the flag
+         * for the block and the vote tells everyone. */
+        int st = braid_spin_check(&spins, p->abort_flag);
+        if ((spins & 255) == 0 && braid_prims_vote(p, simt_tid() == 0 ? st : 0)) return p->status;
       }
     }
   }
   return 0;
 }
 
-/* Run one work item on one channel. Returns 0 or a braid_exec_status. */
+/* The work item's operator, with a scalar that lives in device memory read now (ncclScalarDevice:
+ * NCCL dereferences it while the collective runs, so stream-ordered writes before the call count). */
+HD void braid_work_redop(const struct braid_redop* in, struct braid_redop* out) {
+  *out = *in;
+  if (!in->scalar_dev) return;
+  const unsigned char* s = (const unsigned char*)(uintptr_t)in->scalar;
+  uint64_t v = 0;
+  for (int i = 0; i < braid_dtype_size(in->dtype); i++) v |= (uint64_t)s[i] << (8 * i);
+  out->scalar = v;
+  out->scalar_dev = 0;
+}
+
+/* Run one work item on one channel. Returns 0 or a braid_exec_status, the same in every thread
+ * of the block. Thread 0 sets the shared primitives up; the barrier after it keeps a slower
+ * thread from rewriting them (its `status = 0` would erase thread 0's first failure). */
 HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
                       const volatile uint32_t* abort_flag) {
-  p->op = &w->redop;
-  p->proto = w->proto;
-  p->esize = w->func == BRAID_FUNC_SendRecv ? 1 : braid_dtype_size(w->dtype);
-  p->abort_flag = abort_flag;
-  p->status = 0;
+  if (simt_tid() == 0) {
+    braid_work_redop(&w->redop, &p->op);
+    p->proto = w->proto;
+    p->esize = w->func == BRAID_FUNC_SendRecv ? 1 : braid_dtype_size(w->dtype);
+    p->abort_flag = abort_flag;
+    p->status = 0;
+  }
   braid_prims_set_peers(p, ch->ring_send, ch->ring_recv);
+  simt_bar_sync();
+  if (p->esize <= 0 || p->proto < 0 || p->proto >= BRAID_NUM_PROTOS) return BRAID_EXEC_BAD_SCHEDULE;
   if (w->nranks == 1 && w->func != BRAID_FUNC_SendRecv) {
     size_t size = w->chan_count;
     const char* in = (const char*)w->sendbuff + w->chan_off * p->esize;
@@ -266,7 +345,7 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const s
     case BRAID_FUNC_SendRecv:
       return braid_run_p2p(p, w, ch);
   }
-  return 0;
+  return BRAID_EXEC_BAD_SCHEDULE; /* a function the data path does not know */
 }
 
 #endif /* BRAID_COLL_H */

@@ -1,7 +1,11 @@
 /*
- * direct.h - host executor only: Simple steps over direct connections (work.h
- * braid_conn.direct: the send end of a host-mode network connection). Included by prims.h;
- * compiles to nothing for the device, whose kernels never take this path.
+ * direct.h - host executor only: the primitive variant for connections that take user
+ * pointers (work.h braid_conn.direct: the send end of a host-mode network connection whose
+ * plugin sends from any host memory; braid_conn.rdirect: the receive end of one that receives
+ * into it). coll.h asks braid_direct_fan() whenever the connections of a step change and runs
+ * the step through braid_direct_prim() when any of them is direct; every other connection
+ * (and every connection on the device) runs the plain primitives of prims.h, which know
+ * nothing of this file. On the device the hooks at the end compile to nothing.
  *
  * A sending step normally writes its payload into the FIFO slot and the proxy sends the slot.
  * On a direct connection the step instead leaves the payload where it already is in user
@@ -50,6 +54,7 @@
 #ifndef BRAID_DIRECT_H
 #define BRAID_DIRECT_H
 
+#include "kernels/prims.h"
 #include "kernels/simt.h"
 #include "kernels/work.h"
 
@@ -185,5 +190,139 @@ static inline int braid_direct_drain(struct braid_direct* d, const volatile uint
   return st;
 }
 
+/* Receives not declared to land in user memory land in their slots: declared as such before
+ * the step waits for them, so the proxy posts them. */
+static inline void braid_direct_declare_slots(struct braid_prims* p, int nr) {
+  for (int i = 0; i < nr; i++)
+    if (p->recv[i]->rdirect && !braid_recv_declared(p->recv[i])) braid_recv_declare(NULL, p->recv[i], NULL, 0);
+}
+
+/* Host executor, Simple: how a step uses direct connections (above). *src_p: where
+ * it sends from (NULL: copy into the send slots as usual); *rdst_p: its receive lands in my
+ * output (declared here, or earlier by a p2p receive polling for readiness); *scratch_p: a
+ * RECV_REDUCE_SEND writing its partial result into my output chunk. Waits first for direct
+ * sends still reading what the step writes. */
+static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const char* in, char* out, int nr, int ns,
+                                         size_t bytes, const char** src_p, char** rdst_p, int* scratch_p) {
+  struct braid_direct* d = p->direct;
+  int direct = d != NULL && ns > 0 && bytes >= BRAID_DIRECT_MIN_BYTES, writes_out = braid_prim_writes_output(prim);
+  *src_p = 0;
+  *rdst_p = 0;
+  *scratch_p = 0;
+  for (int i = 0; i < ns && direct; i++) direct = p->send[i]->direct;
+  if (direct && writes_out && out) {
+    *src_p = out;
+  } else if (direct && prim == BRAID_PRIM_SEND && p->op.kind != BRAID_RED_PREMULSUM) {
+    *src_p = in;
+  } else if (direct && prim == BRAID_PRIM_RECV_REDUCE_SEND && d->scratch_out && out) {
+    *src_p = out;
+    *scratch_p = 1;
+  }
+  if (nr == 1 && p->recv[0]->rdirect) {
+    struct braid_conn* c = p->recv[0];
+    if (braid_recv_declared(c)) {
+      *rdst_p = braid_recv_declared_dst(c);
+    } else if (d != NULL && (prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_COPY_SEND) && out &&
+               bytes >= BRAID_DIRECT_MIN_BYTES) {
+      int st = braid_direct_before_write(d, out, bytes, p->abort_flag);
+      if (st) return st;
+      braid_recv_declare(d, c, out, bytes);
+      *rdst_p = braid_recv_declared_dst(c);
+      if (*rdst_p) return 0;
+    }
+  }
+  if ((writes_out || *scratch_p) && !*rdst_p) return braid_direct_before_write(d, out, bytes, p->abort_flag);
+  return 0;
+}
+
+/* The step itself: the received payload is in my output already (rdst) or gets computed
+ * there (nothing for a plain SEND); the sends go from `src` (publish the address, remember
+ * the sends until they complete) or, without one, from a copy in their slots. */
+static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
+                                           int post, const char* src, const char* rdst, int scratch) {
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
+  size_t bytes = nelem * p->esize;
+  braid_direct_declare_slots(p, nr);
+  if (braid_prims_wait(p, prim, 1)) return p->status;
+  if (rdst != NULL) {
+    for (int i = 0; i < ns && src == NULL; i++) /* a relay to a connection that copies */
+      BRAID_REDUCE_COPY(&p->op, braid_slot(p->send[i], BRAID_PROTO_SIMPLE), 0, rdst, 0, 0, 0, 0, nelem);
+  } else if (braid_prim_writes_output(prim) || scratch) { /* else a SEND from my input */
+    const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
+    char* sbuf[BRAID_MAX_FAN] = {out, 0, 0};
+    struct braid_prims q = *p;
+    for (int i = 0; i < nr; i++) rbuf[i] = braid_slot(p->recv[i], BRAID_PROTO_SIMPLE);
+    q.nsend = scratch; /* a partial result goes to `out` as if it were the send slot: no post-op */
+    braid_prim_compute(&q, prim, in, out, rbuf, sbuf, nelem, post);
+  }
+  if (src != NULL)
+    for (int i = 0; i < ns; i++) p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = (uint64_t)(uintptr_t)src;
+  braid_prims_finish(p, nr, ns, bytes, BRAID_PROTO_SIMPLE);
+  if (src != NULL)
+    for (int i = 0; i < ns; i++)
+      if (braid_direct_track(p->direct, p->send[i], src, bytes, p->abort_flag)) return (int)*p->abort_flag;
+  return 0;
+}
+
+/* A p2p receive about to poll connection c for its next step (of `bytes` into `dst`): declare
+ * where it lands, user memory unless a send in flight still reads it (waiting there, among
+ * other ops polled for readiness, could wait on a peer that waits on us). */
+static inline void braid_p2p_recv_declare(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes) {
+  if (!c->rdirect || braid_recv_declared(c)) return;
+  if (p->direct == NULL || p->proto != BRAID_PROTO_SIMPLE || bytes < BRAID_DIRECT_MIN_BYTES ||
+      braid_direct_overlaps(p->direct, dst, bytes))
+    dst = NULL;
+  braid_recv_declare(p->direct, c, dst, bytes);
+}
+
+/* The variant's step: Simple steps that can use user pointers do; everything else runs the
+ * plain primitive once the receives are declared. */
+static inline int braid_direct_step(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
+                                    int post) {
+  int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
+  if (p->proto == BRAID_PROTO_SIMPLE) {
+    const char* src;
+    char* rdst;
+    int scratch, st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
+    if (st) return st;
+    if (src != 0 || rdst != 0) return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, rdst, scratch);
+  }
+  braid_direct_declare_slots(p, nr);
+  if (p->proto == BRAID_PROTO_SIMPLE) return braid_prim_simple(p, prim, in, out, nelem, post);
+  return p->proto == BRAID_PROTO_LL ? braid_prim_ll(p, prim, in, out, nelem, post)
+                                    : braid_prim_ll128(p, prim, in, out, nelem, post);
+}
+
 #endif /* !BRAID_DEVICE_COMPILE */
+
+/* ---- the hooks coll.h calls (shared subset; nothing on the device) ---- */
+
+/* Does the step whose connections were just set (p->send/recv) take the variant? */
+HD int braid_direct_fan(const struct braid_prims* p) {
+#if BRAID_DEVICE_COMPILE
+  return 0;
+#else
+  for (int i = 0; i < p->nsend; i++)
+    if (p->send[i]->direct) return 1;
+  for (int i = 0; i < p->nrecv; i++)
+    if (p->recv[i]->rdirect) return 1;
+  return 0;
+#endif
+}
+
+/* A step of the variant (p->variant set); never reached on the device. */
+HD int braid_direct_prim(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
+#if BRAID_DEVICE_COMPILE
+  return BRAID_EXEC_BAD_SCHEDULE;
+#else
+  return braid_direct_step(p, prim, in, out, nelem, post);
+#endif
+}
+
+/* A p2p receive about to poll connection c for its next step of `bytes` into `dst`. */
+HD void braid_direct_before_poll(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes) {
+#if !BRAID_DEVICE_COMPILE
+  braid_p2p_recv_declare(p, c, dst, bytes);
+#endif
+}
 #endif /* BRAID_DIRECT_H */

@@ -47,6 +47,9 @@ static void run_job(struct braid_host_job* job) {
   direct.npend = 0;
   direct.nrpend = 0;
   prims.direct = &direct;
+  prims.ops = NULL; /* p2p ops are in host memory already: used in place */
+  prims.ops_cap = 0;
+  prims.variant = 0;
   job->status = BRAID_EXEC_OK;
   for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++) {
     /* AllReduce overwrites every output chunk after its reduce phase: partials may go there. */

@@ -25,6 +25,9 @@
 /* Threads per block: the kernel is compiled for at most this many (__launch_bounds__). */
 #define BRAID_KERNEL_MAX_THREADS 512
 
+BRAID_STATIC_ASSERT(sizeof(struct braid_work) % 8 == 0, "work items copy as 8-byte words");
+BRAID_STATIC_ASSERT(sizeof(struct braid_dev_channel) % 8 == 0, "channels copy as 8-byte words");
+
 struct braid_kernel_args {
   struct braid_dev_channel* channels;  /* device: the communicator's channels, by channel id */
   const struct braid_work* works;      /* device-visible overflow buffer, or NULL: inline_works */
@@ -43,23 +46,48 @@ HD const struct braid_work* braid_kernel_works(const struct braid_kernel_args* a
   return (a->works != 0 ? a->works : a->inline_works) + a->block_first[b];
 }
 
+/* p2p ops of one round the kernel keeps in shared memory (a round is the ops of a rank with
+ * one send peer and one receive peer: usually two; more only with several calls per peer). */
+#define BRAID_KERNEL_SMEM_OPS 32
+
+/* Threads of the block copy `bytes` (a multiple of 8) from global or parameter memory. */
+HD void braid_kernel_copy(void* dst, const void* src, size_t bytes) {
+  uint64_t* d = (uint64_t*)dst;
+  const uint64_t* s = (const uint64_t*)src;
+  for (size_t i = simt_tid(); i < bytes / 8; i += simt_nthreads()) d[i] = s[i];
+}
+
 #if defined(__CUDACC__)
 #define BRAID_CAT_(a, b) a##b
 #define BRAID_CAT(a, b) BRAID_CAT_(a, b)
 
-/* __grid_constant__: the items are read in place from the parameter space (no per-thread
- * copy of the 4 KiB block to local memory). */
+/* __grid_constant__: the arguments are read in place from the parameter space. Each work item
+ * (inline in the parameters, or in pinned host memory past BRAID_KERNEL_INLINE_WORKS) and the
+ * channel are copied into shared memory first, so the loops read them there and not across
+ * PCIe; so are the p2p ops of a round (coll.h braid_p2p_round_ops). */
 extern "C" __global__ void __launch_bounds__(BRAID_KERNEL_MAX_THREADS)
     BRAID_CAT(braid_kernel_, BRAID_KERNEL_DTYPE)(const __grid_constant__ struct braid_kernel_args args) {
   __shared__ struct braid_prims prims;
-  int b = blockIdx.x, status = 0;
-  const struct braid_work* works = braid_kernel_works(&args, b);
-  struct braid_dev_channel* ch = &args.channels[args.block_channel[b]];
-  for (uint32_t i = 0; i < args.block_nworks[b] && status == 0; i++) {
-    status = braid_run_work(&prims, &works[i], ch, args.abort_flag);
-    __syncthreads(); /* the next item rewrites prims, which slower threads may still read */
+  __shared__ struct braid_work work;
+  __shared__ struct braid_dev_channel chan;
+  __shared__ struct braid_p2p_op ops[BRAID_KERNEL_SMEM_OPS];
+  int status = 0;
+  if (threadIdx.x == 0) {
+    prims.ops = ops;
+    prims.ops_cap = BRAID_KERNEL_SMEM_OPS;
+    prims.variant = 0;
+    prims.direct = 0;
   }
-  if (threadIdx.x == 0) args.status[b] = status;
+  braid_kernel_copy(&chan, &args.channels[args.block_channel[blockIdx.x]], sizeof(chan));
+  /* (the block's items are found again from the parameters each time: nothing but the loop
+   * counter stays live across the item, which keeps the kernel free of spills) */
+  for (uint32_t i = 0; i < args.block_nworks[blockIdx.x] && status == 0; i++) {
+    braid_kernel_copy(&work, braid_kernel_works(&args, blockIdx.x) + i, sizeof(work));
+    __syncthreads();
+    status = braid_run_work(&prims, &work, &chan, args.abort_flag);
+    __syncthreads(); /* the next item rewrites `work` and prims, which slower threads may still read */
+  }
+  if (threadIdx.x == 0) args.status[blockIdx.x] = status;
 }
 #endif
 

@@ -37,10 +37,13 @@ BRAID_FP_STRICT_BEGIN
 
 /* What the data path computes, decided on the host per call. */
 struct braid_redop {
-  uint8_t kind;    /* enum braid_redkind */
-  uint8_t dtype;   /* ncclDataType_t value */
-  uint64_t scalar; /* PREMULSUM: the multiplier's bits in the dtype's own format (zero-extended);
-                      SUMPOSTDIV: the divisor (nranks) as an integer (0 is taken as 1); else 0 */
+  uint8_t kind;       /* enum braid_redkind */
+  uint8_t dtype;      /* ncclDataType_t value */
+  uint8_t scalar_dev; /* PREMULSUM with a ncclScalarDevice scalar: `scalar` is its device address,
+                         read by the executor when the work item starts (coll.h); reduce.h only
+                         ever sees the value */
+  uint64_t scalar;    /* PREMULSUM: the multiplier's bits in the dtype's own format (zero-extended);
+                         SUMPOSTDIV: the divisor (nranks) as an integer (0 is taken as 1); else 0 */
 };
 
 /* ---- element helpers, one set per datatype family ----
@@ -243,6 +246,96 @@ HD double braid_red_fmin_f64(double x, double y) {
     BRAID_RED_USE3;                                                                                               \
     BRAID_RED_STRIDED(const T r_ = BRAID_RB1(sh, OP, a); d0[i] = r_; if (d1) d1[i] = r_);                         \
   }
+/*
+ * Packs: the loops of a multi-thread worker (a GPU block; nt > 1). The elements go in 16-byte
+ * packs, one 128-bit load per source and one 128-bit store per destination; thread t0 of nt
+ * takes packs t0, t0 + nt, ..., BRAID_RED_PACKS_IN_FLIGHT(T) of them per iteration, whose
+ * loads are all issued before the first store: several loads in flight per thread, and exact
+ * aliasing (a destination equal to a source) stays right since each pack is read whole before
+ * it is written. Every pointer is 16-byte aligned here; BRAID_RED_SPLIT runs the elements
+ * before the first and after the last pack through the element loops (_g).
+ * Fewer packs in flight for the narrow types, whose 8 or 16 elements a pack each convert to
+ * float and back: more would not fit the 128 registers of a 512-thread block. Plain copies of
+ * any type move 4 packs at a time (braid_red_copy_packs).
+ */
+HD void braid_red_copy_packs(void* dst0, void* dst1, const void* src, size_t np, size_t t0, size_t nt) {
+  char* d0 = (char*)dst0;
+  char* d1 = (char*)dst1;
+  const char* a = (const char*)src;
+  size_t k = t0;
+  for (; k + 3 * nt < np; k += 4 * nt) {
+    uint64_t w[4][2];
+    BRAID_UNROLL for (int u = 0; u < 4; u++) simt_ld_v16(a + (k + u * nt) * 16, w[u]);
+    BRAID_UNROLL for (int u = 0; u < 4; u++) {
+      simt_st_v16(d0 + (k + u * nt) * 16, w[u]);
+      if (d1 != NULL) simt_st_v16(d1 + (k + u * nt) * 16, w[u]);
+    }
+  }
+  for (; k < np; k += nt) {
+    uint64_t w[2];
+    simt_ld_v16(a + k * 16, w);
+    simt_st_v16(d0 + k * 16, w);
+    if (d1 != NULL) simt_st_v16(d1 + k * 16, w);
+  }
+}
+#define BRAID_RED_PACK_ELEMS(T) (16 / (int)sizeof(T))
+#define BRAID_RED_PACKS_IN_FLIGHT(T) (sizeof(T) == 1 ? 1 : sizeof(T) == 2 ? 2 : 4)
+/* One pack of packs w (2 words each): x[e] = VAL over its elements, VAL reading xa[e] (and xb[e]). */
+#define BRAID_RED_PACK_APPLY(T, wa, wb, VAL)                                    \
+  do {                                                                          \
+    T xa[BRAID_RED_PACK_ELEMS(T)], xb[BRAID_RED_PACK_ELEMS(T)];                 \
+    memcpy(xa, wa, 16);                                                         \
+    memcpy(xb, wb, 16);                                                         \
+    (void)xb;                                                                   \
+    BRAID_UNROLL for (int e = 0; e < BRAID_RED_PACK_ELEMS(T); e++) xa[e] = VAL; \
+    memcpy(wa, xa, 16);                                                         \
+  } while (0)
+#define BRAID_RED_PACK_LOOP(T, NSRC, VAL)                                     \
+  do {                                                                        \
+    enum { P_ = BRAID_RED_PACK_ELEMS(T), U_ = BRAID_RED_PACKS_IN_FLIGHT(T) }; \
+    size_t k_ = t0;                                                           \
+    for (; k_ + (U_ - 1) * nt < np; k_ += U_ * nt) {                          \
+      uint64_t wa_[U_][2], wb_[U_][2];                                        \
+      BRAID_UNROLL for (int u_ = 0; u_ < U_; u_++) {                          \
+        simt_ld_v16(a + (k_ + u_ * nt) * P_, wa_[u_]);                        \
+        if (NSRC == 2) simt_ld_v16(b + (k_ + u_ * nt) * P_, wb_[u_]);         \
+      }                                                                       \
+      BRAID_UNROLL for (int u_ = 0; u_ < U_; u_++) {                          \
+        BRAID_RED_PACK_APPLY(T, wa_[u_], NSRC == 2 ? wb_[u_] : wa_[u_], VAL); \
+        simt_st_v16(d0 + (k_ + u_ * nt) * P_, wa_[u_]);                       \
+        if (d1 != NULL) simt_st_v16(d1 + (k_ + u_ * nt) * P_, wa_[u_]);       \
+      }                                                                       \
+    }                                                                         \
+    for (; k_ < np; k_ += nt) {                                               \
+      uint64_t wa_[2], wb_[2];                                                \
+      simt_ld_v16(a + k_ * P_, wa_);                                          \
+      if (NSRC == 2) simt_ld_v16(b + k_ * P_, wb_);                           \
+      BRAID_RED_PACK_APPLY(T, wa_, NSRC == 2 ? wb_ : wa_, VAL);               \
+      simt_st_v16(d0 + k_ * P_, wa_);                                         \
+      if (d1 != NULL) simt_st_v16(d1 + k_ * P_, wa_);                         \
+    }                                                                         \
+  } while (0)
+#define BRAID_RED_VEC2(sh, T, C, D, OP)                                                                              \
+  HD void braid_red_v_##OP##_##sh(T* d0, T* d1, const T* a, const T* b, size_t np, size_t t0, size_t nt, C s0, C s1, \
+                                  D dv) {                                                                            \
+    BRAID_RED_USE3;                                                                                                  \
+    BRAID_RED_PACK_LOOP(T, 2,                                                                                        \
+                        braid_red_st_##sh(BRAID_RE_##OP(sh, braid_red_ld_##sh(xa[e]), braid_red_ld_##sh(xb[e]))));   \
+  }
+#define BRAID_RED_VEC1(sh, T, C, D, OP)                                                                          \
+  HD void braid_red_v_##OP##_##sh(T* d0, T* d1, const T* a, size_t np, size_t t0, size_t nt, C s0, C s1, D dv) { \
+    const T* b = a;                                                                                              \
+    (void)b;                                                                                                     \
+    BRAID_RED_USE3;                                                                                              \
+    if (BRAID_IS_RAW_##OP)                                                                                       \
+      braid_red_copy_packs(d0, d1, a, np, t0, nt);                                                               \
+    else                                                                                                         \
+      BRAID_RED_PACK_LOOP(T, 1, BRAID_RE_##OP(sh, xa[e]));                                                       \
+  }
+#define BRAID_IS_RAW_RAW 1
+#define BRAID_IS_RAW_MUL1 0
+#define BRAID_IS_RAW_DIV1 0
+
 #define BRAID_RED_KERNELS(sh, T, C, D)   \
   BRAID_RED_KERNEL2(sh, T, C, D, ADD)    \
   BRAID_RED_KERNEL2(sh, T, C, D, MUL)    \
@@ -252,24 +345,59 @@ HD double braid_red_fmin_f64(double x, double y) {
   BRAID_RED_KERNEL2(sh, T, C, D, ADDDIV) \
   BRAID_RED_KERNEL1(sh, T, C, D, MUL1)   \
   BRAID_RED_KERNEL1(sh, T, C, D, DIV1)   \
-  BRAID_RED_KERNEL1(sh, T, C, D, RAW)
+  BRAID_RED_KERNEL1(sh, T, C, D, RAW)    \
+  BRAID_RED_VEC2(sh, T, C, D, ADD)       \
+  BRAID_RED_VEC2(sh, T, C, D, MUL)       \
+  BRAID_RED_VEC2(sh, T, C, D, MAX)       \
+  BRAID_RED_VEC2(sh, T, C, D, MIN)       \
+  BRAID_RED_VEC2(sh, T, C, D, PMS)       \
+  BRAID_RED_VEC2(sh, T, C, D, ADDDIV)    \
+  BRAID_RED_VEC1(sh, T, C, D, MUL1)      \
+  BRAID_RED_VEC1(sh, T, C, D, DIV1)      \
+  BRAID_RED_VEC1(sh, T, C, D, RAW)
+
+/* A multi-thread worker (always on the device): packs where every pointer has the same
+ * offset within 16 bytes (the common case: chunks are 16-byte multiples), the element loop
+ * for the head before the first whole pack, for the tail, and for everything when the offsets
+ * differ. h_: head elements, np_: packs, o_: where the tail starts. */
+#define BRAID_RED_SPLIT(T, B)                                                                            \
+  const uintptr_t m_ = (uintptr_t)d0 & 15;                                                               \
+  size_t h_ = 0, np_ = 0;                                                                                \
+  if (((uintptr_t)a & 15) == m_ && ((uintptr_t)(B)&15) == m_ && ((uintptr_t)d1 & 15) == (d1 ? m_ : 0) && \
+      m_ % sizeof(T) == 0) {                                                                             \
+    h_ = m_ ? (16 - m_) / sizeof(T) : 0;                                                                 \
+    if (h_ > n) h_ = n;                                                                                  \
+    np_ = (n - h_) / BRAID_RED_PACK_ELEMS(T);                                                            \
+  }                                                                                                      \
+  const size_t o_ = h_ + np_ * BRAID_RED_PACK_ELEMS(T)
+#define BRAID_RED_AT(p, off) ((p) != NULL ? (p) + (off) : NULL)
 
 /* Run kernel OP in the layout the pointers allow. */
-#define BRAID_RED_RUN2(sh, OP)                                      \
-  do {                                                              \
-    if (d0 != a && d0 != b && d1ok)                                 \
-      braid_red_d_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv); \
-    else if (d0 == a && d0 != b && d1ok)                            \
-      braid_red_ip_##OP##_##sh(d0, d1, b, n, t0, nt, s0, s1, dv);   \
-    else                                                            \
-      braid_red_g_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv); \
+#define BRAID_RED_RUN2(sh, T, OP)                                                                         \
+  do {                                                                                                    \
+    if (BRAID_DEVICE_COMPILE || nt > 1) {                                                                 \
+      BRAID_RED_SPLIT(T, b);                                                                              \
+      braid_red_g_##OP##_##sh(d0, d1, a, b, h_, t0, nt, s0, s1, dv);                                      \
+      braid_red_v_##OP##_##sh(d0 + h_, BRAID_RED_AT(d1, h_), a + h_, b + h_, np_, t0, nt, s0, s1, dv);    \
+      braid_red_g_##OP##_##sh(d0 + o_, BRAID_RED_AT(d1, o_), a + o_, b + o_, n - o_, t0, nt, s0, s1, dv); \
+    } else if (d0 != a && d0 != b && d1ok)                                                                \
+      braid_red_d_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv);                                       \
+    else if (d0 == a && d0 != b && d1ok)                                                                  \
+      braid_red_ip_##OP##_##sh(d0, d1, b, n, t0, nt, s0, s1, dv);                                         \
+    else                                                                                                  \
+      braid_red_g_##OP##_##sh(d0, d1, a, b, n, t0, nt, s0, s1, dv);                                       \
   } while (0)
-#define BRAID_RED_RUN1(sh, OP)                                   \
-  do {                                                           \
-    if (d0 != a && d1ok)                                         \
-      braid_red_d_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv); \
-    else                                                         \
-      braid_red_g_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv); \
+#define BRAID_RED_RUN1(sh, T, OP)                                                                 \
+  do {                                                                                            \
+    if (BRAID_DEVICE_COMPILE || nt > 1) {                                                         \
+      BRAID_RED_SPLIT(T, a);                                                                      \
+      braid_red_g_##OP##_##sh(d0, d1, a, h_, t0, nt, s0, s1, dv);                                 \
+      braid_red_v_##OP##_##sh(d0 + h_, BRAID_RED_AT(d1, h_), a + h_, np_, t0, nt, s0, s1, dv);    \
+      braid_red_g_##OP##_##sh(d0 + o_, BRAID_RED_AT(d1, o_), a + o_, n - o_, t0, nt, s0, s1, dv); \
+    } else if (d0 != a && d1ok)                                                                   \
+      braid_red_d_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv);                                  \
+    else                                                                                          \
+      braid_red_g_##OP##_##sh(d0, d1, a, n, t0, nt, s0, s1, dv);                                  \
   } while (0)
 
 /*
@@ -280,13 +408,13 @@ HD double braid_red_fmin_f64(double x, double y) {
  */
 #define BRAID_RED_DEFINE(sh, T, C, D)                                                                             \
   BRAID_RED_KERNELS(sh, T, C, D)                                                                                  \
-  HD_NOFORCE void braid_reduce_copy_##sh(const struct braid_redop* op, void* dst0, void* dst1, const void* src0,  \
-                                         int pre0, const void* src1, int pre1, int post, size_t n) {              \
+  HD void braid_reduce_copy_part_##sh(const struct braid_redop* op, void* dst0, void* dst1, const void* src0,     \
+                                      int pre0, const void* src1, int pre1, int post, size_t n, size_t t0,        \
+                                      size_t nt) {                                                                \
     T* d0 = (T*)dst0;                                                                                             \
     T* d1 = (T*)dst1;                                                                                             \
     const T* a = (const T*)src0;                                                                                  \
     const T* b = (const T*)src1;                                                                                  \
-    const size_t t0 = (size_t)simt_tid(), nt = (size_t)simt_nthreads();                                           \
     const int kind = op->kind, pms = kind == BRAID_RED_PREMULSUM;                                                 \
     const C one = braid_red_ld_##sh(braid_red_st_##sh((C)1));                                                     \
     C s0, s1;                                                                                                     \
@@ -303,42 +431,48 @@ HD double braid_red_fmin_f64(double x, double y) {
     d1ok = d1 == NULL || (d1 != d0 && d1 != a && d1 != b);                                                        \
     if (b == NULL) {                                                                                              \
       if (pms && pre0)                                                                                            \
-        BRAID_RED_RUN1(sh, MUL1);                                                                                 \
+        BRAID_RED_RUN1(sh, T, MUL1);                                                                              \
       else if (kind == BRAID_RED_SUMPOSTDIV && post)                                                              \
-        BRAID_RED_RUN1(sh, DIV1);                                                                                 \
+        BRAID_RED_RUN1(sh, T, DIV1);                                                                              \
       else if (!BRAID_DEVICE_COMPILE && nt == 1 && d0 != a && d1ok) {                                             \
         memcpy(d0, a, n * sizeof(T)); /* host: one call (gcc makes the loop a call per 16 elements) */            \
         if (d1 != NULL) memcpy(d1, a, n * sizeof(T));                                                             \
       } else if (d0 != a || d1 != NULL)                                                                           \
-        BRAID_RED_RUN1(sh, RAW);                                                                                  \
+        BRAID_RED_RUN1(sh, T, RAW);                                                                               \
       return;                                                                                                     \
     }                                                                                                             \
     switch (kind) {                                                                                               \
       case BRAID_RED_PROD:                                                                                        \
-        BRAID_RED_RUN2(sh, MUL);                                                                                  \
+        BRAID_RED_RUN2(sh, T, MUL);                                                                               \
         break;                                                                                                    \
       case BRAID_RED_MAX:                                                                                         \
-        BRAID_RED_RUN2(sh, MAX);                                                                                  \
+        BRAID_RED_RUN2(sh, T, MAX);                                                                               \
         break;                                                                                                    \
       case BRAID_RED_MIN:                                                                                         \
-        BRAID_RED_RUN2(sh, MIN);                                                                                  \
+        BRAID_RED_RUN2(sh, T, MIN);                                                                               \
         break;                                                                                                    \
       case BRAID_RED_PREMULSUM:                                                                                   \
         if (pre0 || pre1)                                                                                         \
-          BRAID_RED_RUN2(sh, PMS);                                                                                \
+          BRAID_RED_RUN2(sh, T, PMS);                                                                             \
         else                                                                                                      \
-          BRAID_RED_RUN2(sh, ADD);                                                                                \
+          BRAID_RED_RUN2(sh, T, ADD);                                                                             \
         break;                                                                                                    \
       case BRAID_RED_SUMPOSTDIV:                                                                                  \
         if (post)                                                                                                 \
-          BRAID_RED_RUN2(sh, ADDDIV);                                                                             \
+          BRAID_RED_RUN2(sh, T, ADDDIV);                                                                          \
         else                                                                                                      \
-          BRAID_RED_RUN2(sh, ADD);                                                                                \
+          BRAID_RED_RUN2(sh, T, ADD);                                                                             \
         break;                                                                                                    \
       default:                                                                                                    \
-        BRAID_RED_RUN2(sh, ADD);                                                                                  \
+        BRAID_RED_RUN2(sh, T, ADD);                                                                               \
         break;                                                                                                    \
     }                                                                                                             \
+  }                                                                                                               \
+  /* Every thread of the worker calls it with the same arguments (the part of thread tid). */                     \
+  HD_NOFORCE void braid_reduce_copy_##sh(const struct braid_redop* op, void* dst0, void* dst1, const void* src0,  \
+                                         int pre0, const void* src1, int pre1, int post, size_t n) {              \
+    braid_reduce_copy_part_##sh(op, dst0, dst1, src0, pre0, src1, pre1, post, n, (size_t)simt_tid(),              \
+                                (size_t)simt_nthreads());                                                         \
   }                                                                                                               \
                                                                                                                   \
   /* The same operation on the 8 / sizeof(T) elements of one 8-byte word a thread holds                           \
@@ -390,8 +524,8 @@ HD double braid_red_fmin_f64(double x, double y) {
 
 /* Per-datatype traits, keyed by the short names of BRAID_DTYPES (a new datatype in axes.h
  * fails to compile until it gets a line here). */
-#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i8, T, T, int64_t)
-#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u8, T, T, uint64_t)
+#define BRAID_RED_DEF_i8(T) BRAID_RED_INT(i8, T, uint8_t, int32_t, INT32_MAX) BRAID_RED_DEFINE(i8, T, T, int32_t)
+#define BRAID_RED_DEF_u8(T) BRAID_RED_INT(u8, T, uint8_t, uint32_t, UINT32_MAX) BRAID_RED_DEFINE(u8, T, T, uint32_t)
 #define BRAID_RED_DEF_i32(T) BRAID_RED_INT(i32, T, uint32_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i32, T, T, int64_t)
 #define BRAID_RED_DEF_u32(T) BRAID_RED_INT(u32, T, uint32_t, uint64_t, UINT64_MAX) BRAID_RED_DEFINE(u32, T, T, uint64_t)
 #define BRAID_RED_DEF_i64(T) BRAID_RED_INT(i64, T, uint64_t, int64_t, INT64_MAX) BRAID_RED_DEFINE(i64, T, T, int64_t)

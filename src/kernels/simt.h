@@ -22,8 +22,13 @@
  *               BRAID_FP_STRICT region (below): forced inline under nvcc; plain `static inline`
  *               under gcc, which does not inline across differing -ffp-contract modes, so the
  *               function keeps its unfused rounding (always_inline would fuse it in the caller).
+ *   HD_STEP     a protocol's step function (prims.h): a call of its own on the device, so that
+ *               each protocol gets its own register allocation instead of the kernel's one
+ *               function carrying the largest of them (the cost: a call per step); like HD on
+ *               the host, where the executor's Simple steps stay inlined.
  * BRAID_DEVICE_COMPILE is 1 while compiling device code (__CUDA_ARCH__), else 0. Function
  * bodies branch on it, never on __CUDACC__, because nvcc compiles HD functions twice.
+
  */
 #ifndef BRAID_SIMT_H
 #define BRAID_SIMT_H
@@ -35,14 +40,17 @@
 #define HD __host__ __device__ __forceinline__
 #define HD_NOFORCE static __host__ __device__ __noinline__ __attribute__((unused))
 #define HD_FP __host__ __device__ __forceinline__
+#define HD_STEP static __host__ __device__ __noinline__ __attribute__((unused))
 #elif defined(__GNUC__)
 #define HD static inline __attribute__((always_inline))
 #define HD_NOFORCE static inline
 #define HD_FP static inline
+#define HD_STEP static inline __attribute__((always_inline))
 #else
 #define HD static inline
 #define HD_NOFORCE static inline
 #define HD_FP static inline
+#define HD_STEP static inline
 #endif
 
 #if defined(__CUDA_ARCH__)
@@ -76,6 +84,13 @@
 #else
 #define BRAID_FP_STRICT_BEGIN
 #define BRAID_FP_STRICT_END
+#endif
+
+/* A compile-time check in either language. */
+#if defined(__cplusplus)
+#define BRAID_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define BRAID_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 
 /* restrict for the shared subset (C99 keyword; a compiler extension in CUDA C++). */
@@ -126,12 +141,45 @@ HD void simt_bar_sync(void) {
 #endif
 }
 
+/* Barrier that also tells every thread whether any thread passed a non-zero `pred`. This is how
+ * the threads of a block agree on a decision (a failed wait, a ready connection) without a
+ * shared variable that a thread could still be reading when another rewrites it. */
+HD int simt_bar_or(int pred) {
+#if BRAID_DEVICE_COMPILE
+  return __syncthreads_or(pred);
+#else
+  return pred != 0;
+#endif
+}
+
+/* The same within one warp (every lane of the warp calls it): LL128's lanes of one line. */
+HD int simt_warp_any(int pred) {
+#if BRAID_DEVICE_COMPILE
+  return __any_sync(0xffffffffu, pred);
+#else
+  return pred != 0;
+#endif
+}
+
+/* Orders the memory accesses of the lanes of a warp (and reconverges them). */
+HD void simt_warp_sync(void) {
+#if BRAID_DEVICE_COMPILE
+  __syncwarp();
+#endif
+}
+
 /* ---- fences: order this worker's data stores before a flag store (release) and a flag load
  * before the data loads that follow it (acquire), as seen by other GPUs, the host and NICs. */
 
+/* Device: fence.acq_rel.sys, the lightest fence that orders earlier stores before later ones
+ * for every observer (__threadfence_system is the stronger fence.sc.sys). */
 HD void simt_fence_release(void) {
 #if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
   __threadfence_system();
+#endif
 #else
   __atomic_thread_fence(__ATOMIC_RELEASE);
 #endif
@@ -139,7 +187,11 @@ HD void simt_fence_release(void) {
 
 HD void simt_fence_acquire(void) {
 #if BRAID_DEVICE_COMPILE
+#if __CUDA_ARCH__ >= 700
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+#else
   __threadfence_system();
+#endif
 #else
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
 #endif
@@ -216,6 +268,30 @@ HD void simt_st_volatile_u64x2(volatile uint64_t* p, uint64_t lo, uint64_t hi) {
 #endif
 }
 
+/* Weak 16-byte accesses of ordinary global memory (16-byte aligned): user buffers, and FIFO
+ * slots read after an acquire of their counter or written before a release. One 128-bit access
+ * on the device; on the host the compiler picks (memcpy of 16 bytes). */
+HD void simt_ld_v16(const void* p, uint64_t* w) {
+#if BRAID_DEVICE_COMPILE
+  const ulonglong2 v = *(const ulonglong2*)p;
+  w[0] = v.x;
+  w[1] = v.y;
+#else
+  __builtin_memcpy(w, p, 16);
+#endif
+}
+
+HD void simt_st_v16(void* p, const uint64_t* w) {
+#if BRAID_DEVICE_COMPILE
+  ulonglong2 v;
+  v.x = w[0];
+  v.y = w[1];
+  *(ulonglong2*)p = v;
+#else
+  __builtin_memcpy(p, w, 16);
+#endif
+}
+
 /* ---- waiting ---- */
 
 #if !BRAID_DEVICE_COMPILE
@@ -226,10 +302,15 @@ extern int braid_spin_before_yield;
 #endif
 
 /* Call once per iteration of every wait loop, with a counter the loop set to 0 when it started
- * waiting. The counter saturates, so the caller may also use it to space out abort checks. */
+ * waiting; the caller spaces out its abort checks with it (braid_spin_check in prims.h: every
+ * 256 polls). The counter never wraps to 0, where the waits would start over without sleeping
+ * or yielding, nor sticks at UINT32_MAX, whose low byte 255 would end the abort checks after
+ * 2^32 polls (about an hour of a wait): it goes from UINT32_MAX back to BRAID_SPIN_WRAP, past
+ * every threshold and with a low byte of 0. */
+#define BRAID_SPIN_WRAP 0x80000000u
 HD void simt_spin_pause(uint32_t* spins) {
   uint32_t n = *spins;
-  if (n != UINT32_MAX) *spins = n + 1;
+  *spins = n == UINT32_MAX ? BRAID_SPIN_WRAP : n + 1;
 #if BRAID_DEVICE_COMPILE
 #if __CUDA_ARCH__ >= 700
   if (n >= BRAID_SPIN_BEFORE_SLEEP) __nanosleep(BRAID_SPIN_SLEEP_NS);

@@ -158,9 +158,13 @@ HD int braid_dtype_size(int dtype) {
 /* Status the executors return: 0 ok, else why the work stopped. */
 enum braid_exec_status {
   BRAID_EXEC_OK = 0,
-  BRAID_EXEC_ABORTED = 1,     /* the communicator's abort flag was raised */
-  BRAID_EXEC_TIMEOUT = 2,     /* BRAID_TIMEOUT elapsed waiting for a peer */
-  BRAID_EXEC_PEER_FAILED = 3, /* a peer died or its connection broke (comm->abort_reason says which) */
+  BRAID_EXEC_ABORTED = 1,      /* the communicator's abort flag was raised */
+  BRAID_EXEC_TIMEOUT = 2,      /* BRAID_TIMEOUT elapsed waiting for a peer */
+  BRAID_EXEC_PEER_FAILED = 3,  /* a peer died or its connection broke (comm->abort_reason says which) */
+  BRAID_EXEC_BAD_SCHEDULE = 4, /* a schedule refused a step (position, root, step, primitive out of
+                                  range) or a work item the executor cannot run: an internal
+                                  error, reported instead of skipping the step (its peers would
+                                  wait forever) */
 };
 
 #endif /* BRAID_WORK_H */

@@ -2,8 +2,17 @@
  * probe.c - prints the ABI-relevant facts of whichever nccl.h the include path finds: sizes,
  * alignments and field offsets of the public structs, the values their initializers give,
  * every enum value, the #define constants and version macros. tests/abi/check.sh builds it
- * once against braid's include/nccl.h and once against NVIDIA's installed header and diffs
- * the two outputs. Valid C and C++, so the C++ view of our header is checked too.
+ * against braid's include/nccl.h and against NVIDIA's headers and diffs the outputs. Valid C
+ * and C++, so the C++ view of our header is checked too.
+ *
+ * Two profiles:
+ *   -DPROBE_BASELINE_2_28  the facts a program built against NCCL 2.28 depends on and that
+ *                          2.30 kept: built against NVIDIA's 2.28.9 header and against ours,
+ *                          the outputs must be identical. Left out: what 2.30 changed on
+ *                          purpose (version macros and the version an initializer stores,
+ *                          sizeof(ncclConfig_t) and its struct tag, ncclNumResults).
+ *   (default)              every fact of the 2.30 header, compared with NVIDIA 2.30.7's
+ *                          (tests/abi/nccl-2.30.7.probe, the same probe's output on that header).
  */
 #include <nccl.h>
 #include <stddef.h>
@@ -31,8 +40,16 @@
 
 static void types(void) {
   P_TYPE(ncclUniqueId);
+#ifndef PROBE_BASELINE_2_28
   P_TYPE(ncclConfig_t);
-  P_TYPE(struct ncclConfig_v22800);
+  P_TYPE(struct ncclConfig_v23000);
+  P_TYPE(ncclCommMemStat_t);
+  P_TYPE(ncclWaitSignalDesc_t);
+  P_IFIELD(ncclWaitSignalDesc_t, opCnt);
+  P_IFIELD(ncclWaitSignalDesc_t, peer);
+  P_IFIELD(ncclWaitSignalDesc_t, sigIdx);
+  P_IFIELD(ncclWaitSignalDesc_t, ctx);
+#endif
   P_TYPE(ncclSimInfo_t);
   P_TYPE(struct ncclSimInfo_v22200);
   P_TYPE(ncclComm_t);
@@ -63,6 +80,12 @@ static void types(void) {
   P_IFIELD(ncclConfig_t, nvlsCTAs);
   P_IFIELD(ncclConfig_t, nChannelsPerNetPeer);
   P_IFIELD(ncclConfig_t, nvlinkCentricSched);
+#ifndef PROBE_BASELINE_2_28
+  P_IFIELD(ncclConfig_t, graphUsageMode);
+  P_IFIELD(ncclConfig_t, numRmaCtx);
+  P_IFIELD(ncclConfig_t, maxP2pPeers);
+  P_IFIELD(ncclConfig_t, graphStreamOrdering);
+#endif
 
   P_IFIELD(ncclSimInfo_t, size);
   P_IFIELD(ncclSimInfo_t, magic);
@@ -72,9 +95,13 @@ static void types(void) {
 
 static void initializers(void) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+#ifndef PROBE_BASELINE_2_28
   P_INIT(config, size);
+#endif
   P_INIT(config, magic);
+#ifndef PROBE_BASELINE_2_28
   P_INIT(config, version);
+#endif
   P_INIT(config, blocking);
   P_INIT(config, cgaClusterSize);
   P_INIT(config, minCTAs);
@@ -89,11 +116,19 @@ static void initializers(void) {
   P_INIT(config, nvlsCTAs);
   P_INIT(config, nChannelsPerNetPeer);
   P_INIT(config, nvlinkCentricSched);
+#ifndef PROBE_BASELINE_2_28
+  P_INIT(config, graphUsageMode);
+  P_INIT(config, numRmaCtx);
+  P_INIT(config, maxP2pPeers);
+  P_INIT(config, graphStreamOrdering);
+#endif
 
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   P_INIT(sim, size);
   P_INIT(sim, magic);
+#ifndef PROBE_BASELINE_2_28
   P_INIT(sim, version);
+#endif
   printf("init sim.estimatedTime %g\n", (double)sim.estimatedTime);
 }
 
@@ -106,7 +141,14 @@ static void enums(void) {
   P_VALUE(ncclInvalidUsage);
   P_VALUE(ncclRemoteError);
   P_VALUE(ncclInProgress);
+#ifndef PROBE_BASELINE_2_28
+  P_VALUE(ncclTimeout);
   P_VALUE(ncclNumResults);
+  P_VALUE(ncclStatGpuMemSuspend);
+  P_VALUE(ncclStatGpuMemSuspended);
+  P_VALUE(ncclStatGpuMemPersist);
+  P_VALUE(ncclStatGpuMemTotal);
+#endif
 
   P_VALUE(ncclInt8);
   P_VALUE(ncclChar);
@@ -141,6 +183,7 @@ static void enums(void) {
 }
 
 static void defines(void) {
+#ifndef PROBE_BASELINE_2_28
 #ifdef NCCL_MAJOR
   P_VALUE(NCCL_MAJOR);
 #else
@@ -166,12 +209,28 @@ static void defines(void) {
 #else
   P_MISSING(NCCL_VERSION_CODE);
 #endif
+#ifdef NCCL_API_MAGIC
+  P_VALUE(NCCL_API_MAGIC);
+#else
+  P_MISSING(NCCL_API_MAGIC);
+#endif
+#ifdef NCCL_WIN_STRICT_ORDERING
+  P_VALUE(NCCL_WIN_STRICT_ORDERING);
+#else
+  P_MISSING(NCCL_WIN_STRICT_ORDERING);
+#endif
+#ifdef NCCL_SUSPEND_MEM
+  P_VALUE(NCCL_SUSPEND_MEM);
+#else
+  P_MISSING(NCCL_SUSPEND_MEM);
+#endif
+#endif /* PROBE_BASELINE_2_28 */
 #ifdef NCCL_VERSION
   P_VALUE(NCCL_VERSION(2, 28, 9));
   P_VALUE(NCCL_VERSION(2, 8, 4)); /* the old M*1000 scheme */
   P_VALUE(NCCL_VERSION(2, 9, 0));
   P_VALUE(NCCL_VERSION(3, 0, 1));
-  P_VALUE(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH));
+  P_VALUE(NCCL_VERSION(2, 30, 7));
 #else
   P_MISSING(NCCL_VERSION);
 #endif

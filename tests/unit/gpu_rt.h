@@ -10,7 +10,11 @@
 #ifndef BRAID_TEST_GPU_RT_H
 #define BRAID_TEST_GPU_RT_H
 
+#ifdef BRAID_CHECK_SHIM
+#include "../gpu/check_shim.h" /* built without libcheck: tests/gpu/run.sh */
+#else
 #include <check.h>
+#endif
 #include <stddef.h>
 
 #include "../../bench/common/cuda_rt.h"

@@ -514,7 +514,7 @@ START_TEST(test_banner) {
   char* log = read_file(logpath);
   char text[512], want[1024], got[1024];
   snprintf(text, sizeof(text),
-           "NCCL version 2.28.9+braid.%s (braid %s, a from-scratch implementation of the NCCL 2.28 API; CUDA %s)",
+           "NCCL version 2.30.7+braid.%s (braid %s, a from-scratch implementation of the NCCL 2.30 API; CUDA %s)",
            BRAID_VERSION_STRING, BRAID_VERSION_STRING, braid_version_cuda_built() ? "built" : "not built");
   if (_i == 0) {
     snprintf(want, sizeof(want), "%s\n", text);
@@ -524,7 +524,7 @@ START_TEST(test_banner) {
     snprintf(want + strlen(want), sizeof(want) - strlen(want), "NCCL INFO %s", text);
     ck_assert(line_with(log, "NCCL version", got, sizeof(got)));
     ck_assert_str_eq(got, want);
-    ck_assert_int_eq(count_of(log, "NCCL version 2.28.9"), 1);
+    ck_assert_int_eq(count_of(log, "NCCL version 2.30.7"), 1);
   } else {
     ck_assert_ptr_null(strstr(log, "NCCL version"));
   }
@@ -545,8 +545,9 @@ static const struct error_case error_cases[] = {
     {ncclInvalidUsage, "invalid usage (run with NCCL_DEBUG=WARN for details)"},
     {ncclRemoteError, "remote process exited or there was a network error"},
     {ncclInProgress, "NCCL operation in progress"},
+    {ncclTimeout, "timeout"},
     {ncclNumResults, "unknown result code"},
-    {9, "unknown result code"},
+    {10, "unknown result code"},
     {-1, "unknown result code"},
     {0x7fffffff, "unknown result code"},
 };
@@ -561,12 +562,12 @@ END_TEST
 START_TEST(test_get_version) {
   int v = 0;
   ck_assert_int_eq(ncclGetVersion(&v), ncclSuccess);
-  ck_assert_int_eq(v, 22809);
+  ck_assert_int_eq(v, 23007);
   ck_assert_int_eq(v, NCCL_VERSION_CODE);
   ck_assert_int_eq(v, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH));
   v = 0;
   ck_assert_int_eq(pncclGetVersion(&v), ncclSuccess);
-  ck_assert_int_eq(v, 22809);
+  ck_assert_int_eq(v, 23007);
   ck_assert_int_eq(ncclGetVersion(NULL), ncclInvalidArgument);
   ck_assert_str_eq(ncclGetLastError(NULL), "ncclGetVersion: invalid argument version = NULL");
 }

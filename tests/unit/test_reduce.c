@@ -469,7 +469,7 @@ static void check_run(const struct dt* t, int kind, size_t n, int has_b, int pre
   }
   const void* src1 = lay == LAY_ALL_SAME ? (const void*)a : (const void*)b;
   const uint8_t* b_in = lay == LAY_ALL_SAME ? a0 : b0; /* what src1 held */
-  struct braid_redop op = {(uint8_t)kind, (uint8_t)t->id, scalar};
+  struct braid_redop op = {.kind = (uint8_t)kind, .dtype = (uint8_t)t->id, .scalar = scalar};
   braid_reduce_copy(&op, d0, d1, a, pre0, has_b ? src1 : NULL, pre1, post, n);
   void* outs[2] = {d0, d1};
   for (int o = 0; o < 2; o++) {
@@ -545,7 +545,7 @@ START_TEST(test_reduce_pack64) {
             a |= gen(t, (size_t)(it * per + e)) << (8 * t->size * e);
             b |= gen(t, (size_t)(it * per + e + 5)) << (8 * t->size * e);
           }
-          struct braid_redop op = {(uint8_t)kind, (uint8_t)t->id, sc};
+          struct braid_redop op = {.kind = (uint8_t)kind, .dtype = (uint8_t)t->id, .scalar = sc};
           uint64_t r = braid_reduce_pack64(&op, a, pre0, has_b ? &b : NULL, pre1, post);
           for (int e = 0; e < per; e++) {
             int any_nan;
@@ -576,7 +576,8 @@ START_TEST(test_reduce_threads) {
   }
   for (size_t k = 0; k < 4; k++) {
     const size_t n = ns[k];
-    struct braid_redop sum = {BRAID_RED_SUM, 7, 0}, pms = {BRAID_RED_PREMULSUM, 6, s16};
+    struct braid_redop sum = {.kind = BRAID_RED_SUM, .dtype = 7},
+                       pms = {.kind = BRAID_RED_PREMULSUM, .dtype = 6, .scalar = s16};
     for (int i = 0; i < 1031; i++) want[i] = -1.0f, hwant[i] = 0x7777;
     braid_reduce_copy(&sum, want, NULL, a, 0, b, 0, 0, n);
     braid_reduce_copy(&pms, hwant, NULL, ha, 1, hb, 0, 0, n);
@@ -604,7 +605,7 @@ END_TEST
 
 START_TEST(test_reduce_bad_op_and_scalars) {
   uint32_t src[4] = {1, 2, 3, 4}, dst[4] = {9, 9, 9, 9};
-  struct braid_redop bad_kind = {BRAID_NUM_REDKINDS, 7, 0}, bad_type = {0, 12, 0};
+  struct braid_redop bad_kind = {.kind = BRAID_NUM_REDKINDS, .dtype = 7}, bad_type = {.kind = 0, .dtype = 12};
   ref_tables();
   braid_reduce_copy(&bad_kind, dst, NULL, src, 0, src, 0, 0, 4);
   braid_reduce_copy(&bad_type, dst, NULL, src, 0, src, 0, 0, 4);
@@ -656,7 +657,70 @@ START_TEST(test_simt_host) {
   spins = UINT32_MAX - 1;
   simt_spin_pause(&spins);
   simt_spin_pause(&spins);
-  ck_assert_uint_eq(spins, UINT32_MAX); /* saturates */
+  ck_assert_uint_eq(spins, BRAID_SPIN_WRAP); /* past every threshold, low byte 0: checks go on */
+  ck_assert_int_eq(simt_bar_or(0), 0);
+  ck_assert_int_eq(simt_bar_or(5), 1);
+  ck_assert_int_eq(simt_warp_any(0), 0);
+  ck_assert_int_eq(simt_warp_any(1), 1);
+  uint64_t w[2] = {1, 2}, r[2] = {0, 0};
+  char buf[48] __attribute__((aligned(16)));
+  simt_st_v16(buf + 16, w);
+  simt_ld_v16(buf + 16, r);
+  ck_assert(r[0] == 1 && r[1] == 2);
+}
+END_TEST
+
+/* The loops of a multi-thread worker (16-byte packs with element head and tail), as the GPU
+ * runs them: thread t of nt calls the same function; the union of their parts must equal the
+ * single-thread result, whatever the pointers' offsets within 16 bytes (equal offsets take
+ * packs, different ones the element loop), in place too, nothing past n written. */
+START_TEST(test_reduce_packs) {
+  static const size_t nts[] = {2, 32, 64}, ns[] = {0, 1, 5, 33, 1000};
+#define A16 __attribute__((aligned(16)))
+  static float a[1100] A16, b[1100] A16, want[1100] A16, d[1100] A16;
+  static uint16_t ha[1100] A16, hb[1100] A16, hwant[1100] A16, hd[1100] A16;
+  static uint8_t qa[1100] A16, qb[1100] A16, qd[1100] A16, qwant[1100] A16;
+  const uint16_t s16 = braid_fp_f32_to_f16(0.75f);
+  struct braid_redop sum = {.kind = BRAID_RED_SUM, .dtype = 7},
+                     pms = {.kind = BRAID_RED_PREMULSUM, .dtype = 6, .scalar = s16};
+  struct braid_redop mx = {.kind = BRAID_RED_MAX, .dtype = 10};
+  rng_state = 7;
+  for (int i = 0; i < 1100; i++) {
+    a[i] = (float)(int)(rng() % 2001) / 7.0f, b[i] = (float)(int)(rng() % 3001) / 3.0f;
+    ha[i] = (uint16_t)(rng() & 0x7bff), hb[i] = (uint16_t)(rng() & 0x7bff), qa[i] = (uint8_t)(rng() & 0x77),
+    qb[i] = (uint8_t)(rng() & 0x77);
+  }
+  for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+    for (int off = 0; off < 3; off++) { /* off 0: all aligned; 1: all at +4 bytes; 2: output at +4 only */
+      const size_t n = ns[k], oi = off == 1 ? 1 : 0, oo = off >= 1 ? 1 : 0;
+      braid_reduce_copy(&sum, want, NULL, a + oi, 0, b + oi, 0, 0, n);
+      braid_reduce_copy(&pms, hwant, NULL, ha + 2 * oi, 1, hb + 2 * oi, 0, 0, n);
+      braid_reduce_copy(&mx, qwant, NULL, qa + 4 * oi, 0, qb + 4 * oi, 0, 0, n);
+      for (size_t j = 0; j < sizeof(nts) / sizeof(nts[0]); j++) {
+        const size_t nt = nts[j];
+        for (int i = 0; i < 1100; i++) d[i] = -1.0f, hd[i] = 0x7777, qd[i] = 0x55;
+        for (size_t t = 0; t < nt; t++) {
+          braid_reduce_copy_part_f32(&sum, d + oo, NULL, a + oi, 0, b + oi, 0, 0, n, t, nt);
+          braid_reduce_copy_part_f16(&pms, hd + 2 * oo, NULL, ha + 2 * oi, 1, hb + 2 * oi, 0, 0, n, t, nt);
+          braid_reduce_copy_part_f8e4m3(&mx, qd + 4 * oo, NULL, qa + 4 * oi, 0, qb + 4 * oi, 0, 0, n, t, nt);
+        }
+        for (size_t i = 0; i < n + 8; i++) {
+          float w = i < n ? want[i] : -1.0f;
+          EXPECT(memcmp(&d[i + oo], &w, 4) == 0, "nt=%zu n=%zu off %d: d[%zu]=%g want %g", nt, n, off, i, d[i + oo], w);
+          EXPECT(hd[i + 2 * oo] == (i < n ? hwant[i] : 0x7777), "nt=%zu n=%zu off %d: half d[%zu]=0x%x want 0x%x", nt,
+                 n, off, i, hd[i + 2 * oo], hwant[i]);
+          EXPECT(qd[i + 4 * oo] == (i < n ? qwant[i] : 0x55), "nt=%zu n=%zu off %d: fp8 d[%zu]=0x%x want 0x%x", nt, n,
+                 off, i, qd[i + 4 * oo], qwant[i]);
+        }
+        /* in place: d = d + b */
+        for (size_t i = 0; i < n && i < 1000; i++) d[i + oi] = a[i + oi];
+        for (size_t t = 0; t < nt; t++)
+          braid_reduce_copy_part_f32(&sum, d + oi, NULL, d + oi, 0, b + oi, 0, 0, n, t, nt);
+        for (size_t i = 0; i < n; i++)
+          EXPECT(memcmp(&d[i + oi], &want[i], 4) == 0, "in place nt=%zu n=%zu: d[%zu]=%g want %g", nt, n, i, d[i + oi],
+                 want[i]);
+      }
+    }
 }
 END_TEST
 
@@ -677,6 +741,7 @@ Suite* reduce_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_reduce_pack64);
   tcase_add_test(tc, test_reduce_threads);
+  tcase_add_test(tc, test_reduce_packs);
   tcase_add_test(tc, test_reduce_bad_op_and_scalars);
   tcase_add_test(tc, test_simt_host);
   suite_add_tcase(s, tc);

@@ -1,0 +1,136 @@
+/*
+ * sym.h - symmetric memory and what NCCL 2.30 builds on it: braid-allocated shareable memory
+ * (ncclMemAlloc), windows (ncclCommWindowRegister), one-sided put/signal/wait, and the
+ * communicator-wide operations that manage memory (suspend/resume, memory statistics) or
+ * make a new communicator from one (grow). See README.md in this folder.
+ *
+ * Who reaches whom: a peer is "local" when its window memory is load/store reachable from
+ * this rank - the same process (a plain pointer), or the same host and /dev/shm (a mapping of
+ * its segment; on a device, of its IPC handle). Everything else is "remote" and goes through
+ * remote.c. Every rank decides from the same allgathered facts, so both ends of a pair agree.
+ */
+#ifndef BRAID_SYM_H
+#define BRAID_SYM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/comm.h"
+#include "device/device.h"
+
+#define BRAID_SYM_NSIGNALS 8 /* signal indices per context (NCCL 2.30 itself accepts only 0) */
+#define BRAID_SYM_NAME_MAX 64
+#define BRAID_WIN_MAGIC 0x6272616964776e64ULL /* "braidwnd" */
+
+/* ---- shareable memory (mem.c) ------------------------------------------------------------ */
+
+/* How another process reaches an allocation: what it maps. */
+enum braid_share_kind {
+  BRAID_SHARE_NONE = 0,   /* only this process (plain host memory) */
+  BRAID_SHARE_SHM = 1,    /* host mode: an ncclMemAlloc memfd, opened as /proc/<pid>/fd/<fd> */
+  BRAID_SHARE_DEVICE = 2, /* device memory: an IPC handle of the device layer */
+};
+
+struct braid_share {
+  int kind;                      /* enum braid_share_kind */
+  size_t offset;                 /* of the pointer inside the segment / allocation */
+  size_t seg_bytes;              /* BRAID_SHARE_SHM: the segment's size */
+  char name[BRAID_SYM_NAME_MAX]; /* BRAID_SHARE_SHM: the path that opens it */
+  struct braid_ipc_handle ipc;   /* BRAID_SHARE_DEVICE */
+};
+
+/* How `ptr` (size bytes) can be shared: the ncclMemAlloc segment that holds it, the device
+ * layer's IPC handle, or BRAID_SHARE_NONE. */
+ncclResult_t braid_mem_share(const void* ptr, size_t size, int on_device, struct braid_share* out);
+/* Map a peer's share; *ptr_p is the peer's pointer as seen here. Undone by braid_mem_unmap. */
+ncclResult_t braid_mem_map(const struct braid_share* s, size_t size, void** ptr_p, void** unmap_cookie_p);
+void braid_mem_unmap(const struct braid_share* s, void* cookie, size_t size);
+/* Bytes of ncclMemAlloc memory live in this process. */
+uint64_t braid_mem_live_bytes(void);
+
+/* ---- windows (window.c) ------------------------------------------------------------------ */
+
+/* What each rank tells the others about its buffer at registration (allgathered). */
+struct braid_win_info {
+  uint64_t pid_hash, host_hash, shm_dev;
+  void* ptr; /* in its own address space (same process: usable as is) */
+  size_t size;
+  int flags;
+  int on_device;
+  struct braid_share share;
+};
+
+/* The window handle (ncclWindow_t). Every rank holds its own for the same registration;
+ * registrations are collective and ordered, so `id` is the same on every rank. */
+struct ncclWindow_vidmem {
+  uint64_t magic; /* BRAID_WIN_MAGIC while registered */
+  struct braid_comm* comm;
+  struct ncclWindow_vidmem* next; /* the communicator's windows */
+  uint64_t id;
+  void* user_ptr;
+  size_t size;
+  int flags;
+  struct braid_win_info* infos; /* [nranks] */
+  void** peer_ptr;              /* [nranks] local peers: their buffer as seen here (self: user_ptr); remote: NULL */
+  void** unmap;                 /* [nranks] cookies of the mappings this rank made */
+  size_t mapped_bytes;          /* bytes of peer mappings this window holds (memory statistics) */
+  int mapped;                   /* peer mappings present (0 while suspended) */
+};
+
+/* The window of comm whose handle is `win`, or NULL (with a WARN naming fn). */
+struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t win, const char* fn);
+/* The window with registration number id (remote puts name windows by id). */
+struct ncclWindow_vidmem* braid_win_by_id(struct braid_comm* comm, uint64_t id);
+/* Drop / re-make every window's peer mappings (suspend / resume). */
+void braid_win_unmap_all(struct braid_comm* comm);
+ncclResult_t braid_win_map_all(struct braid_comm* comm);
+void braid_win_free_all(struct braid_comm* comm);
+
+/* ---- one-sided signals (signal.c, remote.c) ----------------------------------------------- */
+
+/* Per communicator: the signal inbox every origin writes into, and the bookkeeping of waits. */
+struct braid_sym {
+  int suspended;   /* ncclCommSuspend(NCCL_SUSPEND_MEM) .. ncclCommResume */
+  int nctx;        /* config.numRmaCtx */
+  uint64_t* inbox; /* [nranks][nctx][NSIGNALS]: signals received from each origin */
+  size_t inbox_bytes;
+  int inbox_shm;                          /* a named segment (some local peer is another process) */
+  char inbox_name[BRAID_SYM_NAME_MAX];    /* unlinked once every local peer mapped it */
+  char (*peer_names)[BRAID_SYM_NAME_MAX]; /* [nranks] local inbox names, from sym_init to sym_ready */
+  uint64_t** peer_inbox;                  /* [nranks] local peers' inboxes (self: inbox); remote: NULL */
+  int* peer_local;                        /* [nranks] 1: load/store reachable (same decision on both ends) */
+  uint64_t* waited;                       /* [nranks][nctx][NSIGNALS]: signals consumed by ncclWaitSignal */
+  struct ncclWindow_vidmem* windows;
+  uint64_t next_win_id;
+  pthread_mutex_t lock; /* windows list, remote sends */
+  /* ncclCommGrow */
+  int grow_pending; /* ncclCommGetUniqueId made an id no grow has used yet */
+  ncclUniqueId grow_id;
+};
+
+/* Init hooks (init.c): sym_init after the connections (collective: inbox names are
+ * allgathered and mapped), sym_ready after init's final barrier (every peer mapped: names go).
+ * The inbox is a named segment, not a memfd like ncclMemAlloc's, so that init works between
+ * processes of one node in different pid namespaces (as the shm transport does). */
+ncclResult_t braid_sym_init(struct braid_comm* comm);
+void braid_sym_ready(struct braid_comm* comm);
+/* Teardown (braid_comm_free): windows, mappings, inbox. Safe on a half-built communicator. */
+void braid_sym_free(struct braid_comm* comm);
+/* ncclInvalidUsage with a WARN naming fn when comm is suspended (braid_comm_check calls it). */
+ncclResult_t braid_sym_check_active(const struct braid_comm* comm, const char* fn);
+
+uint64_t* braid_sym_slot(uint64_t* table, const struct braid_comm* comm, int origin, int ctx, int sig);
+
+/* Remote path (remote.c): puts and signals to ranks that are not load/store reachable, over
+ * the bootstrap's TCP connections. The target applies them, in order, when it waits. */
+ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
+                              size_t bytes, int src_on_device, int ctx, int sig);
+ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
+/* Apply the next message from `peer` (blocking): a put lands in its window, a signal bumps
+ * the inbox. */
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer);
+
+/* Memory statistics (suspend.c). */
+void braid_sym_mem_bytes(const struct braid_comm* comm, uint64_t* suspendable_p, uint64_t* persistent_p);
+
+#endif /* BRAID_SYM_H */

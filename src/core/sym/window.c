@@ -1,0 +1,259 @@
+/*
+ * window.c - ncclCommWindowRegister / ncclCommWindowDeregister / ncclWinGetUserPtr.
+ *
+ * Registration is collective: every rank allgathers what its buffer is (address, size, how
+ * another process maps it), then maps the buffers of its local peers (sym.h): the same
+ * process uses the peer's pointer, another process of the node maps the peer's ncclMemAlloc
+ * segment (host mode) or imports its IPC handle (device mode, the fake GPU included). Remote
+ * peers are reached through remote.c and need nothing mapped. A second allgather agrees on
+ * success, so a rank that cannot map a peer fails the registration everywhere, with the same
+ * result. What issue 19's device API needs is here: peer_ptr[] holds, per rank, the pointer
+ * to its window that this rank can load from and store to (LSA peers).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/api.h"
+#include "base/check.h"
+#include "bootstrap/bootstrap.h"
+#include "core/sym/sym.h"
+
+#define WIN_FLAGS_KNOWN (NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)
+
+struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t win, const char* fn) {
+  struct braid_sym* s = comm->sym;
+  struct ncclWindow_vidmem* w = NULL;
+  if (win == NULL) {
+    BRAID_WARN("%s: window argument is NULL", fn);
+    return NULL;
+  }
+  if (s == NULL) return NULL;
+  pthread_mutex_lock(&s->lock);
+  for (w = s->windows; w != NULL && w != win; w = w->next) {
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (w == NULL || w->magic != BRAID_WIN_MAGIC)
+    BRAID_WARN("%s: window %p is not a registered window of comm %p (rank %d)", fn, (void*)win, (void*)comm,
+               comm->rank);
+  return w != NULL && w->magic == BRAID_WIN_MAGIC ? w : NULL;
+}
+
+struct ncclWindow_vidmem* braid_win_by_id(struct braid_comm* comm, uint64_t id) {
+  struct ncclWindow_vidmem* w;
+  pthread_mutex_lock(&comm->sym->lock);
+  for (w = comm->sym->windows; w != NULL && w->id != id; w = w->next) {
+  }
+  pthread_mutex_unlock(&comm->sym->lock);
+  return w;
+}
+
+static void win_unmap(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  for (int r = 0; r < comm->nranks; r++) {
+    if (w->unmap[r] != NULL) braid_mem_unmap(&w->infos[r].share, w->unmap[r], w->infos[r].size);
+    w->unmap[r] = NULL;
+    if (r != comm->rank) w->peer_ptr[r] = NULL;
+  }
+  w->mapped_bytes = 0;
+  w->mapped = 0;
+}
+
+/* Peer mappings: same process -> its pointer; local other process -> map its share. */
+static ncclResult_t win_map(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  const struct braid_win_info* me = &w->infos[comm->rank];
+  w->peer_ptr[comm->rank] = w->user_ptr;
+  for (int r = 0; r < comm->nranks; r++) {
+    const struct braid_win_info* p = &w->infos[r];
+    if (r == comm->rank || !comm->sym->peer_local[r]) continue;
+    if (p->pid_hash == me->pid_hash) {
+      w->peer_ptr[r] = p->ptr;
+      continue;
+    }
+    ncclResult_t res = braid_mem_map(&p->share, p->size, &w->peer_ptr[r], &w->unmap[r]);
+    if (res != ncclSuccess) {
+      win_unmap(comm, w);
+      return res;
+    }
+    w->mapped_bytes += p->share.kind == BRAID_SHARE_SHM ? p->share.seg_bytes : p->size;
+  }
+  w->mapped = 1;
+  return ncclSuccess;
+}
+
+/* Every rank checks the same facts, so all refuse together. */
+static ncclResult_t win_check_infos(struct braid_comm* comm, const struct braid_win_info* infos, int flags) {
+  for (int r = 0; r < comm->nranks; r++) {
+    const struct braid_win_info* p = &infos[r];
+    if (p->size == 0) return ncclInvalidArgument; /* that rank warned already; its allgather slot says so */
+    if (p->flags != flags) {
+      BRAID_WARN("ncclCommWindowRegister: rank %d registers with winFlags 0x%x, rank %d with 0x%x (must agree)",
+                 comm->rank, flags, r, p->flags);
+      return ncclInvalidUsage;
+    }
+    if ((flags & NCCL_WIN_COLL_SYMMETRIC) && p->size != infos[comm->rank].size) {
+      BRAID_WARN(
+          "ncclCommWindowRegister: NCCL_WIN_COLL_SYMMETRIC windows have one size: rank %d registers %zu bytes, "
+          "rank %d %zu",
+          comm->rank, infos[comm->rank].size, r, p->size);
+      return ncclInvalidArgument;
+    }
+    for (int q = 0; q < comm->nranks; q++) {
+      /* q must reach r's buffer by load/store: r's memory must be shareable with q's process. */
+      if (q == r || !comm->sym->peer_local[q] || !comm->sym->peer_local[r]) continue;
+      if (infos[q].pid_hash == p->pid_hash || p->share.kind != BRAID_SHARE_NONE) continue;
+      BRAID_WARN(
+          "ncclCommWindowRegister: rank %d's buffer %p cannot be mapped by rank %d (another process of its node): "
+          "allocate window memory with ncclMemAlloc",
+          r, p->ptr, q);
+      return ncclInvalidArgument;
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t win_args(struct braid_comm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
+  const char* fn = "ncclCommWindowRegister";
+  if (win == NULL) {
+    BRAID_WARN("%s: win argument is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  if (buff == NULL || size == 0) {
+    BRAID_WARN("%s: invalid buffer %p of size %zu", fn, buff, size);
+    return ncclInvalidArgument;
+  }
+  if (flags & ~WIN_FLAGS_KNOWN) {
+    BRAID_WARN("%s: invalid winFlags 0x%x (known: NCCL_WIN_COLL_SYMMETRIC 0x1, NCCL_WIN_STRICT_ORDERING 0x2)", fn,
+               flags);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t my_info(struct braid_comm* comm, void* buff, size_t size, int flags, struct braid_win_info* me) {
+  memset(me, 0, sizeof(*me));
+  me->pid_hash = comm->peers[comm->rank].pid_hash;
+  me->host_hash = comm->peers[comm->rank].host_hash;
+  me->shm_dev = comm->peers[comm->rank].shm_dev;
+  me->ptr = buff;
+  me->size = size;
+  me->flags = flags;
+  if (comm->device != NULL) {
+    int kind = BRAID_MEM_HOST, dev = -1;
+    if (comm->device->pointer_kind(buff, &kind, &dev) == ncclSuccess)
+      me->on_device = kind == BRAID_MEM_DEVICE || kind == BRAID_MEM_MANAGED;
+  }
+  return braid_mem_share(buff, size, me->on_device, &me->share);
+}
+
+BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, size_t size, ncclWindow_t* win,
+                                              int winFlags) {
+  const char* fn = "ncclCommWindowRegister";
+  ncclResult_t res = ncclSuccess, mine;
+  BRAID_CHECK(braid_comm_check(handle, fn));
+  struct braid_comm* comm = braid_comm_of(handle);
+  struct ncclWindow_vidmem* w = NULL;
+  int *oks = NULL, n = comm->nranks;
+  /* Bad arguments on one rank still take part in the allgathers (size 0 tells the others). */
+  mine = win_args(comm, buff, size, win, winFlags);
+  BRAID_CALLOC_GOTO(w, 1, res, out);
+  BRAID_CALLOC_GOTO(w->infos, n, res, out);
+  BRAID_CALLOC_GOTO(w->peer_ptr, n, res, out);
+  BRAID_CALLOC_GOTO(w->unmap, n, res, out);
+  BRAID_CALLOC_GOTO(oks, n, res, out);
+  if (mine == ncclSuccess) mine = my_info(comm, buff, size, winFlags, &w->infos[comm->rank]);
+  if (mine != ncclSuccess) w->infos[comm->rank].size = 0;
+  BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, w->infos, sizeof(*w->infos)), res, out);
+  if (mine == ncclSuccess) mine = win_check_infos(comm, w->infos, winFlags);
+  w->comm = comm;
+  w->user_ptr = buff;
+  w->size = size;
+  w->flags = winFlags;
+  if (mine == ncclSuccess) mine = win_map(comm, w);
+  oks[comm->rank] = mine;
+  BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, oks, sizeof(*oks)), res, out);
+  for (int r = 0; r < n && res == ncclSuccess; r++) res = oks[r] != ncclSuccess ? (ncclResult_t)oks[r] : res;
+  if (res != ncclSuccess) {
+    if (mine == ncclSuccess)
+      BRAID_WARN("%s: rank %d: the registration failed on another rank (%s)", fn, comm->rank, ncclGetErrorString(res));
+    win_unmap(comm, w);
+    goto out;
+  }
+  pthread_mutex_lock(&comm->sym->lock);
+  w->id = comm->sym->next_win_id++;
+  w->magic = BRAID_WIN_MAGIC;
+  w->next = comm->sym->windows;
+  comm->sym->windows = w;
+  pthread_mutex_unlock(&comm->sym->lock);
+  BRAID_INFO(BRAID_LOG_REG, "rank %d registered window %p (%p, %zu bytes, flags 0x%x)", comm->rank, (void*)w, buff,
+             size, winFlags);
+  *win = w;
+  w = NULL;
+out:
+  free(oks);
+  if (w != NULL) {
+    free(w->infos);
+    free(w->peer_ptr);
+    free(w->unmap);
+    free(w);
+  }
+  return res != ncclSuccess ? res : mine;
+}
+BRAID_PROFILE_ALIAS(ncclCommWindowRegister)
+
+static void win_destroy(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  win_unmap(comm, w);
+  w->magic = 0;
+  free(w->infos);
+  free(w->peer_ptr);
+  free(w->unmap);
+  free(w);
+}
+
+BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t win) {
+  const char* fn = "ncclCommWindowDeregister";
+  BRAID_CHECK(braid_comm_check(handle, fn));
+  struct braid_comm* comm = braid_comm_of(handle);
+  if (braid_win_lookup(comm, win, fn) == NULL) return ncclInvalidArgument;
+  pthread_mutex_lock(&comm->sym->lock);
+  for (struct ncclWindow_vidmem** p = &comm->sym->windows; *p != NULL; p = &(*p)->next) {
+    if (*p == win) {
+      *p = win->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&comm->sym->lock);
+  win_destroy(comm, win);
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclCommWindowDeregister)
+
+BRAID_API ncclResult_t ncclWinGetUserPtr(ncclComm_t handle, ncclWindow_t win, void** outUserPtr) {
+  const char* fn = "ncclWinGetUserPtr";
+  BRAID_CHECK(braid_comm_check(handle, fn));
+  if (outUserPtr == NULL) {
+    BRAID_WARN("%s: outUserPtr argument is NULL", fn);
+    return ncclInvalidArgument;
+  }
+  struct ncclWindow_vidmem* w = braid_win_lookup(braid_comm_of(handle), win, fn);
+  if (w == NULL) return ncclInvalidArgument;
+  *outUserPtr = w->user_ptr;
+  return ncclSuccess;
+}
+BRAID_PROFILE_ALIAS(ncclWinGetUserPtr)
+
+void braid_win_unmap_all(struct braid_comm* comm) {
+  for (struct ncclWindow_vidmem* w = comm->sym->windows; w != NULL; w = w->next) win_unmap(comm, w);
+}
+
+ncclResult_t braid_win_map_all(struct braid_comm* comm) {
+  for (struct ncclWindow_vidmem* w = comm->sym->windows; w != NULL; w = w->next)
+    if (!w->mapped) BRAID_CHECK(win_map(comm, w));
+  return ncclSuccess;
+}
+
+void braid_win_free_all(struct braid_comm* comm) {
+  while (comm->sym->windows != NULL) {
+    struct ncclWindow_vidmem* w = comm->sym->windows;
+    comm->sym->windows = w->next;
+    win_destroy(comm, w);
+  }
+}
