@@ -58,12 +58,14 @@ void braid_comm_registry_remove(struct braid_comm* comm) {
       break;
     }
   }
-  if (registry_len == 0) {
+  int last = registry_len == 0;
+  if (last) {
     free(registry);
     registry = NULL;
     registry_cap = 0;
   }
   pthread_mutex_unlock(&registry_mutex);
+  if (last) braid_flight_signal_stop();
 }
 
 void braid_comm_registry_foreach(void (*fn)(struct braid_comm* comm, void* arg), void* arg) {
@@ -101,7 +103,9 @@ int braid_comm_registry_take(struct braid_comm* comm) {
       }
     }
   }
+  int last = mine && registry_len == 0;
   pthread_mutex_unlock(&registry_mutex);
+  if (last) braid_flight_signal_stop();
   return mine;
 }
 

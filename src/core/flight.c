@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,12 +173,18 @@ void braid_flight_free(struct braid_comm* comm) {
 
 /* ---- SIGUSR1 ------------------------------------------------------------------------------- */
 
-static int sig_pipe[2] = {-1, -1};
+/* While a communicator lives: the handler writes a byte into the pipe, the thread reads it
+ * and dumps. With the last communicator the thread ends and SIGUSR1 gets its default action
+ * back (nothing of the recorder outlives the communicators: no thread, no descriptor). */
+static int sig_write_fd = -1;
+static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sig_pid; /* the process whose thread reads the pipe (a fork's child starts its own) */
 
 static void on_sigusr1(int sig) {
   int saved = errno;
   char c = 1;
-  (void)!write(sig_pipe[1], &c, 1);
+  int fd = __atomic_load_n(&sig_write_fd, __ATOMIC_ACQUIRE);
+  if (fd >= 0) (void)!write(fd, &c, 1);
   errno = saved;
 }
 
@@ -186,11 +193,12 @@ static void dump_one(struct braid_comm* comm, void* arg) {
 }
 
 static void* sig_thread(void* arg) {
+  int rfd = (int)(intptr_t)arg;
   char c, path[512], tmp[520];
   for (;;) {
-    ssize_t r = read(sig_pipe[0], &c, 1);
+    ssize_t r = read(rfd, &c, 1);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return NULL;
+    if (r <= 0) break; /* the write end closed: no communicator left */
     const char* dir = getenv("TMPDIR");
     snprintf(path, sizeof(path), "%s/braid-flight-%d.txt", dir != NULL && dir[0] ? dir : "/tmp", (int)getpid());
     snprintf(tmp, sizeof(tmp), "%s.part", path);
@@ -201,10 +209,9 @@ static void* sig_thread(void* arg) {
       (void)!rename(tmp, path); /* whole or absent: braid-info --dump waits for it */
     }
   }
+  close(rfd);
+  return NULL;
 }
-
-static pthread_mutex_t sig_lock = PTHREAD_MUTEX_INITIALIZER;
-static int sig_pid; /* the process whose thread reads sig_pipe (a fork's child makes its own) */
 
 static void signal_setup_locked(void) {
   struct sigaction old, sa;
@@ -215,17 +222,16 @@ static void signal_setup_locked(void) {
   if (old.sa_handler != SIG_DFL && old.sa_handler != on_sigusr1) return; /* the application's */
   if (pipe2(fds, O_CLOEXEC) != 0) return;
   fcntl(fds[1], F_SETFL, O_NONBLOCK);
-  if (sig_pipe[0] >= 0) { /* inherited from the parent: its thread is not ours */
-    close(sig_pipe[0]);
-    close(sig_pipe[1]);
-  }
-  sig_pipe[0] = fds[0];
-  __atomic_store_n(&sig_pipe[1], fds[1], __ATOMIC_RELEASE);
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int err = pthread_create(&t, &attr, sig_thread, NULL);
+  int err = pthread_create(&t, &attr, sig_thread, (void*)(intptr_t)fds[0]);
   pthread_attr_destroy(&attr);
-  if (err != 0) return;
+  if (err != 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  __atomic_store_n(&sig_write_fd, fds[1], __ATOMIC_RELEASE); /* (a fork's child drops the parent's) */
   sig_pid = (int)getpid();
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_sigusr1;
@@ -240,5 +246,20 @@ void braid_flight_signal_setup(void) {
   if (braid_param_int(BRAID_PARAM_FLIGHT_CALLS) <= 0) return;
   pthread_mutex_lock(&sig_lock);
   if (sig_pid != (int)getpid()) signal_setup_locked();
+  pthread_mutex_unlock(&sig_lock);
+}
+
+void braid_flight_signal_stop(void) {
+  pthread_mutex_lock(&sig_lock);
+  if (sig_pid == (int)getpid()) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    int fd = __atomic_exchange_n(&sig_write_fd, -1, __ATOMIC_ACQ_REL);
+    if (fd >= 0) close(fd); /* the thread reads EOF and ends */
+    sig_pid = 0;
+  }
   pthread_mutex_unlock(&sig_lock);
 }

@@ -31,8 +31,10 @@ void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchan
 size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, size_t len);
 /* Format and write to stderr in one write, and to `fd` too when fd >= 0. */
 void braid_flight_dump(struct braid_comm* comm, const char* why, int fd);
-/* Install the SIGUSR1 handler once (only where SIGUSR1 has its default action). */
+/* With the first communicator: the SIGUSR1 handler and its thread (only where SIGUSR1 has its
+ * default action); with the last one gone (stop): neither, and SIGUSR1's default back. */
 void braid_flight_signal_setup(void);
+void braid_flight_signal_stop(void);
 void braid_flight_free(struct braid_comm* comm);
 
 #endif /* BRAID_FLIGHT_H */

@@ -76,7 +76,8 @@ static void rank_main(struct shared* sh, ncclUniqueId id, int nranks, int per_no
       pthread_t t;
       pthread_create(&t, NULL, suicide, NULL);
     }
-    for (int i = 0; i < 200 && res == ncclSuccess; i++) res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+    for (int i = 0; i < 200 && res == ncclSuccess; i++)
+      res = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
   }
   const char* e = ncclGetLastError(NULL);
   sh->named[rank] = res == ncclSuccess ? -2 : first_named(e, rank, nranks);
