@@ -162,7 +162,6 @@ typedef struct ncclDevCommRequirements {
     NCCL_GIN_CONNECTION_NONE, false, 0, NCCL_CONFIG_UNDEF_INT, /* type .. trafficClass */ \
     0, true, true,              /* worldGinBarrierCount, strong / VA signals */           \
 }
-/* clang-format on */
 
 struct ncclDevResourceRequirements {
   ncclDevResourceRequirements_t* next;
@@ -275,10 +274,7 @@ NCCL_HOST_DEVICE_INLINE size_t ncclGetResourceBufferOffset(ncclDevResourceHandle
 }
 
 #if NCCL_CHECK_CUDACC
-#include "braid_device/coop.h"
-#include "braid_device/gin.h"
-#include "braid_device/lsa_barrier.h"
-#include "braid_device/ptr.h"
+#include "braid_device/gin.h" /* and what it builds on: lsa_barrier.h, ptr.h, coop.h */
 #endif
 
 #endif /* NCCL_DEVICE_H_ */

@@ -13,6 +13,8 @@
 #ifndef BRAID_DEVICE_GIN_H_
 #define BRAID_DEVICE_GIN_H_
 
+#include "lsa_barrier.h"
+
 enum ncclGinFenceLevel : uint32_t {
   None = 0,
   Put = 1u << 0,

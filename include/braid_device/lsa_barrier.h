@@ -13,6 +13,8 @@
 #ifndef BRAID_DEVICE_LSA_BARRIER_H_
 #define BRAID_DEVICE_LSA_BARRIER_H_
 
+#include "ptr.h"
+
 template <typename Coop>
 struct ncclLsaBarrierSession {
   Coop coop_;

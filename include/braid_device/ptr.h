@@ -6,6 +6,8 @@
 #ifndef BRAID_DEVICE_PTR_H_
 #define BRAID_DEVICE_PTR_H_
 
+#include "coop.h"
+
 NCCL_DEVICE_INLINE const ncclWindow_vidmem_view_t* braid_win_view(ncclWindow_t w) {
   return (const ncclWindow_vidmem_view_t*)w;
 }

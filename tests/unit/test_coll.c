@@ -24,6 +24,9 @@
  *           NCCL_LL128_BUFFSIZE) x protocol, float and bfloat16, 262147 elements, 3 ranks.
  *   algo    AllReduce with NCCL_ALGO=Ring / Tree x protocol (every datatype and op, 3 ranks);
  *           Tree at 1..8 ranks (threads), 3, 5, 8 processes, 6 as pairs.
+ *   nvls    AllReduce with NCCL_ALGO=NVLS (host one-shot / two-shot over the shared scratch):
+ *           both variants x threads (3) / processes (4) / pairs (4), every datatype and op; then
+ *           2..8 ranks as threads, 2, 3, 5, 8 processes, 6 as pairs, counts up to 65537.
  *   group   several collectives of different types, counts and roots in one group (threads,
  *           processes); one thread driving an ncclCommInitAll clique through groups.
  */
@@ -480,6 +483,43 @@ START_TEST(test_algo) {
 }
 END_TEST
 
+/* ---- NVLS-style one-shot / two-shot all-reduce (host mode, one node: kernels/lsa.h) ---- */
+
+static const char* const nvls_variant_env[2] = {"BRAID_LSA_VARIANT=ONESHOT", "BRAID_LSA_VARIANT=TWOSHOT"};
+static const struct ranks_mode nvls_modes[3] = {{3, HARNESS_THREADS}, {4, HARNESS_PROCS}, {4, HARNESS_PAIRS}};
+static const struct ranks_mode nvls_ranks[] = {{2, HARNESS_THREADS}, {3, HARNESS_THREADS}, {4, HARNESS_THREADS},
+                                               {5, HARNESS_THREADS}, {6, HARNESS_THREADS}, {7, HARNESS_THREADS},
+                                               {8, HARNESS_THREADS}, {2, HARNESS_PROCS},   {3, HARNESS_PROCS},
+                                               {5, HARNESS_PROCS},   {8, HARNESS_PROCS},   {6, HARNESS_PAIRS}};
+#define NNVLS_RANKS (int)(sizeof(nvls_ranks) / sizeof(nvls_ranks[0]))
+
+/* [0, 2 x 3): one-shot and two-shot x threads / processes / pairs, every datatype and op,
+ * in and out of place; then both variants at each entry of nvls_ranks (alternating). */
+START_TEST(test_nvls) {
+  struct coll_case c = {nvls_modes[_i % 3].nranks,
+                        nvls_modes[_i % 3].mode,
+                        "NCCL_ALGO=NVLS",
+                        nvls_variant_env[(_i / 3) % 2],
+                        BIT(C_ALLREDUCE),
+                        REF_ALL_DTYPES,
+                        REF_ALL_OPS,
+                        matrix_counts,
+                        PLACE_BOTH,
+                        0,
+                        700u + (uint32_t)_i};
+  if (_i >= 6) {
+    const struct ranks_mode* rm = &nvls_ranks[_i - 6];
+    c.env2 = nvls_variant_env[_i % 2];
+    c.nranks = rm->nranks;
+    c.mode = rm->mode;
+    c.dtypes = BIT(ncclFloat32) | BIT(ncclInt32) | BIT(ncclFloat16) | BIT(ncclBfloat16);
+    c.ops = BIT(REF_SUM) | BIT(REF_MAX) | BIT(REF_AVG) | BIT(REF_PMS_DEV);
+    c.counts = algo_counts;
+  }
+  run_case(&c);
+}
+END_TEST
+
 /* ---- groups ---- */
 
 /* The calls of one group: different collectives, datatypes, ops, roots and sizes (so
@@ -668,6 +708,7 @@ Suite* coll_suite(void) {
       {"large", test_large, C_NUM, 2 * C_NUM},
       {"env", test_env, 3 * NENV, 3 * NENV},
       {"algo", test_algo, 6 + NALGO_RANKS, 6 + NALGO_RANKS},
+      {"nvls", test_nvls, 6 + NNVLS_RANKS, 6 + NNVLS_RANKS},
       {"group", test_group, 3, 3},
   };
   for (size_t i = 0; i < sizeof(tcs) / sizeof(tcs[0]); i++) {

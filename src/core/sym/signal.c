@@ -148,6 +148,7 @@ void braid_sym_free(struct braid_comm* comm) {
   struct braid_sym* s = comm->sym;
   if (s == NULL) return;
   braid_devcomm_free_all(comm);
+  braid_lsa_free(comm);
   braid_win_free_all(comm);
   for (int r = 0; s->peer_names != NULL && r < comm->nranks; r++) /* init never got to sym_ready */
     if (s->peer_names[r][0] != '\0') shm_unlink(s->peer_names[r]);

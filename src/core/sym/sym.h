@@ -80,6 +80,8 @@ struct ncclWindow_vidmem {
   int pinned;                   /* this struct (and view.lsaPtrs after it) is device-layer pinned memory */
 };
 
+/* ncclCommWindowRegister without the communicator check (collective; init uses it too). */
+ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 /* The window of comm whose handle is `win`, or NULL (with a WARN naming fn). */
 struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t win, const char* fn);
 /* The window with registration number id (remote puts name windows by id). */
@@ -107,6 +109,7 @@ struct braid_sym {
   uint64_t next_win_id;
   int lsa0, lsa_size;             /* the LSA team: world ranks lsa0 .. lsa0 + lsa_size - 1 (devcomm.c) */
   struct braid_devcomm* devcomms; /* ncclDevCommCreate's resources (devcomm.c) */
+  struct braid_lsa* lsa;          /* the NVLS-style all-reduce scratch, or NULL (lsa.c) */
   pthread_mutex_t lock;           /* windows list, remote sends */
   /* ncclCommGrow */
   int grow_pending; /* ncclCommGetUniqueId made an id no grow has used yet */
@@ -143,6 +146,18 @@ ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer);
 void braid_sym_lsa_team(struct braid_comm* comm);
 /* Destroy what ncclDevCommCreate made and ncclDevCommDestroy did not (communicator teardown). */
 void braid_devcomm_free_all(struct braid_comm* comm);
+
+/* ---- the NVLS-style all-reduce's scratch (lsa.c) ----------------------------------------- */
+
+/* Host mode, when every rank is in one LSA team (one node) and NCCL_NVLS_ENABLE allows: a
+ * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES) per rank, and the tuner told it
+ * may pick one-shot / two-shot all-reduces up to that size. Collective (init). */
+ncclResult_t braid_lsa_init(struct braid_comm* comm);
+void braid_lsa_free(struct braid_comm* comm);
+struct braid_lsa_view;
+/* The view a work item of this call uses (peer mappings as they are now), and the call's
+ * number; NULL when the communicator has no scratch. */
+const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p);
 
 /* Memory statistics (suspend.c). */
 void braid_sym_mem_bytes(const struct braid_comm* comm, uint64_t* suspendable_p, uint64_t* persistent_p);

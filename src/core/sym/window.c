@@ -195,12 +195,9 @@ static ncclResult_t my_info(struct braid_comm* comm, void* buff, size_t size, in
   return braid_mem_share(buff, size, me->on_device, &me->share);
 }
 
-BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, size_t size, ncclWindow_t* win,
-                                              int winFlags) {
+ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   const char* fn = "ncclCommWindowRegister";
   ncclResult_t res = ncclSuccess, mine;
-  BRAID_CHECK(braid_comm_check(handle, fn));
-  struct braid_comm* comm = braid_comm_of(handle);
   struct ncclWindow_vidmem* w = NULL;
   int *oks = NULL, n = comm->nranks;
   /* Bad arguments on one rank still take part in the allgathers (size 0 tells the others). */
@@ -242,6 +239,12 @@ out:
   free(oks);
   if (w != NULL) win_struct_free(comm, w);
   return res != ncclSuccess ? res : mine;
+}
+
+BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, size_t size, ncclWindow_t* win,
+                                              int winFlags) {
+  BRAID_CHECK(braid_comm_check(handle, "ncclCommWindowRegister"));
+  return braid_win_register(braid_comm_of(handle), buff, size, win, winFlags);
 }
 BRAID_PROFILE_ALIAS(ncclCommWindowRegister)
 
