@@ -19,7 +19,8 @@
 #      libnccl.so.2 (`nm`), and `ldd` with LD_LIBRARY_PATH=braid resolves libnccl.so.2 there;
 #   3. every binary of nccl-tests' BIN_FILES_LIST was built.
 # Environment: NVCC_GENCODE (default sm_90 only: a full nccl-tests build is long on 2 cores),
-# OUTDIR (default $BUILD/nccl-tests), JOBS (default 2), STRICT=1.
+# OUTDIR (default $BUILD/nccl-tests), JOBS (default 2), NCCL_TESTS_MAKE_ARGS (more make
+# arguments, e.g. "MPI=1 MPI_HOME=/usr/lib/x86_64-linux-gnu/openmpi"), STRICT=1.
 set -u
 DIR=${1:-}
 BUILD=${2:-build}
@@ -60,6 +61,8 @@ BIN=$OUTDIR/build
 rm -rf "$BIN"
 MAKEARGS=(NCCL_HOME="$HOME_DIR" CUDA_HOME="$CUDA_HOME" CUDA_LIB="$CUDA_LIB_DIR" NVCC="$NVCC" BUILDDIR="$BIN"
   NVCC_GENCODE="$GENCODE")
+# shellcheck disable=SC2206 # words on purpose: "MPI=1 MPI_HOME=..."
+[ -n "${NCCL_TESTS_MAKE_ARGS:-}" ] && MAKEARGS+=(${NCCL_TESTS_MAKE_ARGS})
 make -C "$DIR/src" -j"${JOBS:-2}" "${MAKEARGS[@]}" >"$OUTDIR/make.log" 2>&1 ||
   { tail -40 "$OUTDIR/make.log"; fail "make failed (log: $OUTDIR/make.log)"; }
 
