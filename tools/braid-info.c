@@ -13,6 +13,7 @@
 #include "base/param.h"
 #include "base/version.h"
 #include "nccl.h"
+#include "transport/registry.h"
 
 static void usage(FILE* out) {
   fprintf(out,

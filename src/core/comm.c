@@ -98,7 +98,8 @@ int braid_comm_registry_take(struct braid_comm* comm) {
 
 static pthread_mutex_t raise_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char* fmt, ...) {
+int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...) {
+  int raised = 0;
   pthread_mutex_lock(&raise_mutex);
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0) {
     va_list ap;
@@ -106,11 +107,14 @@ void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char*
     vsnprintf(comm->abort_reason, sizeof(comm->abort_reason), fmt, ap);
     va_end(ap);
     comm->failed_peer = peer;
+    if (res != ncclSuccess) comm->async_error = res;
     __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
+    raised = 1;
     /* printed, not recorded: the call that fails because of it says so (ncclGetLastError) */
     braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
   }
   pthread_mutex_unlock(&raise_mutex);
+  return raised;
 }
 
 int braid_comm_pid_gone(int pid) {
@@ -159,8 +163,13 @@ ncclResult_t braid_comm_check_resumable(ncclComm_t handle, const char* fn) {
   BRAID_CHECK(comm_alive(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (comm->abort_flag) {
-    BRAID_WARN("%s: rank %d: communicator %p was aborted or hit an error (%s)", fn, comm->rank, (void*)comm,
-               ncclGetErrorString(comm->async_error));
+    /* A failure braid raised (a dead peer, BRAID_TIMEOUT) keeps its reason: every later call
+     * repeats it, naming the rank (braid_comm_raise). */
+    if (comm->abort_reason[0])
+      BRAID_WARN("%s: rank %d: communicator %p failed: %s", fn, comm->rank, (void*)comm, comm->abort_reason);
+    else
+      BRAID_WARN("%s: rank %d: communicator %p was aborted or hit an error (%s)", fn, comm->rank, (void*)comm,
+                 ncclGetErrorString(comm->async_error));
     return ncclInvalidUsage;
   }
   switch (comm->state) {

@@ -10,42 +10,16 @@
 
 #include "kernels/work.h"
 #include "nccl.h"
+#include "transport/transport.h" /* peers, connectors, the transports' context */
 
 struct braid_bootstrap;
-struct braid_transport;
 struct braid_channel_graph;
+struct braid_topo_system;
+struct braid_watchdog;
 struct braid_tuner;
 struct braid_device_ops;
 struct braid_launch_state;
 struct braid_sym;
-
-#define BRAID_HOSTNAME_MAX 64
-#define BRAID_CPU_WORDS 16 /* CPUs 0..1023 */
-
-/* What each rank tells the others at init (allgathered). */
-struct braid_peer_info {
-  int rank;
-  int pid;
-  uint64_t host_hash;             /* hostname + boot id, or NCCL_HOSTID: equal -> same node */
-  uint64_t pid_hash;              /* pid + pid namespace + host: equal -> same process */
-  uint64_t shm_dev;               /* st_dev of /dev/shm: equal -> shared memory can connect */
-  uint64_t kernel_hash;           /* the running kernel (boot id, else hostname), whatever NCCL_HOSTID
-                                     says: equal -> the same machine's cores */
-  uint64_t cpus[BRAID_CPU_WORDS]; /* the CPUs this process may run on (sched_getaffinity) */
-  int cuda_dev;                   /* -1 in host mode */
-  int64_t bus_id;                 /* -1 in host mode */
-  int host_mode;
-  int version; /* NCCL_VERSION_CODE */
-  char hostname[BRAID_HOSTNAME_MAX];
-};
-
-/* One end of a connection on the host side: the data path's view plus the transport's state. */
-struct braid_connector {
-  struct braid_conn conn;
-  const struct braid_transport* transport;
-  void* res; /* owned by the transport */
-  int connected;
-};
 
 /* A channel on the host side. */
 struct braid_channel {
@@ -107,8 +81,8 @@ struct braid_comm {
   volatile int state;           /* enum braid_comm_state */
   volatile ncclResult_t async_error;
   int claimed;            /* someone (abort, or a failed init) frees it: under the registry lock */
-  char abort_reason[256]; /* why braid itself raised abort_flag (net proxy, watchdog): the
-                             message the failed call repeats */
+  char abort_reason[256]; /* why braid itself raised abort_flag (braid_comm_raise: a transport,
+                             the watchdog): the message the failed call repeats */
   int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
   pthread_t init_thread;  /* non-blocking init */
   int init_thread_running;
@@ -117,10 +91,13 @@ struct braid_comm {
 
   int nchannels;
   struct braid_channel channels[BRAID_MAX_CHANNELS];
+  struct braid_topo_system* topo;      /* this node's topology (topo.h), kept for the transports */
   struct braid_channel_graph* graph;   /* rings and trees from the topology (graph.h) */
   struct braid_tuner* tuner;           /* algorithm/protocol/channels per call (tuner.h) */
   int trees_connected;                 /* tree connections are made the first time a call uses a tree */
   size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
+  struct braid_transport_ctx tctx;     /* what the transports see of this communicator (connect.c) */
+  struct braid_watchdog* watchdog;     /* dead peers, BRAID_TIMEOUT (core/watchdog.c) */
 
   uint64_t op_count;     /* collectives issued (logs) */
   volatile int inflight; /* group runs using this comm now: abort waits for them */
@@ -170,11 +147,13 @@ ncclResult_t braid_comm_check(ncclComm_t comm, const char* fn);
 /* braid_comm_check, but a suspended communicator passes (ncclCommResume, ncclCommMemStats). */
 ncclResult_t braid_comm_check_resumable(ncclComm_t comm, const char* fn);
 
-/* Fail a communicator from inside braid (a watch that saw a peer die): the first caller's
- * message becomes comm->abort_reason, `peer` comm->failed_peer, and the abort flag carries
- * `status` (enum braid_exec_status), so every wait of the communicator ends. */
-void braid_comm_raise(struct braid_comm* comm, int status, int peer, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Fail a communicator from inside braid (a watch that saw a peer die, the watchdog, a
+ * transport through its context): the first caller's message becomes comm->abort_reason,
+ * `peer` comm->failed_peer, `res` (unless ncclSuccess) comm->async_error, and the abort flag
+ * carries `status` (enum braid_exec_status), so every wait of the communicator ends and every
+ * later call repeats the reason. Later callers change nothing. 1 when this call raised it. */
+int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* A process of this machine that no longer runs (gone, or a zombie). */
 int braid_comm_pid_gone(int pid);
 

@@ -1,8 +1,10 @@
 /*
- * connect.c - building connections between ranks: pick a transport per peer pair, run both
- * sides' setup, swap the blobs over the bootstrap, connect. Ring connections are built at
- * init; point-to-point ones the first time a send or receive needs them, in two phases (post
- * our blobs, then finish with the peers') so one thread can connect several communicators.
+ * connect.c - the core's side of the transport boundary (transport/transport.h): it builds
+ * the context the transports see instead of the communicator, picks a transport per peer
+ * pair (the registry's order), runs both sides' setup, swaps the blobs over the bootstrap,
+ * connects, and starts the communicator's watchdog. Ring connections are built at init;
+ * point-to-point and tree ones the first time a call needs them, in phases (post our blobs,
+ * then finish with the peers') so one thread can connect several communicators.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +12,42 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
-#include "transport/net/net.h"
-#include "transport/transport.h"
+#include "core/watchdog.h"
+#include "transport/registry.h"
 
-/* Transports in order of preference (DESIGN.md section 5: p2p > shm > net). */
-static const struct braid_transport* const transports[] = {
-    &braid_transport_p2p,
-    &braid_transport_shm,
-    &braid_transport_net,
-};
+/* ---- the transports' context --------------------------------------------------------------- */
+
+static void ctx_fail(void* owner, int status, ncclResult_t res, int peer, const char* msg) {
+  braid_comm_raise(owner, status, res, peer, "%s", msg);
+}
+static int ctx_dead_peer(void* owner) {
+  return braid_watchdog_dead_peer(owner);
+}
+static int ctx_blamed_peer(void* owner) {
+  return braid_comm_blamed_peer(owner);
+}
+
+/* What the transports may know of comm; built before its first connection (idempotent). */
+static void ctx_build(struct braid_comm* comm) {
+  struct braid_transport_ctx* t = &comm->tctx;
+  if (t->peers != NULL) return;
+  t->rank = comm->rank;
+  t->nranks = comm->nranks;
+  t->cuda_dev = comm->device != NULL ? comm->cuda_dev : -1;
+  t->device = comm->device;
+  t->rank_to_node = comm->rank_to_node;
+  t->topo = comm->topo;
+  memcpy(t->buff_bytes, comm->buff_bytes, sizeof(t->buff_bytes));
+  t->comm_hash = comm->comm_hash;
+  t->secret = braid_bootstrap_secret(comm->bootstrap);
+  t->traffic_class = comm->config.trafficClass;
+  t->abort_flag = &comm->abort_flag;
+  t->owner = comm;
+  t->fail = ctx_fail;
+  t->dead_peer = ctx_dead_peer;
+  t->blamed_peer = ctx_blamed_peer;
+  t->peers = comm->peers; /* last: it marks the context built */
+}
 
 /* Bootstrap tags of connection blobs: which channel, and which side wrote the blob. */
 #define TAG_CONN_BASE 0x436f6e6e00000000ULL /* "Conn" */
@@ -46,9 +75,11 @@ static ncclResult_t check_modes(const struct braid_comm* comm, int peer) {
 }
 
 static ncclResult_t pick_transport(struct braid_comm* comm, int peer, const struct braid_transport** t_p) {
+  int n = 0;
+  const struct braid_transport* const* transports = braid_transport_registry(&n);
   BRAID_CHECK(check_modes(comm, peer));
-  for (size_t i = 0; i < sizeof(transports) / sizeof(transports[0]); i++) {
-    if (transports[i]->can_connect(comm, peer)) {
+  for (int i = 0; i < n; i++) {
+    if (transports[i]->can_connect(&comm->tctx, peer)) {
       *t_p = transports[i];
       return ncclSuccess;
     }
@@ -61,16 +92,36 @@ static ncclResult_t pick_transport(struct braid_comm* comm, int peer, const stru
   return ncclSystemError;
 }
 
+/* NCCL's INFO line for a connection: a proxied transport's ends each log their side ("[send]
+ * via NET/Socket/0", "[receive] ..."); other transports log once, on the sender. */
+static void log_connection(const struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
+                           const struct braid_connector* c) {
+  const struct braid_transport* t = c->transport;
+  /* [n] after a rank: its CUDA device (NCCL: the NVML index); host mode: local rank, rank */
+  int me_n = comm->host_mode ? comm->local_rank : comm->cuda_dev;
+  int peer_n = comm->host_mode ? peer : comm->peers[peer].cuda_dev;
+  uint64_t subsys = (conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT) | t->log_subsys;
+  const char* desc = t->desc ? t->desc(c) : "?";
+  if (t->caps & BRAID_TRANSPORT_CAP_PROXIED)
+    BRAID_INFO(subsys, "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via %s/%s", channel, conn_index,
+               is_send ? comm->rank : peer, is_send ? me_n : peer_n, is_send ? peer : comm->rank,
+               is_send ? peer_n : me_n, is_send ? "send" : "receive", t->name, desc);
+  else if (is_send)
+    BRAID_INFO(subsys, "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", channel, conn_index, comm->rank, me_n, peer,
+               peer_n, t->name, desc);
+}
+
 /* Phase 1 for one direction: local setup, blob to the peer. */
 static ncclResult_t post_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
                              struct braid_connector* c) {
   struct braid_connect_blob blob = {{0}}; /* bytes a transport leaves unset still cross the wire */
+  ctx_build(comm);
   BRAID_CHECK(pick_transport(comm, peer, &c->transport));
   int id = channel + conn_index * BRAID_MAX_CHANNELS;
   if (is_send)
-    BRAID_CHECK(c->transport->send_setup(comm, peer, id, c, &blob));
+    BRAID_CHECK(c->transport->send_setup(&comm->tctx, peer, id, c, &blob));
   else
-    BRAID_CHECK(c->transport->recv_setup(comm, peer, id, c, &blob));
+    BRAID_CHECK(c->transport->recv_setup(&comm->tctx, peer, id, c, &blob));
   return braid_bootstrap_send(comm->bootstrap, peer, blob_tag(channel, conn_index, is_send), &blob, sizeof(blob));
 }
 
@@ -86,24 +137,14 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
    * before receivers in every phase, so the wait cannot close a cycle. */
   char ack = 1;
   if (is_send) {
-    BRAID_CHECK(c->transport->send_connect(comm, c, &blob));
+    BRAID_CHECK(c->transport->send_connect(&comm->tctx, c, &blob));
     BRAID_CHECK(braid_bootstrap_send(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
   } else {
-    BRAID_CHECK(c->transport->recv_connect(comm, c, &blob));
+    BRAID_CHECK(c->transport->recv_connect(&comm->tctx, c, &blob));
     BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
   }
   c->connected = 1;
-  /* [n] after a rank: its CUDA device (NCCL: the NVML index); host mode: local rank, rank */
-  int me_n = comm->host_mode ? comm->local_rank : comm->cuda_dev;
-  int peer_n = comm->host_mode ? peer : comm->peers[peer].cuda_dev;
-  uint64_t subsys = conn_index ? BRAID_LOG_P2P : BRAID_LOG_INIT;
-  if (c->transport == &braid_transport_net)
-    BRAID_INFO(subsys | BRAID_LOG_NET, "Channel %02d/%d : %d[%d] -> %d[%d] [%s] via NET/%s", channel, conn_index,
-               is_send ? comm->rank : peer, is_send ? me_n : peer_n, is_send ? peer : comm->rank,
-               is_send ? peer_n : me_n, is_send ? "send" : "receive", braid_net_conn_desc(c));
-  else if (is_send)
-    BRAID_INFO(subsys, "Channel %02d/%d : %d[%d] -> %d[%d] via %s/%s", channel, conn_index, comm->rank, me_n, peer,
-               peer_n, c->transport->name, c->transport->desc ? c->transport->desc(c) : "?");
+  log_connection(comm, channel, conn_index, peer, is_send, c);
   return ncclSuccess;
 }
 
@@ -117,6 +158,7 @@ static ncclResult_t phase_one(struct braid_comm* comm, int phase, int channel, i
 }
 
 ncclResult_t braid_connect_rings(struct braid_comm* comm) {
+  ctx_build(comm);
   if (comm->nranks == 1) return ncclSuccess;
   for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++) {
     for (int c = 0; c < comm->nchannels; c++) {
@@ -129,11 +171,8 @@ ncclResult_t braid_connect_rings(struct braid_comm* comm) {
     comm->channels[c].dev.ring_send = &comm->channels[c].ring_send.conn;
     comm->channels[c].dev.ring_recv = &comm->channels[c].ring_recv.conn;
   }
-  /* Dead peers and BRAID_TIMEOUT (transport/net_watch.c). Host mode only: the watchdog reads
-   * every connection's tail and head through its braid_conn, and on a device communicator
-   * those are device addresses (a P2P FIFO is GPU memory, not readable by the host); its
-   * kernels' progress would not show there either. */
-  return comm->host_mode ? braid_proxy_watch(comm) : ncclSuccess;
+  /* Dead peers and BRAID_TIMEOUT, host mode and device (core/watchdog.c). */
+  return braid_watchdog_start(comm);
 }
 
 ncclResult_t braid_connect_p2p(struct braid_comm* comm, int channel, int phase, const int* send_peers, int nsend,
@@ -194,7 +233,7 @@ static void free_connector(struct braid_connector* c, int is_send) {
 }
 
 void braid_connect_free(struct braid_comm* comm) {
-  braid_proxy_unwatch(comm);
+  braid_watchdog_stop(comm);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
     free_connector(&ch->ring_send, 1);

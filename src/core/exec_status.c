@@ -38,7 +38,7 @@ ncclResult_t braid_exec_status_error(struct braid_comm* comm, int status, const 
     case BRAID_EXEC_ABORTED:
       BRAID_WARN("rank %d: %s stopped: communicator %p was aborted", comm->rank, what, (void*)comm);
       break;
-    case BRAID_EXEC_TIMEOUT: /* the watchdog (transport/net/net_watch.c) wrote what it waited for */
+    case BRAID_EXEC_TIMEOUT: /* the watchdog (core/watchdog.c) wrote what it waited for */
       if (reason[0])
         BRAID_WARN("%s", reason);
       else

@@ -24,7 +24,7 @@
 #include "topo/graph.h"
 #include "topo/topo.h"
 #include "topo/tuner.h"
-#include "transport/transport.h"
+#include "transport/registry.h"
 
 /* Nodes: distinct host identities, numbered in order of their first rank. */
 static ncclResult_t compute_nodes(struct braid_comm* comm) {
@@ -84,7 +84,7 @@ static int cores_per_rank(const struct braid_comm* comm) {
  * channels (the fake GPU runs blocks on host threads, so it keeps the host's count). */
 static int default_nchannels(const struct braid_comm* comm, int cores) {
   int n = cores;
-  if (comm->device != NULL && comm->device != braid_device_fake) n = comm->graph->nchannels;
+  if (comm->device != NULL && !(comm->device->caps & BRAID_DEVICE_CAP_HOST_THREADS)) n = comm->graph->nchannels;
   if (n < 1) n = 1;
   if (n > comm->graph->nchannels) n = comm->graph->nchannels;
   int64_t lo = braid_param_int(BRAID_PARAM_MIN_NCHANNELS), hi = braid_param_int(BRAID_PARAM_MAX_NCHANNELS);
@@ -95,6 +95,30 @@ static int default_nchannels(const struct braid_comm* comm, int cores) {
   if (n < 1) n = 1;
   if (n > BRAID_MAX_CHANNELS) n = BRAID_MAX_CHANNELS;
   return n;
+}
+
+/* NCCL_TOPO_DUMP_FILE and NCCL_GRAPH_DUMP_FILE, each written by the rank its _RANK variable
+ * names (default 0): the node's system with the rank of each local GPU, and the node's ring
+ * and tree searches, in NCCL's formats (topo.h, graph.h). */
+static ncclResult_t dump_files(const struct braid_comm* comm, const struct braid_topo_system* sys,
+                               const struct braid_topo_rank* ranks, const struct braid_graph_node_info* info) {
+  ncclResult_t res = ncclSuccess;
+  int n = comm->nranks, nlocal = 0;
+  int64_t* bus = NULL;
+  int* who = NULL;
+  BRAID_CALLOC_GOTO(bus, n, res, out);
+  BRAID_CALLOC_GOTO(who, n, res, out);
+  for (int r = 0; r < n; r++)
+    if (ranks[r].node == comm->node) {
+      bus[nlocal] = ranks[r].bus_id;
+      who[nlocal++] = r;
+    }
+  BRAID_CHECK_GOTO(braid_topo_dump_env(sys, comm->rank, nlocal, bus, who), res, out);
+  BRAID_CHECK_GOTO(braid_graph_dump_env(sys, n, ranks, comm->rank, info), res, out);
+out:
+  free(bus);
+  free(who);
+  return res;
 }
 
 /* Topology, channels and the tuner. Every rank searches its own node; the results are
@@ -117,11 +141,14 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   }
   BRAID_CHECK_GOTO(braid_topo_detect(&sys), res, out);
   BRAID_CHECK_GOTO(braid_graph_node_search(sys, n, ranks, comm->node, &infos[comm->rank]), res, out);
+  BRAID_CHECK_GOTO(dump_files(comm, sys, ranks, &infos[comm->rank]), res, out);
   BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, out);
   for (int r = n - 1; r >= 0; r--) by_node[comm->rank_to_node[r]] = infos[r];
   BRAID_CHECK_GOTO(braid_graph_build(n, ranks, by_node, &comm->graph), res, out);
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
+  comm->topo = sys; /* the transports decide on its paths (P2P levels) */
+  sys = NULL;
 out:
   braid_topo_free(sys);
   free(by_node);
@@ -135,7 +162,7 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   int n = comm->nranks;
   const struct braid_channel_graph* g = comm->graph;
-  int host_threads = comm->device == NULL || comm->device == braid_device_fake;
+  int host_threads = comm->device == NULL || (comm->device->caps & BRAID_DEVICE_CAP_HOST_THREADS);
   int cores = host_threads ? cores_per_rank(comm) : g->nchannels;
   comm->nchannels = default_nchannels(comm, cores);
   braid_tuner_cap_channels(comm->tuner, comm->nchannels);
@@ -214,7 +241,7 @@ static void log_init_complete(struct braid_comm* comm, const char* fn, double t_
  * network accept, a peer's shared memory) will never come. */
 static void init_peer_died(void* arg, int rank) {
   struct braid_comm* comm = arg;
-  braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, rank,
+  braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, rank,
                    "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", rank,
                    braid_bootstrap_peer_host(comm->bootstrap, rank), comm->peers != NULL ? comm->peers[rank].pid : -1);
 }
@@ -416,6 +443,7 @@ void braid_comm_free(struct braid_comm* comm) {
   free(comm->redops);
   braid_tuner_free(comm->tuner);
   braid_graph_free(comm->graph);
+  braid_topo_free(comm->topo);
   free(comm->peers);
   free(comm->rank_to_node);
   pthread_mutex_destroy(&comm->mutex);
@@ -446,10 +474,14 @@ void braid_init_join_thread(struct braid_comm* comm) {
  * /dev/shm (a receive segment whose sender never mapped it): its survivors remove it. */
 static void init_forget_dead(struct braid_comm* comm) {
   const struct braid_peer_info* me = comm->peers != NULL ? &comm->peers[comm->rank] : NULL;
+  int nt = 0;
+  const struct braid_transport* const* transports = braid_transport_registry(&nt);
   for (int r = 0; me != NULL && r < comm->nranks; r++) {
     const struct braid_peer_info* p = &comm->peers[r];
     if (r == comm->rank || p->pid <= 0 || p->kernel_hash != me->kernel_hash || p->shm_dev != me->shm_dev) continue;
-    if (braid_comm_pid_gone(p->pid)) braid_transport_shm_forget(comm, r);
+    if (!braid_comm_pid_gone(p->pid)) continue;
+    for (int i = 0; i < nt; i++)
+      if (transports[i]->forget_dead != NULL) transports[i]->forget_dead(comm->comm_hash, r, p->pid);
   }
 }
 

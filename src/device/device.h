@@ -114,6 +114,19 @@ struct braid_device_ops {
    * thread forbids (event queries, synchronous copies) run in relaxed mode, or they would
    * invalidate the user's capture. */
   ncclResult_t (*capture_mode)(int* mode);
+  /* What this device layer does differently (BRAID_DEVICE_CAP_*), declared instead of being
+   * guessed from which table it is. */
+  unsigned caps;
+};
+
+/* Device capabilities (braid_device_ops.caps). */
+enum {
+  /* Kernel blocks run on host threads (the fake GPU): a channel costs a core, so channel
+   * counts follow the host's cores as in host mode (core/init.c). */
+  BRAID_DEVICE_CAP_HOST_THREADS = 0x1,
+  /* Device memory is host memory at the same address: the host may read a FIFO allocated
+   * with `alloc` (the watchdog's view of P2P connections, transport/p2p.c). */
+  BRAID_DEVICE_CAP_HOST_READS_DEVICE = 0x2,
 };
 
 /* The device layer of this process, or NULL in host mode. Decided once (thread-safe). */

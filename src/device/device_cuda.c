@@ -381,6 +381,7 @@ static const struct braid_device_ops cuda_ops = {
     .setup_copy = cuda_setup_copy,
     .stream_kind = cuda_stream_kind,
     .capture_mode = cuda_capture_mode,
+    .caps = 0,
 };
 
 const struct braid_device_ops* const braid_device_cuda = &cuda_ops;

@@ -348,6 +348,7 @@ static void run_launch(struct fake_op* op) {
   const struct braid_kernel_args* a = &op->args;
   memset(jobs, 0, sizeof(jobs));
   for (int b = 0; b < op->nblocks; b++) {
+    a->status[b] = BRAID_KERNEL_STATUS_RUNNING; /* as a kernel's blocks say when they start */
     jobs[b].ch = &a->channels[a->block_channel[b]];
     jobs[b].works = (struct braid_work*)braid_kernel_works(a, b);
     jobs[b].nworks = (int)a->block_nworks[b];
@@ -743,6 +744,7 @@ static const struct braid_device_ops fake_ops = {
     .setup_copy = fake_setup_copy,
     .stream_kind = fake_stream_kind,
     .capture_mode = fake_capture_mode,
+    .caps = BRAID_DEVICE_CAP_HOST_THREADS | BRAID_DEVICE_CAP_HOST_READS_DEVICE,
 };
 
 const struct braid_device_ops* const braid_device_fake = &fake_ops;

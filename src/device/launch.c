@@ -33,7 +33,7 @@
 #include "core/exec_status.h"
 #include "device/device.h"
 #include "kernels/kernel.cuh"
-#include "transport/net/net.h"
+#include "transport/progress.h"
 
 _Static_assert(sizeof(struct braid_kernel_args) <= 4096, "kernel arguments fit CUDA's 4 KiB parameter space");
 
@@ -157,8 +157,24 @@ err:
   return res; /* braid_comm_free calls braid_launch_free */
 }
 
+/* The watchdog's reads (braid_launch_running, on the progress engine's thread, which holds
+ * no communicator lock) against braid_launch_free, which may run under comm->mutex: a leaf
+ * lock of its own. */
+static pthread_mutex_t running_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t running_once = PTHREAD_ONCE_INIT;
+static void running_lock_child(void) {
+  pthread_mutex_init(&running_lock, NULL); /* a parent's thread may have held it */
+}
+static void running_lock_atfork(void) {
+  pthread_atfork(NULL, NULL, running_lock_child);
+}
+
 void braid_launch_free(struct braid_comm* comm) {
+  pthread_once(&running_once, running_lock_atfork);
+  pthread_mutex_lock(&running_lock);
   struct braid_launch_state* s = comm->launch;
+  comm->launch = NULL;
+  pthread_mutex_unlock(&running_lock);
   if (s == NULL) return;
   const struct braid_device_ops* dev = s->dev;
   while (s->bufs != NULL) {
@@ -176,7 +192,22 @@ void braid_launch_free(struct braid_comm* comm) {
   free(s->h_p2p);
   free(s->mirrored);
   free(s);
-  comm->launch = NULL;
+}
+
+int braid_launch_running(struct braid_comm* comm) {
+  int n = 0;
+  pthread_once(&running_once, running_lock_atfork);
+  pthread_mutex_lock(&running_lock);
+  struct braid_launch_state* s = comm->launch;
+  /* Buffers are only added at the head (released there, take_buf); their status words and
+   * counts may be rewritten meanwhile (pack): a stale read only miscounts for one tick. */
+  for (struct launch_buf* b = s ? __atomic_load_n(&s->bufs, __ATOMIC_ACQUIRE) : NULL; b != NULL; b = b->next) {
+    const volatile int* st = (const volatile int*)b->host;
+    int nb = b->nblocks < BRAID_MAX_CHANNELS ? b->nblocks : BRAID_MAX_CHANNELS;
+    for (int i = 0; i < nb; i++) n += st[i] == BRAID_KERNEL_STATUS_RUNNING;
+  }
+  pthread_mutex_unlock(&running_lock);
+  return n;
 }
 
 /* ---- statuses ----------------------------------------------------------------------------- */
@@ -306,7 +337,7 @@ static ncclResult_t take_buf(struct braid_comm* comm, size_t bytes, int capturin
   b->graph = capturing;
   b->reserved = 1;
   b->next = s->bufs;
-  s->bufs = b;
+  __atomic_store_n(&s->bufs, b, __ATOMIC_RELEASE); /* b is whole before braid_launch_running sees it */
   *b_p = b;
   return ncclSuccess;
 err_host:
@@ -372,7 +403,7 @@ static void pack(struct braid_plan* plan, int dtype, struct launch_buf* b, int i
     a->block_channel[blk] = (uint8_t)job->ch->id;
     a->block_first[blk] = (uint32_t)first;
     a->block_nworks[blk] = (uint32_t)(k - first);
-    ((volatile int*)b->host)[blk] = -1; /* not run yet */
+    ((volatile int*)b->host)[blk] = BRAID_KERNEL_STATUS_QUEUED; /* the block says RUNNING when it starts */
     blk++;
   }
   b->nblocks = nblocks;
@@ -421,9 +452,9 @@ static ncclResult_t launch_dtype(struct braid_plan* plan, int dtype, struct laun
   if (res == ncclSuccess) {
     b->busy = 1;
     if (!b->graph) res = s->dev->event_record(b->done, plan->stream);
-    /* The net proxy polls device connections only while it knows a kernel may be running
-     * (net_proxy.c); a graph replay it learns of from its periodic nap instead. */
-    braid_proxy_launched(comm);
+    /* The progress engine polls device connections only while it knows a kernel may be
+     * running (transport/progress.h); a graph replay it learns of from its periodic nap. */
+    braid_progress_launched();
   }
   pthread_mutex_unlock(&comm->mutex);
   free(a);

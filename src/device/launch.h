@@ -37,6 +37,10 @@ ncclResult_t braid_launch_poll(struct braid_comm* comm);
 ncclResult_t braid_launch_wait(struct braid_comm* comm);
 /* Release the device state (after braid_launch_wait, or on a failed init). */
 void braid_launch_free(struct braid_comm* comm);
+/* The watchdog's view of the kernels (core/watchdog.c): blocks of this communicator's
+ * launches that started and have not finished (their status words in pinned memory). Any
+ * thread, holding no communicator lock; 0 once braid_launch_free ran. */
+int braid_launch_running(struct braid_comm* comm);
 
 /* Test hook: launch buffers the communicator holds, owned by captured graphs and others. */
 void braid_launch_count_buffers(struct braid_comm* comm, int* graph, int* other);

@@ -32,7 +32,8 @@ struct braid_kernel_args {
   struct braid_dev_channel* channels;  /* device: the communicator's channels, by channel id */
   const struct braid_work* works;      /* device-visible overflow buffer, or NULL: inline_works */
   const volatile uint32_t* abort_flag; /* host-mapped: ncclCommAbort raises it */
-  int* status;                         /* device-visible [nblocks] out: enum braid_exec_status */
+  int* status;                         /* host-mapped [nblocks] out: enum braid_exec_status, or
+                                          BRAID_KERNEL_STATUS_* while not done */
   int nblocks;
   int nworks;                                /* total over blocks */
   uint8_t block_channel[BRAID_MAX_CHANNELS]; /* channel id block b runs */
@@ -40,6 +41,12 @@ struct braid_kernel_args {
   uint32_t block_nworks[BRAID_MAX_CHANNELS];
   struct braid_work inline_works[BRAID_KERNEL_INLINE_WORKS]; /* used when works == NULL */
 };
+
+/* A block's status word before its final braid_exec_status: written by the launch code
+ * (queued) and by the block when it starts (running), so the host watchdog can tell a running
+ * kernel from one still queued behind other work on its stream (core/watchdog.c). */
+#define BRAID_KERNEL_STATUS_QUEUED (-1)
+#define BRAID_KERNEL_STATUS_RUNNING (-2)
 
 /* Block b's first work item. */
 HD const struct braid_work* braid_kernel_works(const struct braid_kernel_args* a, int b) {
@@ -77,6 +84,7 @@ extern "C" __global__ void __launch_bounds__(BRAID_KERNEL_MAX_THREADS)
     prims.ops_cap = BRAID_KERNEL_SMEM_OPS;
     prims.variant = 0;
     prims.direct = 0;
+    args.status[blockIdx.x] = BRAID_KERNEL_STATUS_RUNNING; /* the watchdog's view */
   }
   braid_kernel_copy(&chan, &args.channels[args.block_channel[blockIdx.x]], sizeof(chan));
   /* (the block's items are found again from the parameters each time: nothing but the loop

@@ -3,11 +3,12 @@
  * collective call, from the channel graph (graph.h): time = latency + bytes / bandwidth per
  * function x algorithm x protocol (reference section 7; constants in tuner_tables.h).
  *
- * Ring and Tree are run by braid's data path, and in host mode on one node NVLS as one-shot /
- * two-shot all-reduces over shared memory (braid_tuner_enable_lsa). The model also prices NVLS, NVLSTree
- * and PAT where the machine would support them (never in host mode; CollNet never, there is
- * no CollNet plugin), so tools can show them, clearly marked; braid_tuner_choose never picks
- * an algorithm the data path lacks.
+ * Which algorithms braid's data path runs is the last column of BRAID_ALGOS (kernels/axes.h;
+ * today Ring and Tree); in host mode on one node also NVLS, as one-shot / two-shot all-reduces
+ * over shared memory, once braid_tuner_enable_lsa said so (its column stays 0: it runs only
+ * there). The model also prices NVLS, NVLSTree and PAT where the machine would support them
+ * (CollNet never, there is no CollNet plugin), so tools can show them, clearly marked;
+ * braid_tuner_choose never picks an algorithm the data path lacks.
  *
  * NCCL_ALGO / NCCL_PROTO restrict the choice with NCCL's syntax (tuner_env.c): a list
  * ("Ring,Tree"), an exclusion ("^Tree"), and per-function entries after the first
@@ -57,8 +58,8 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled);
 /* The communicator runs at most `n` channels (host mode: fewer than the graph offers when
  * cores are few): choices and TUNING lines never name more. */
 void braid_tuner_cap_channels(struct braid_tuner* t, int n);
-/* Does the data path run this algorithm (Ring, Tree; NVLS only where braid_tuner_enable_lsa
- * said so, for all-reduces up to its size)? */
+/* Does the data path run this algorithm (BRAID_ALGOS' last column)? NVLS in host mode: only
+ * where braid_tuner_enable_lsa said so, for all-reduces up to its size (tuner.c). */
 int braid_tuner_implemented(int algo);
 /* Host mode, one node: the communicator has the one-/two-shot scratch (core/sym/lsa.c), so NVLS
  * all-reduces up to max_bytes are offered, priced by the LSA rows of tuner_tables.h (ncores:

@@ -16,11 +16,13 @@
  * GPU is not) counts as one PCIe switch away (PIX): the driver's answer decides, and
  * NCCL_P2P_LEVEL of NVB or closer still turns it off.
  *
+ * The path comes from the communicator's topology (ctx->topo, detected at init, or NCCL_TOPO_FILE
+ * then).
+ *
  * Lifetime: the receiver frees its allocation; a sender closes what it imported and forgets a
  * direct pointer. The connect handshake (connect.c) keeps the receiver from freeing before the
  * sender holds the memory; after that either side may go first, or die.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ _Static_assert(sizeof(struct p2p_blob) <= BRAID_CONNECT_BLOB_BYTES, "p2p blob to
 
 /* Per-side state. */
 struct p2p_res {
+  const struct braid_device_ops* d;
   void* ptr;    /* receiver: its allocation; sender: the mapping or the receiver's pointer */
   int cuda_dev; /* made current around alloc, import, close and free */
   int owner;    /* receiver: ptr is its allocation */
@@ -55,25 +58,6 @@ struct p2p_res {
 };
 
 /* ---- who may connect ----------------------------------------------------------------------- */
-
-/* The node's topology, detected once per process (and again when NCCL_TOPO_FILE changes,
- * which only tests do). Readers hold the lock while they use it. */
-static pthread_mutex_t topo_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct braid_topo_system* topo_sys;
-static char topo_file[512];
-static int topo_tried;
-
-static const struct braid_topo_system* topo_get(void) {
-  const char* file = braid_param_str(BRAID_PARAM_TOPO_FILE);
-  if (file == NULL) file = "";
-  if (topo_tried && strcmp(file, topo_file) == 0) return topo_sys;
-  if (topo_sys != NULL) braid_topo_free(topo_sys);
-  topo_sys = NULL;
-  if (braid_topo_detect(&topo_sys) != ncclSuccess) topo_sys = NULL; /* WARNed there: paths unknown */
-  snprintf(topo_file, sizeof(topo_file), "%s", file);
-  topo_tried = 1;
-  return topo_sys;
-}
 
 /* 1 when a and b name the same GPU. Bus ids when both are known, else device numbers of one
  * process. */
@@ -83,7 +67,7 @@ static int same_gpu(const struct braid_peer_info* a, const struct braid_peer_inf
 }
 
 /* The path type between the GPUs of a and b, the worse of both directions; PIX when the
- * topology does not show both. Caller holds topo_lock. */
+ * topology does not show both (or is unknown). */
 static int gpu_path(const struct braid_topo_system* sys, const struct braid_peer_info* a,
                     const struct braid_peer_info* b) {
   if (same_gpu(a, b)) return BRAID_PATH_LOC;
@@ -123,22 +107,18 @@ static int driver_allows(const struct braid_device_ops* d, const struct braid_pe
   return ab && ba;
 }
 
-static int p2p_can_connect(const struct braid_comm* comm, int peer) {
-  const struct braid_device_ops* d = braid_device();
-  const struct braid_peer_info* me = &comm->peers[comm->rank];
-  const struct braid_peer_info* p = &comm->peers[peer];
-  int level, path, ok;
-  if (d == NULL || comm->host_mode || me->host_mode || p->host_mode) return 0;
+static int p2p_can_connect(const struct braid_transport_ctx* t, int peer) {
+  const struct braid_device_ops* d = t->device;
+  const struct braid_peer_info* me = &t->peers[t->rank];
+  const struct braid_peer_info* p = &t->peers[peer];
+  int level;
+  if (d == NULL || me->host_mode || p->host_mode) return 0;
   if (me->host_hash != p->host_hash || me->shm_dev != p->shm_dev) return 0;
   if (braid_param_int(BRAID_PARAM_P2P_DISABLE) == 1) return 0;
-  pthread_mutex_lock(&topo_lock);
-  const struct braid_topo_system* sys = topo_get();
-  ok = braid_topo_p2p_level(sys, &level) == ncclSuccess; /* malformed NCCL_P2P_LEVEL: WARNed, no P2P */
-  path = gpu_path(sys, me, p);
-  pthread_mutex_unlock(&topo_lock);
-  if (!ok) return 0;
+  if (braid_topo_p2p_level(t->topo, &level) != ncclSuccess) return 0; /* malformed NCCL_P2P_LEVEL: WARNed, no P2P */
+  int path = gpu_path(t->topo, me, p);
   if (path > level) {
-    BRAID_TRACE(BRAID_LOG_P2P, "P2P rank %d -> %d: path %s beyond NCCL_P2P_LEVEL %s", comm->rank, peer,
+    BRAID_TRACE(BRAID_LOG_P2P, "P2P rank %d -> %d: path %s beyond NCCL_P2P_LEVEL %s", t->rank, peer,
                 braid_topo_path_name(path), braid_topo_path_name(level));
     return 0;
   }
@@ -147,13 +127,13 @@ static int p2p_can_connect(const struct braid_comm* comm, int peer) {
 
 /* ---- setup and connect --------------------------------------------------------------------- */
 
-static void blob_fill(const struct braid_comm* comm, struct braid_connect_blob* out, struct p2p_blob** b_p) {
+static void blob_fill(const struct braid_transport_ctx* t, struct braid_connect_blob* out, struct p2p_blob** b_p) {
   struct p2p_blob* b = (struct p2p_blob*)out->data;
-  const struct braid_peer_info* me = &comm->peers[comm->rank];
+  const struct braid_peer_info* me = &t->peers[t->rank];
   memset(out, 0, sizeof(*out));
   b->magic = P2P_MAGIC;
-  b->rank = comm->rank;
-  b->cuda_dev = comm->cuda_dev;
+  b->rank = t->rank;
+  b->cuda_dev = t->cuda_dev;
   b->pid = me->pid;
   b->pid_hash = me->pid_hash;
   *b_p = b;
@@ -161,51 +141,52 @@ static void blob_fill(const struct braid_comm* comm, struct braid_connect_blob* 
 
 /* The peer's blob must come from this transport: both sides pick alone, and a disagreement
  * (different NCCL_P2P_* settings on the two processes) would otherwise read garbage. */
-static ncclResult_t blob_check(const struct braid_comm* comm, const struct braid_connect_blob* peer,
+static ncclResult_t blob_check(const struct braid_transport_ctx* t, const struct braid_connect_blob* peer,
                                const struct p2p_blob** b_p) {
   const struct p2p_blob* b = (const struct p2p_blob*)peer->data;
   if (b->magic != P2P_MAGIC) {
     BRAID_WARN(
         "Rank %d chose P2P for a connection whose peer chose another transport; NCCL_P2P_DISABLE, "
         "NCCL_P2P_LEVEL and NCCL_SHM_DISABLE must be the same on every rank",
-        comm->rank);
+        t->rank);
     return ncclInvalidUsage;
   }
   *b_p = b;
   return ncclSuccess;
 }
 
-static ncclResult_t p2p_send_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
-                                   struct braid_connect_blob* out) {
+static ncclResult_t p2p_send_setup(const struct braid_transport_ctx* t, int peer, int channel,
+                                   struct braid_connector* c, struct braid_connect_blob* out) {
   struct p2p_blob* b;
-  blob_fill(comm, out, &b); /* the receiver only checks that we chose P2P too */
+  blob_fill(t, out, &b); /* the receiver only checks that we chose P2P too */
   return ncclSuccess;
 }
 
-static ncclResult_t p2p_recv_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
-                                   struct braid_connect_blob* out) {
-  const struct braid_device_ops* d = braid_device();
+static ncclResult_t p2p_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
+                                   struct braid_connector* c, struct braid_connect_blob* out) {
+  const struct braid_device_ops* d = t->device;
   ncclResult_t res = ncclSuccess;
   struct p2p_res* r;
   struct p2p_blob* b;
   int saved;
   BRAID_CALLOC_GOTO(r, 1, res, err);
-  r->cuda_dev = comm->cuda_dev;
+  r->d = d;
+  r->cuda_dev = t->cuda_dev;
   r->owner = 1;
-  BRAID_CHECK_GOTO(braid_transport_device_enter(r->cuda_dev, &saved), res, err_free_res);
-  blob_fill(comm, out, &b);
-  b->bytes = braid_transport_fifo_bytes(comm);
+  BRAID_CHECK_GOTO(braid_transport_device_enter(d, r->cuda_dev, &saved), res, err_free_res);
+  blob_fill(t, out, &b);
+  b->bytes = braid_transport_fifo_bytes(t);
   BRAID_CHECK_GOTO(d->alloc(&r->ptr, b->bytes), res, err_leave);
   b->ptr = r->ptr;
-  if (comm->peers[peer].pid_hash != b->pid_hash) BRAID_CHECK_GOTO(d->ipc_export(r->ptr, &b->handle), res, err_dev_free);
-  braid_transport_device_leave(saved);
-  braid_transport_fifo_layout(comm, r->ptr, &c->conn);
+  if (t->peers[peer].pid_hash != b->pid_hash) BRAID_CHECK_GOTO(d->ipc_export(r->ptr, &b->handle), res, err_dev_free);
+  braid_transport_device_leave(d, saved);
+  braid_transport_fifo_layout(t, r->ptr, &c->conn);
   c->res = r;
   return ncclSuccess;
 err_dev_free:
   d->free(r->ptr);
 err_leave:
-  braid_transport_device_leave(saved);
+  braid_transport_device_leave(d, saved);
 err_free_res:
   free(r);
 err:
@@ -213,48 +194,49 @@ err:
 }
 
 /* Map the receiver's FIFO: its pointer within one process, its IPC handle across two. */
-static ncclResult_t p2p_send_connect(struct braid_comm* comm, struct braid_connector* c,
+static ncclResult_t p2p_send_connect(const struct braid_transport_ctx* t, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
-  const struct braid_device_ops* d = braid_device();
-  const struct braid_peer_info* me = &comm->peers[comm->rank];
+  const struct braid_device_ops* d = t->device;
+  const struct braid_peer_info* me = &t->peers[t->rank];
   ncclResult_t res = ncclSuccess;
   const struct p2p_blob* b;
   struct p2p_res* r;
   int saved;
-  BRAID_CHECK(blob_check(comm, peer, &b));
+  BRAID_CHECK(blob_check(t, peer, &b));
   BRAID_CALLOC_GOTO(r, 1, res, err);
-  r->cuda_dev = comm->cuda_dev;
+  r->d = d;
+  r->cuda_dev = t->cuda_dev;
   if (b->pid_hash == me->pid_hash) {
     /* A device of this process: its memory is reachable once peer access from our device is
      * enabled (IPC imports enable it themselves, lazily). The same device needs nothing. */
-    if (b->cuda_dev != comm->cuda_dev) {
-      BRAID_CHECK_GOTO(braid_transport_device_enter(r->cuda_dev, &saved), res, err_free_res);
+    if (b->cuda_dev != t->cuda_dev) {
+      BRAID_CHECK_GOTO(braid_transport_device_enter(d, r->cuda_dev, &saved), res, err_free_res);
       res = d->enable_peer_access(b->cuda_dev);
-      braid_transport_device_leave(saved);
+      braid_transport_device_leave(d, saved);
       if (res != ncclSuccess) {
         BRAID_WARN(
             "Rank %d (CUDA device %d) could not enable peer access to CUDA device %d of rank %d: %s; "
             "NCCL_P2P_DISABLE=1 uses shared memory instead",
-            comm->rank, comm->cuda_dev, b->cuda_dev, b->rank, ncclGetErrorString(res));
+            t->rank, t->cuda_dev, b->cuda_dev, b->rank, ncclGetErrorString(res));
         goto err_free_res;
       }
     }
     r->ptr = b->ptr;
   } else {
-    BRAID_CHECK_GOTO(braid_transport_device_enter(r->cuda_dev, &saved), res, err_free_res);
+    BRAID_CHECK_GOTO(braid_transport_device_enter(d, r->cuda_dev, &saved), res, err_free_res);
     res = d->ipc_import(&b->handle, &r->ptr);
-    braid_transport_device_leave(saved);
+    braid_transport_device_leave(d, saved);
     if (res != ncclSuccess) {
       BRAID_WARN(
           "Rank %d (CUDA device %d, pid %d) could not map the P2P receive buffer of rank %d (CUDA device %d, "
           "pid %d, %zu bytes): IPC import failed: %s. The processes may not share an IPC namespace or "
           "may see different GPUs; NCCL_P2P_DISABLE=1 uses shared memory instead",
-          comm->rank, comm->cuda_dev, me->pid, b->rank, b->cuda_dev, b->pid, b->bytes, ncclGetErrorString(res));
+          t->rank, t->cuda_dev, me->pid, b->rank, b->cuda_dev, b->pid, b->bytes, ncclGetErrorString(res));
       goto err_free_res;
     }
     r->imported = 1;
   }
-  braid_transport_fifo_layout(comm, r->ptr, &c->conn);
+  braid_transport_fifo_layout(t, r->ptr, &c->conn);
   c->res = r;
   return ncclSuccess;
 err_free_res:
@@ -263,25 +245,25 @@ err:
   return res;
 }
 
-static ncclResult_t p2p_recv_connect(struct braid_comm* comm, struct braid_connector* c,
+static ncclResult_t p2p_recv_connect(const struct braid_transport_ctx* t, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
   const struct p2p_blob* b;
-  return blob_check(comm, peer, &b);
+  return blob_check(t, peer, &b);
 }
 
 /* Either side; what it holds decides what it undoes. */
 static void p2p_free(struct braid_connector* c) {
-  const struct braid_device_ops* d = braid_device();
   struct p2p_res* r = c->res;
   int saved = -1;
   if (r == NULL) return;
+  const struct braid_device_ops* d = r->d;
   if (r->ptr != NULL && (r->imported || r->owner) && d != NULL) {
-    if (braid_transport_device_enter(r->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
+    if (braid_transport_device_enter(d, r->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
     if (r->imported)
       d->ipc_close(r->ptr);
     else
       d->free(r->ptr);
-    braid_transport_device_leave(saved);
+    braid_transport_device_leave(d, saved);
   }
   free(r);
   c->res = NULL;
@@ -290,6 +272,15 @@ static void p2p_free(struct braid_connector* c) {
 static const char* p2p_desc(const struct braid_connector* c) {
   const struct p2p_res* r = c->res;
   return r != NULL && r->imported ? "IPC" : "direct pointer";
+}
+
+/* The FIFO is device memory (the receiver's allocation, or the sender's mapping of it; its
+ * control block first): the host reads its counters only where the device layer says device
+ * memory is host memory (the fake GPU). */
+static const volatile struct braid_conn_ctrl* p2p_host_ctrl(const struct braid_connector* c) {
+  const struct p2p_res* r = c->res;
+  if (r == NULL || r->ptr == NULL || !(r->d->caps & BRAID_DEVICE_CAP_HOST_READS_DEVICE)) return NULL;
+  return (const volatile struct braid_conn_ctrl*)r->ptr;
 }
 
 const struct braid_transport braid_transport_p2p = {
@@ -302,4 +293,5 @@ const struct braid_transport braid_transport_p2p = {
     .send_free = p2p_free,
     .recv_free = p2p_free,
     .desc = p2p_desc,
+    .host_ctrl = p2p_host_ctrl,
 };

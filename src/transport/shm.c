@@ -50,7 +50,8 @@ struct shm_blob {
 
 /* Per-side state. */
 struct shm_res {
-  char* base; /* mapping (or allocation) including the header */
+  const struct braid_device_ops* d; /* NULL in host mode */
+  char* base;                       /* mapping (or allocation) including the header */
   size_t bytes;
   int same_process;
   int registered; /* other process: this side's mapping is registered with the device layer */
@@ -60,45 +61,44 @@ struct shm_res {
 
 /* The device pointer of `host` for a device communicator's kernels, or host itself in host
  * mode. */
-static ncclResult_t shm_map_for_device(const struct braid_comm* comm, void* host, size_t bytes, void** dev_p,
+static ncclResult_t shm_map_for_device(const struct braid_transport_ctx* t, void* host, size_t bytes, void** dev_p,
                                        int* registered_p) {
-  const struct braid_device_ops* d = braid_device();
+  const struct braid_device_ops* d = t->device;
   int saved;
   *registered_p = 0;
-  if (comm->host_mode || d == NULL) {
+  if (d == NULL) {
     *dev_p = host;
     return ncclSuccess;
   }
-  BRAID_CHECK(braid_transport_device_enter(comm->cuda_dev, &saved));
+  BRAID_CHECK(braid_transport_device_enter(d, t->cuda_dev, &saved));
   ncclResult_t res = d->host_register(host, bytes, dev_p);
-  braid_transport_device_leave(saved);
+  braid_transport_device_leave(d, saved);
   if (res != ncclSuccess) {
-    BRAID_WARN("Rank %d could not register %zu bytes of shared memory with CUDA device %d: %s", comm->rank, bytes,
-               comm->cuda_dev, ncclGetErrorString(res));
+    BRAID_WARN("Rank %d could not register %zu bytes of shared memory with CUDA device %d: %s", t->rank, bytes,
+               t->cuda_dev, ncclGetErrorString(res));
     return res;
   }
   *registered_p = 1;
   return ncclSuccess;
 }
 
-static void shm_unmap_for_device(void* host, int cuda_dev) {
-  const struct braid_device_ops* d = braid_device();
+static void shm_unmap_for_device(const struct braid_device_ops* d, void* host, int cuda_dev) {
   int saved;
   if (d == NULL) return;
-  if (braid_transport_device_enter(cuda_dev, &saved) != ncclSuccess) saved = -1; /* unregister anyway */
+  if (braid_transport_device_enter(d, cuda_dev, &saved) != ncclSuccess) saved = -1; /* unregister anyway */
   d->host_unregister(host);
-  braid_transport_device_leave(saved);
+  braid_transport_device_leave(d, saved);
 }
 
-static int shm_can_connect(const struct braid_comm* comm, int peer) {
+static int shm_can_connect(const struct braid_transport_ctx* t, int peer) {
   if (braid_param_int(BRAID_PARAM_SHM_DISABLE) == 1) return 0;
-  const struct braid_peer_info* me = &comm->peers[comm->rank];
-  const struct braid_peer_info* p = &comm->peers[peer];
+  const struct braid_peer_info* me = &t->peers[t->rank];
+  const struct braid_peer_info* p = &t->peers[peer];
   return me->host_hash == p->host_hash && me->shm_dev == p->shm_dev;
 }
 
-static ncclResult_t shm_send_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
-                                   struct braid_connect_blob* out) {
+static ncclResult_t shm_send_setup(const struct braid_transport_ctx* t, int peer, int channel,
+                                   struct braid_connector* c, struct braid_connect_blob* out) {
   memset(out, 0, sizeof(*out)); /* the receiver needs nothing from the sender */
   return ncclSuccess;
 }
@@ -117,16 +117,17 @@ static ncclResult_t shm_reserve(int fd, size_t bytes, const char* name) {
   return ncclSystemError;
 }
 
-static ncclResult_t shm_recv_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
-                                   struct braid_connect_blob* out) {
+static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
+                                   struct braid_connector* c, struct braid_connect_blob* out) {
   static atomic_uint counter;
   ncclResult_t res = ncclSuccess;
   struct shm_res* r;
   struct shm_blob* blob = (struct shm_blob*)out->data;
   int fd = -1;
   BRAID_CALLOC_GOTO(r, 1, res, err);
-  r->bytes = SHM_HEADER_BYTES + braid_transport_fifo_bytes(comm);
-  r->same_process = comm->peers[peer].pid_hash == comm->peers[comm->rank].pid_hash;
+  r->d = t->device;
+  r->bytes = SHM_HEADER_BYTES + braid_transport_fifo_bytes(t);
+  r->same_process = t->peers[peer].pid_hash == t->peers[t->rank].pid_hash;
   if (r->same_process) {
     if (posix_memalign((void**)&r->base, 4096, r->bytes) != 0) {
       BRAID_WARN("Failed to allocate %zu bytes for a connection FIFO", r->bytes);
@@ -136,8 +137,8 @@ static ncclResult_t shm_recv_setup(struct braid_comm* comm, int peer, int channe
     memset(r->base, 0, r->bytes);
     atomic_store(&((struct shm_header*)r->base)->refs, 2);
   } else {
-    snprintf(r->name, sizeof(r->name), "/braid-%d-%llx-%d-%d-%d-%u", (int)getpid(), (unsigned long long)comm->comm_hash,
-             comm->rank, peer, channel, atomic_fetch_add(&counter, 1));
+    snprintf(r->name, sizeof(r->name), "/braid-%d-%llx-%d-%d-%d-%u", (int)getpid(), (unsigned long long)t->comm_hash,
+             t->rank, peer, channel, atomic_fetch_add(&counter, 1));
     BRAID_SYSCHECK_GOTO(fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR, 0600), "shm_open", res, err_free_res);
     BRAID_CHECK_GOTO(shm_reserve(fd, r->bytes, r->name), res, err_close);
     r->base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -151,21 +152,21 @@ static ncclResult_t shm_recv_setup(struct braid_comm* comm, int peer, int channe
   }
   void* dbase;
   int registered;
-  r->cuda_dev = comm->cuda_dev;
-  BRAID_CHECK_GOTO(shm_map_for_device(comm, r->base, r->bytes, &dbase, &registered), res, err_release);
+  r->cuda_dev = t->cuda_dev;
+  BRAID_CHECK_GOTO(shm_map_for_device(t, r->base, r->bytes, &dbase, &registered), res, err_release);
   if (r->same_process) {
     ((struct shm_header*)r->base)->registered = registered;
-    ((struct shm_header*)r->base)->cuda_dev = comm->cuda_dev;
+    ((struct shm_header*)r->base)->cuda_dev = t->cuda_dev;
   } else {
     r->registered = registered;
   }
   memset(blob, 0, sizeof(*blob));
-  blob->pid_hash = comm->peers[comm->rank].pid_hash;
+  blob->pid_hash = t->peers[t->rank].pid_hash;
   blob->ptr = r->base;
   blob->dptr = registered ? dbase : NULL;
   blob->bytes = r->bytes;
   memcpy(blob->name, r->name, sizeof(blob->name));
-  braid_transport_fifo_layout(comm, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
+  braid_transport_fifo_layout(t, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
   c->res = r;
   return ncclSuccess;
 err_release:
@@ -185,25 +186,26 @@ err:
   return res;
 }
 
-static ncclResult_t shm_send_connect(struct braid_comm* comm, struct braid_connector* c,
+static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
   ncclResult_t res = ncclSuccess;
   const struct shm_blob* blob = (const struct shm_blob*)peer->data;
   struct shm_res* r;
   BRAID_CALLOC_GOTO(r, 1, res, err);
+  r->d = t->device;
   r->bytes = blob->bytes;
-  r->same_process = blob->pid_hash == comm->peers[comm->rank].pid_hash;
-  r->cuda_dev = comm->cuda_dev;
+  r->same_process = blob->pid_hash == t->peers[t->rank].pid_hash;
+  r->cuda_dev = t->cuda_dev;
   void* dbase = NULL;
   if (r->same_process) {
     r->base = blob->ptr;
     /* the receiver registered it for both of us (connect.c refuses host/device pairs) */
-    dbase = comm->host_mode ? r->base : blob->dptr;
+    dbase = t->device == NULL ? r->base : blob->dptr;
     if (dbase == NULL) {
       BRAID_WARN(
           "Rank %d is on CUDA device %d but its shared-memory peer in this process did not register the "
           "FIFO for the device",
-          comm->rank, comm->cuda_dev);
+          t->rank, t->cuda_dev);
       res = ncclInternalError;
       goto err_free_res;
     }
@@ -218,13 +220,13 @@ static ncclResult_t shm_send_connect(struct braid_comm* comm, struct braid_conne
       res = ncclSystemError;
       goto err_free_res;
     }
-    res = shm_map_for_device(comm, r->base, r->bytes, &dbase, &r->registered);
+    res = shm_map_for_device(t, r->base, r->bytes, &dbase, &r->registered);
     if (res != ncclSuccess) {
       munmap(r->base, r->bytes);
       goto err_free_res;
     }
   }
-  braid_transport_fifo_layout(comm, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
+  braid_transport_fifo_layout(t, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
   c->res = r;
   return ncclSuccess;
 err_free_res:
@@ -234,7 +236,7 @@ err:
 }
 
 /* The receiver has nothing left to do: the sender maps and unlinks in its own connect. */
-static ncclResult_t shm_recv_connect(struct braid_comm* comm, struct braid_connector* c,
+static ncclResult_t shm_recv_connect(const struct braid_transport_ctx* t, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
   return ncclSuccess;
 }
@@ -245,13 +247,13 @@ static void shm_free(struct braid_connector* c) {
   if (r->same_process) {
     struct shm_header* h = (struct shm_header*)r->base;
     if (atomic_fetch_sub(&h->refs, 1) == 1) {
-      if (h->registered) shm_unmap_for_device(r->base, h->cuda_dev);
+      if (h->registered) shm_unmap_for_device(r->d, r->base, h->cuda_dev);
       free(r->base);
     }
   } else {
     /* The sender unlinked it after mapping; if it never got that far, the name goes now. */
     if (r->name[0]) shm_unlink(r->name);
-    if (r->registered) shm_unmap_for_device(r->base, r->cuda_dev);
+    if (r->registered) shm_unmap_for_device(r->d, r->base, r->cuda_dev);
     munmap(r->base, r->bytes);
   }
   free(r);
@@ -274,24 +276,26 @@ static const char* shm_desc(const struct braid_connector* c) {
   return r->same_process ? "direct pointer" : "shared memory";
 }
 
+/* The host's own mapping (or allocation) of the FIFO, whatever the device sees. */
+static const volatile struct braid_conn_ctrl* shm_host_ctrl(const struct braid_connector* c) {
+  const struct shm_res* r = c->res;
+  return r != NULL && r->base != NULL ? (const volatile struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES) : NULL;
+}
+
 /* ---- the survivors' cleanup (robust helper, issue 16): segments of a dead receiver ---------- */
 
-void braid_transport_shm_forget(const struct braid_comm* comm, int peer) {
+static void shm_forget_dead(uint64_t comm_hash, int peer, int peer_pid) {
   char prefix[64], name[300];
   DIR* d = opendir("/dev/shm");
-  if (d == NULL || comm->peers == NULL) {
-    if (d != NULL) closedir(d);
-    return;
-  }
+  if (d == NULL) return;
   /* shm_recv_setup's names: /braid-<pid>-<comm hash>-<rank>-<peer>-<channel>-<n> */
-  int n = snprintf(prefix, sizeof(prefix), "braid-%d-%llx-%d-", comm->peers[peer].pid,
-                   (unsigned long long)comm->comm_hash, peer);
+  int n = snprintf(prefix, sizeof(prefix), "braid-%d-%llx-%d-", peer_pid, (unsigned long long)comm_hash, peer);
   for (struct dirent* e; (e = readdir(d)) != NULL;) {
     if (strncmp(e->d_name, prefix, (size_t)n) != 0) continue;
     snprintf(name, sizeof(name), "/%s", e->d_name);
     if (shm_unlink(name) == 0)
       BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM, "Removed %s, left by rank %d (pid %d), which died during init", name,
-                 peer, comm->peers[peer].pid);
+                 peer, peer_pid);
   }
   closedir(d);
 }
@@ -306,4 +310,6 @@ const struct braid_transport braid_transport_shm = {
     .send_free = shm_free,
     .recv_free = shm_recv_free,
     .desc = shm_desc,
+    .host_ctrl = shm_host_ctrl,
+    .forget_dead = shm_forget_dead,
 };

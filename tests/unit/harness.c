@@ -54,6 +54,20 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Every process the harness forked in this process, so that harness_count_shm counts only
+ * what this test's ranks made (other test runs may share /dev/shm). */
+static pid_t children[4096];
+static int nchildren;
+static void remember_child(pid_t pid) {
+  if (nchildren < (int)(sizeof(children) / sizeof(children[0]))) children[nchildren++] = pid;
+}
+static int ours(pid_t pid) {
+  if (pid == getpid()) return 1;
+  for (int i = 0; i < nchildren; i++)
+    if (children[i] == pid) return 1;
+  return 0;
+}
+
 static int run_procs(int nranks, int per_proc, const ncclUniqueId* id, harness_fn fn, void* arg, int timeout_s) {
   int nprocs = (nranks + per_proc - 1) / per_proc, failed = 0;
   pid_t* pids = calloc(nprocs, sizeof(*pids));
@@ -62,6 +76,7 @@ static int run_procs(int nranks, int per_proc, const ncclUniqueId* id, harness_f
   for (int p = 0; p < nprocs; p++) {
     int first = p * per_proc, n = first + per_proc <= nranks ? per_proc : nranks - first;
     pids[p] = fork();
+    if (pids[p] > 0) remember_child(pids[p]);
     if (pids[p] == 0) {
       int f = run_threads(first, n, nranks, id, fn, arg);
       fflush(stdout);
@@ -153,8 +168,27 @@ int harness_count_fds(void) {
 int harness_count_threads(void) {
   return count_dir("/proc/self/task", NULL);
 }
+/* braid's names carry their creator's pid: braid-<pid>-..., or braid-<kind>-<pid>-... */
+static pid_t shm_creator(const char* name) {
+  const char* p = name + strlen("braid-");
+  if (*p < '0' || *p > '9') {
+    p = strchr(p, '-');
+    if (p == NULL) return -1;
+    p++;
+  }
+  char* end;
+  long pid = strtol(p, &end, 10);
+  return end != p && *end == '-' ? (pid_t)pid : -1;
+}
+
 int harness_count_shm(void) {
-  return count_dir("/dev/shm", "braid-");
+  DIR* d = opendir("/dev/shm");
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;)
+    if (strncmp(e->d_name, "braid-", 6) == 0 && ours(shm_creator(e->d_name))) n++;
+  closedir(d);
+  return n;
 }
 
 const char* harness_mode_name(enum harness_mode mode) {

@@ -53,7 +53,8 @@ int harness_fail(const struct harness_rank* r, const char* fmt, ...) __attribute
 /* Number of open file descriptors and threads of this process (leak checks). */
 int harness_count_fds(void);
 int harness_count_threads(void);
-/* Entries in /dev/shm whose name starts with "braid-". */
+/* Entries braid-* in /dev/shm made by this process or by processes the harness forked in it
+ * (the creator's pid is in the name): other test runs that share /dev/shm do not count. */
 int harness_count_shm(void);
 
 const char* harness_mode_name(enum harness_mode mode);

@@ -23,6 +23,7 @@
 #include "base/param.h"
 #include "base/version.h"
 #include "nccl.h"
+#include "transport/registry.h"
 
 extern char** environ;
 

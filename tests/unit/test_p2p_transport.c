@@ -34,7 +34,8 @@
 #include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
-#include "transport/transport.h"
+#include "topo/topo.h"
+#include "transport/registry.h"
 
 void braid_param_reload(void); /* src/base/param.c: re-read the environment (test hook) */
 void braid_device_reset(void); /* src/device/device.c: decide the device layer again (test hook) */
@@ -65,7 +66,22 @@ static void set_env(int fake_gpus, const char* p2p_disable, const char* p2p_leve
   braid_device_reset(); /* re-reads the parameters too */
 }
 
-/* A two-rank communicator as the transports see it: peers, device, FIFO sizes. */
+/* A two-rank communicator as the transports see it (what connect.c builds): peers, device,
+ * FIFO sizes; no topology (the fake GPUs are in none), no failure service. */
+static void ctx_make(struct braid_transport_ctx* t, const struct braid_peer_info* peers, int rank) {
+  static const volatile uint32_t no_abort;
+  memset(t, 0, sizeof(*t));
+  t->rank = rank;
+  t->nranks = 2;
+  t->peers = peers;
+  t->cuda_dev = peers[rank].cuda_dev;
+  t->device = peers[rank].host_mode ? NULL : braid_device();
+  t->comm_hash = 0x7e57;
+  t->abort_flag = &no_abort;
+  for (int p = 0; p < BRAID_NUM_PROTOS; p++) t->buff_bytes[p] = FIFO_BYTES;
+}
+
+/* A two-rank communicator for the core's connect.c (test_mixed_refused). */
 static void comm_make(struct braid_comm* comm, struct braid_peer_info* peers, int rank) {
   memset(comm, 0, sizeof(*comm));
   comm->rank = rank;
@@ -94,26 +110,33 @@ static void peer_make(struct braid_peer_info* p, int rank, int dev) {
   if (dev >= 0 && d != NULL) d->bus_id(dev, &p->bus_id, s, sizeof(s));
 }
 
-/* The transport connect.c would pick (the first that can connect, in its order). */
-static const struct braid_transport* pick(const struct braid_comm* comm, int peer) {
-  static const struct braid_transport* const order[] = {&braid_transport_p2p, &braid_transport_shm};
-  for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
-    if (order[i]->can_connect(comm, peer)) return order[i];
+/* The transport connect.c would pick (the first of the registry that can connect). */
+static const struct braid_transport* pick(const struct braid_transport_ctx* t, int peer) {
+  int n = 0;
+  const struct braid_transport* const* order = braid_transport_registry(&n);
+  for (int i = 0; i < n; i++)
+    if (order[i]->can_connect(t, peer)) return order[i];
   return NULL;
 }
 
 /* ---- who may use P2P ------------------------------------------------------------------------- */
 
-/* P2P's answer for rank 0 (device dev0, or host) to rank 1 (dev1) in another process. */
+/* P2P's answer for rank 0 (device dev0, or host) to rank 1 (dev1) in another process, on
+ * the node's topology as init detects it (NCCL_TOPO_FILE when set). */
 static int p2p_for(int dev0, int dev1, int same_process, uint64_t host1) {
   struct braid_peer_info peers[2];
-  struct braid_comm comm;
+  struct braid_transport_ctx t;
+  struct braid_topo_system* sys = NULL;
   peer_make(&peers[0], 0, dev0);
   peer_make(&peers[1], 1, dev1);
   if (!same_process) peers[1].pid_hash ^= 0x5a5a, peers[1].pid += 1;
   peers[1].host_hash = host1;
-  comm_make(&comm, peers, 0);
-  return braid_transport_p2p.can_connect(&comm, 1);
+  ctx_make(&t, peers, 0);
+  if (braid_topo_detect(&sys) != ncclSuccess) sys = NULL;
+  t.topo = sys;
+  int yes = braid_transport_p2p.can_connect(&t, 1);
+  braid_topo_free(sys);
+  return yes;
 }
 
 START_TEST(test_can_connect) {
@@ -291,7 +314,7 @@ static unsigned char pattern_byte(size_t i) {
 /* One end of the test connection, as connect.c would build it. */
 struct end {
   struct braid_peer_info peers[2];
-  struct braid_comm comm;
+  struct braid_transport_ctx ctx;
   struct braid_connector c;
   const struct braid_transport* t;
 };
@@ -309,14 +332,14 @@ static const char* end_connect(struct pair* p, int me, int dev, struct end* e) {
   if (pipe_send(p, other, &e->peers[me], sizeof(e->peers[me])) ||
       pipe_recv(p, me, &e->peers[other], sizeof(e->peers[other])))
     return "peer info exchange";
-  comm_make(&e->comm, e->peers, me);
-  e->t = pick(&e->comm, other);
+  ctx_make(&e->ctx, e->peers, me);
+  e->t = pick(&e->ctx, other);
   if (e->t == NULL || strcmp(e->t->name, p->transport) != 0) return "pick (another transport than expected)";
-  if ((is_send ? e->t->send_setup(&e->comm, other, 3, &e->c, &mine)
-               : e->t->recv_setup(&e->comm, other, 3, &e->c, &mine)) != ncclSuccess)
+  if ((is_send ? e->t->send_setup(&e->ctx, other, 3, &e->c, &mine)
+               : e->t->recv_setup(&e->ctx, other, 3, &e->c, &mine)) != ncclSuccess)
     return "setup";
   if (pipe_send(p, other, &mine, sizeof(mine)) || pipe_recv(p, me, &theirs, sizeof(theirs))) return "blob exchange";
-  if ((is_send ? e->t->send_connect(&e->comm, &e->c, &theirs) : e->t->recv_connect(&e->comm, &e->c, &theirs)) !=
+  if ((is_send ? e->t->send_connect(&e->ctx, &e->c, &theirs) : e->t->recv_connect(&e->ctx, &e->c, &theirs)) !=
       ncclSuccess)
     return "connect";
   e->c.connected = 1;
@@ -325,7 +348,7 @@ static const char* end_connect(struct pair* p, int me, int dev, struct end* e) {
 }
 
 static void end_free(struct end* e) {
-  if (e->comm.rank == 0)
+  if (e->ctx.rank == 0)
     e->t->send_free(&e->c);
   else
     e->t->recv_free(&e->c);
@@ -412,23 +435,23 @@ END_TEST
 /* A sender whose IPC import fails: an error (no crash), a WARN naming both ranks, nothing held. */
 START_TEST(test_import_fails) {
   struct braid_peer_info peers[2];
-  struct braid_comm comm;
+  struct braid_transport_ctx t;
   struct braid_connector c;
   struct braid_connect_blob blob;
   set_env(2, NULL, NULL);
   peer_make(&peers[0], 0, 0);
   peer_make(&peers[1], 1, 1);
   peers[1].pid_hash ^= 1;
-  comm_make(&comm, peers, 1);
+  ctx_make(&t, peers, 1);
   /* a real receiver's blob, its handle then spoiled, read by a sender in "another process" */
   memset(&c, 0, sizeof(c));
-  ck_assert_int_eq(braid_transport_p2p.recv_setup(&comm, 0, 0, &c, &blob), ncclSuccess);
+  ck_assert_int_eq(braid_transport_p2p.recv_setup(&t, 0, 0, &c, &blob), ncclSuccess);
   braid_transport_p2p.recv_free(&c); /* the allocation behind the handle is gone */
   ck_assert_ptr_null(c.res);
   struct braid_connector s;
   memset(&s, 0, sizeof(s));
-  comm_make(&comm, peers, 0);
-  ncclResult_t res = braid_transport_p2p.send_connect(&comm, &s, &blob);
+  ctx_make(&t, peers, 0);
+  ncclResult_t res = braid_transport_p2p.send_connect(&t, &s, &blob);
   ck_assert_int_ne(res, ncclSuccess);
   ck_assert_ptr_null(s.res);
   const char* warn = ncclGetLastError(NULL);
@@ -442,18 +465,18 @@ END_TEST
 /* The peer chose another transport (different settings on two processes): refused, clearly. */
 START_TEST(test_peer_chose_other) {
   struct braid_peer_info peers[2];
-  struct braid_comm comm;
+  struct braid_transport_ctx t;
   struct braid_connector c;
   struct braid_connect_blob blob;
   set_env(2, NULL, NULL);
   peer_make(&peers[0], 0, 0);
   peer_make(&peers[1], 1, 1);
-  comm_make(&comm, peers, 0);
+  ctx_make(&t, peers, 0);
   memset(&blob, 0, sizeof(blob));
   memset(&c, 0, sizeof(c));
-  ck_assert_int_eq(braid_transport_p2p.send_connect(&comm, &c, &blob), ncclInvalidUsage);
+  ck_assert_int_eq(braid_transport_p2p.send_connect(&t, &c, &blob), ncclInvalidUsage);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "chose another transport"));
-  ck_assert_int_eq(braid_transport_p2p.recv_connect(&comm, &c, &blob), ncclInvalidUsage);
+  ck_assert_int_eq(braid_transport_p2p.recv_connect(&t, &c, &blob), ncclInvalidUsage);
   ck_assert_ptr_null(c.res);
 }
 END_TEST
@@ -461,25 +484,25 @@ END_TEST
 /* Frees of connectors that never got far: zeroed, set up but never connected. */
 START_TEST(test_free_half_built) {
   struct braid_peer_info peers[2];
-  struct braid_comm comm;
+  struct braid_transport_ctx t;
   struct braid_connector c;
   struct braid_connect_blob blob;
   set_env(2, _i ? "1" : NULL, NULL); /* P2P, then SHM on the device */
-  const struct braid_transport* t = _i ? &braid_transport_shm : &braid_transport_p2p;
+  const struct braid_transport* tr = _i ? &braid_transport_shm : &braid_transport_p2p;
   peer_make(&peers[0], 0, 0);
   peer_make(&peers[1], 1, 1);
-  comm_make(&comm, peers, 1);
+  ctx_make(&t, peers, 1);
   memset(&c, 0, sizeof(c));
-  t->send_free(&c);
-  t->recv_free(&c);
+  tr->send_free(&c);
+  tr->recv_free(&c);
   for (int same = 0; same < 2; same++) {
     peers[0].pid_hash = same ? peers[1].pid_hash : peers[1].pid_hash ^ 1;
-    ck_assert_int_eq(t->recv_setup(&comm, 0, same, &c, &blob), ncclSuccess);
+    ck_assert_int_eq(tr->recv_setup(&t, 0, same, &c, &blob), ncclSuccess);
     ck_assert_ptr_nonnull(c.res);
-    t->recv_free(&c);
+    tr->recv_free(&c);
     ck_assert_ptr_null(c.res);
-    ck_assert_int_eq(t->send_setup(&comm, 0, same, &c, &blob), ncclSuccess);
-    t->send_free(&c);
+    ck_assert_int_eq(tr->send_setup(&t, 0, same, &c, &blob), ncclSuccess);
+    tr->send_free(&c);
     ck_assert_ptr_null(c.res);
   }
 }

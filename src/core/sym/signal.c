@@ -61,7 +61,7 @@ static ncclResult_t inbox_alloc(struct braid_comm* comm, struct inbox_info* me) 
     if (s->inbox == NULL) return ncclSystemError;
   } else {
     /* The shm transport's prefix (braid-<pid>-<comm hash>-<rank>-), so that survivors of a rank
-     * that dies before sym_ready remove it with its FIFOs (braid_transport_shm_forget). */
+     * that dies before sym_ready remove it with its FIFOs (the shm transport's forget_dead). */
     snprintf(s->inbox_name, sizeof(s->inbox_name), "/braid-%d-%llx-%d-sig-%u", (int)getpid(),
              (unsigned long long)comm->comm_hash, comm->rank, atomic_fetch_add(&counter, 1));
     int fd = shm_open(s->inbox_name, O_CREAT | O_EXCL | O_RDWR, 0600);

@@ -27,7 +27,7 @@
 #include "transport/transport.h"
 
 static size_t recv_fifo_bytes(const struct braid_comm* comm) {
-  size_t fifo = braid_transport_fifo_bytes(comm), total = 0;
+  size_t fifo = braid_transport_fifo_bytes(&comm->tctx), total = 0;
   for (int c = 0; c < comm->nchannels; c++) {
     const struct braid_channel* ch = &comm->channels[c];
     total += ch->ring_recv.connected ? fifo : 0;

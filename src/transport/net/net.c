@@ -1,15 +1,17 @@
 /*
- * net.c - the network transport (DESIGN.md sections 3 step 5, and 5): connections between
+ * net.c - the network transport (docs/ARCHITECTURE.md 3 step 5, and 5): connections between
  * ranks that share no memory, i.e. ranks on different nodes (NCCL_HOSTID or hostname + boot
  * id differ), or any pair when NCCL_SHM_DISABLE=1. Tried after shm, it connects everything.
  *
  * Each end allocates its own FIFO (net_internal.h); the receiver listens on a device of the
  * net plugin and sends the plugin's handle in its blob; the sender connects to it; both
- * register their buffer and hand the connection to the proxy thread (net_proxy.c), which
- * moves steps between the two FIFOs from then on. The executor sees an ordinary connection
- * with `wait_tail` set and a `host_kick` that wakes the proxy. On a device communicator the
- * FIFO is pinned host memory mapped for the device, `conn` holds the device's pointers, and
- * the proxy thread alone moves it (net_fifo_alloc; net_proxy.c: device connections).
+ * register their buffer and hand the connection to the progress engine (net_proxy.c:
+ * the transport's `progress` and `wait` slots), which moves steps between the two FIFOs from
+ * then on. The executor sees an ordinary connection with `wait_tail` set and a `host_kick`
+ * that moves it in place. On a device communicator the FIFO is pinned host memory mapped for
+ * the device, `conn` holds the device's pointers, and the engine's thread alone moves it
+ * (net_fifo_alloc; net_proxy.c: device connections). What the plugin declares decides the
+ * zero-copy host paths (net.h: BRAID_NET_PTR_HOST_ANY, recvInline); no plugin is special.
  *
  * Teardown: a sender that is not aborting first waits (bounded) until the proxy has handed
  * every published step to the plugin, so a rank can destroy its communicator right after its
@@ -28,14 +30,14 @@
 
 #include "base/check.h"
 #include "base/param.h"
-#include "bootstrap/bootstrap.h"
+#include "base/socket.h"
 #include "device/device.h"
 #include "transport/net/net_internal.h"
 
 /* A communicator's plugin context. */
 struct net_ctx {
   struct net_ctx* next;
-  const struct braid_comm* comm;
+  const struct braid_transport_ctx* tctx; /* whose: one per communicator */
   const struct braid_net_v1* net;
   void* ctx;
   int refs;
@@ -52,17 +54,18 @@ struct net_blob {
 
 #define NET_FLUSH_IDLE_S 30 /* a closing sender gives up when its peer took nothing for this long */
 
-static ncclResult_t ctx_get(struct braid_comm* comm, const struct braid_net_v1* net, struct net_ctx** ctx_p) {
+static ncclResult_t ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
+                            struct net_ctx** ctx_p) {
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&ctx_lock);
   struct net_ctx* x = ctx_list;
-  while (x != NULL && x->comm != comm) x = x->next;
+  while (x != NULL && x->tctx != t) x = x->next;
   if (x == NULL) {
-    struct braid_net_config cfg = {braid_bootstrap_secret(comm->bootstrap), comm->config.trafficClass};
+    struct braid_net_config cfg = {t->secret, t->traffic_class};
     BRAID_CALLOC_GOTO(x, 1, res, out);
-    x->comm = comm;
+    x->tctx = t;
     x->net = net;
-    res = net->openContext(comm->comm_hash, &cfg, &x->ctx);
+    res = net->openContext(t->comm_hash, &cfg, &x->ctx);
     if (res != ncclSuccess) {
       free(x);
       goto out;
@@ -92,7 +95,7 @@ static void ctx_put(struct net_ctx* x) {
   free(x);
 }
 
-static int net_can_connect(const struct braid_comm* comm, int peer) {
+static int net_can_connect(const struct braid_transport_ctx* t, int peer) {
   return 1;
 }
 
@@ -109,8 +112,8 @@ static size_t align_up(size_t x, size_t a) {
  * The Socket plugin reaches host memory only (ptrSupport), and staging in host memory serves
  * every plugin; a plugin that could send from GPU memory would need a device FIFO instead. */
 static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
-  const struct braid_comm* comm = r->comm;
-  if (comm->host_mode || comm->device == NULL) {
+  const struct braid_transport_ctx* t = r->tctx;
+  if (t->device == NULL) {
     if (posix_memalign((void**)&r->mem, 4096, r->mem_bytes) != 0) {
       BRAID_WARN("Failed to allocate %zu bytes for a network connection's FIFO", r->mem_bytes);
       return ncclSystemError;
@@ -122,14 +125,14 @@ static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
   void* host = NULL;
   void* dev = NULL;
   int saved;
-  BRAID_CHECK(braid_transport_device_enter(comm->cuda_dev, &saved));
-  ncclResult_t res = comm->device->host_alloc(&host, &dev, r->mem_bytes);
-  braid_transport_device_leave(saved);
+  BRAID_CHECK(braid_transport_device_enter(t->device, t->cuda_dev, &saved));
+  ncclResult_t res = t->device->host_alloc(&host, &dev, r->mem_bytes);
+  braid_transport_device_leave(t->device, saved);
   if (res != ncclSuccess) {
     BRAID_WARN(
         "NET/%s : rank %d could not allocate %zu bytes of pinned host memory for CUDA device %d (channel %d, "
         "peer %d): %s",
-        r->desc, comm->rank, r->mem_bytes, comm->cuda_dev, r->channel, r->peer, ncclGetErrorString(res));
+        r->desc, t->rank, r->mem_bytes, t->cuda_dev, r->channel, r->peer, ncclGetErrorString(res));
     return res;
   }
   r->mem = host;
@@ -143,31 +146,34 @@ static void net_fifo_free(struct net_res* r) {
   if (!r->device) {
     free(r->mem);
   } else {
+    const struct braid_transport_ctx* t = r->tctx;
     int saved;
-    if (braid_transport_device_enter(r->comm->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
-    r->comm->device->host_free(r->mem);
-    braid_transport_device_leave(saved);
+    if (braid_transport_device_enter(t->device, t->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
+    t->device->host_free(r->mem);
+    braid_transport_device_leave(t->device, saved);
   }
   r->mem = NULL;
 }
 
 /* One end: plugin, context, device and the local FIFO laid out for the executor. */
-static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, int is_send, struct braid_connector* c,
-                                struct net_res** r_p) {
+static ncclResult_t net_res_new(const struct braid_transport_ctx* t, int peer, int channel, int is_send,
+                                struct braid_connector* c, struct net_res** r_p) {
   ncclResult_t res = ncclSuccess;
   const struct braid_net_v1* net;
+  struct braid_net_props props;
   struct net_res* r;
   int ndev = 0;
   BRAID_CHECK(braid_net_plugin_get(&net));
   BRAID_CHECK(net->devices(&ndev));
   if (ndev < 1) {
-    BRAID_WARN("NET/%s : no network device to connect rank %d to rank %d (host %s)", net->name, comm->rank, peer,
-               comm->peers[peer].hostname);
+    BRAID_WARN("NET/%s : no network device to connect rank %d to rank %d (host %s)", net->name, t->rank, peer,
+               t->peers[peer].hostname);
     return ncclSystemError;
   }
   BRAID_CALLOC_GOTO(r, 1, res, err);
   pthread_mutex_init(&r->lock, NULL);
-  r->comm = comm;
+  r->tctx = t;
+  r->connector = c;
   r->net = net;
   r->is_send = is_send;
   r->peer = peer;
@@ -175,9 +181,12 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
   r->conn_index = channel / BRAID_MAX_CHANNELS;
   r->dev = r->channel % ndev;
   snprintf(r->desc, sizeof(r->desc), "%s/%d", net->name, r->dev);
-  BRAID_CHECK_GOTO(ctx_get(comm, net, &r->ctx), res, err_free);
+  memset(&props, 0, sizeof(props)); /* a plugin that fills fewer fields declares nothing more */
+  BRAID_CHECK_GOTO(net->getProperties(r->dev, &props), res, err_free);
+  r->ptr_support = props.ptrSupport;
+  BRAID_CHECK_GOTO(ctx_get(t, net, &r->ctx), res, err_free);
   for (int p = 0; p < BRAID_NUM_PROTOS; p++)
-    if (comm->buff_bytes[p] / BRAID_NSTEPS > r->stride) r->stride = comm->buff_bytes[p] / BRAID_NSTEPS;
+    if (t->buff_bytes[p] / BRAID_NSTEPS > r->stride) r->stride = t->buff_bytes[p] / BRAID_NSTEPS;
   r->stride = align_up(r->stride, 4096);
   r->mem_bytes = 4096 + BRAID_NSTEPS * r->stride;
   char* dbase = NULL; /* the FIFO as the executor (host) or the kernels (device) address it */
@@ -197,10 +206,10 @@ static ncclResult_t net_res_new(struct braid_comm* comm, int peer, int channel, 
   conn->ptrs = dctrl->ptrs;
   conn->want = &dctrl->want;
   conn->wait_tail = 1;
-  conn->host_kick = braid_proxy_kick_conn; /* host mode only: kernels never call it */
-  /* Host mode, send end: the executor may send from user memory (kernels/direct.h). Only the
-   * built-in Socket network, which sends from any host address without registration. */
-  conn->direct = is_send && !r->device && (comm->host_mode || comm->device == NULL) && net == &braid_net_socket &&
+  conn->host_kick = braid_net_kick_conn; /* host mode only: kernels never call it */
+  /* Host mode, send end: the executor may send from user memory (kernels/direct.h) when the
+   * plugin sends from any host address without registration (a declared capability). */
+  conn->direct = is_send && !r->device && (r->ptr_support & BRAID_NET_PTR_HOST_ANY) &&
                  braid_param_int(BRAID_PARAM_NET_DIRECT) != 0;
   *r_p = r;
   return ncclSuccess;
@@ -216,7 +225,7 @@ err:
 static void net_res_free(struct braid_connector* c) {
   struct net_res* r = c->res;
   if (r == NULL) return;
-  braid_proxy_remove(r);
+  braid_net_proxy_remove(r);
   if (r->mhandle != NULL) r->net->deregMr(r->net_comm, r->mhandle);
   if (r->net_comm != NULL) (r->is_send ? r->net->closeSend : r->net->closeRecv)(r->net_comm);
   if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
@@ -227,22 +236,22 @@ static void net_res_free(struct braid_connector* c) {
   c->res = NULL;
 }
 
-static ncclResult_t net_send_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
-                                   struct braid_connect_blob* out) {
+static ncclResult_t net_send_setup(const struct braid_transport_ctx* t, int peer, int channel,
+                                   struct braid_connector* c, struct braid_connect_blob* out) {
   struct net_res* r;
   memset(out, 0, sizeof(*out)); /* the receiver needs nothing from the sender */
-  BRAID_CHECK(net_res_new(comm, peer, channel, 1, c, &r));
+  BRAID_CHECK(net_res_new(t, peer, channel, 1, c, &r));
   c->res = r;
   return ncclSuccess;
 }
 
-static ncclResult_t net_recv_setup(struct braid_comm* comm, int peer, int channel, struct braid_connector* c,
-                                   struct braid_connect_blob* out) {
+static ncclResult_t net_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
+                                   struct braid_connector* c, struct braid_connect_blob* out) {
   ncclResult_t res = ncclSuccess;
   struct net_res* r;
   struct net_blob* blob = (struct net_blob*)out->data;
   _Static_assert(sizeof(struct net_blob) <= BRAID_CONNECT_BLOB_BYTES, "net blob too large");
-  BRAID_CHECK(net_res_new(comm, peer, channel, 0, c, &r));
+  BRAID_CHECK(net_res_new(t, peer, channel, 0, c, &r));
   c->res = r;
   memset(out, 0, sizeof(*out));
   BRAID_CHECK_GOTO(r->net->listen(r->ctx->ctx, r->dev, r->handle, &r->listen_comm), res, err);
@@ -257,16 +266,16 @@ err:
 /* One wait between two tries of a non-blocking connect / accept: yield first, then sleep.
  * Fails when the communicator is aborted or BRAID_INIT_TIMEOUT passes. */
 static ncclResult_t net_connect_wait(struct net_res* r, const char* doing, int64_t deadline, unsigned* tries) {
-  struct braid_comm* comm = r->comm;
+  const struct braid_transport_ctx* t = r->tctx;
   char who[160];
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
-    BRAID_WARN("NET/%s : rank %d: %s %s was aborted", r->desc, comm->rank, doing,
-               braid_proxy_peer_name(comm, r->peer, who, sizeof(who)));
+  if (__atomic_load_n(t->abort_flag, __ATOMIC_ACQUIRE)) {
+    BRAID_WARN("NET/%s : rank %d: %s %s was aborted", r->desc, t->rank, doing,
+               braid_transport_peer_name(t, r->peer, who, sizeof(who)));
     return ncclInvalidUsage;
   }
   if (braid_socket_clock_ns() > deadline) {
     BRAID_WARN("NET/%s : rank %d: %s %s did not complete within BRAID_INIT_TIMEOUT=%lld s (channel %d)", r->desc,
-               comm->rank, doing, braid_proxy_peer_name(comm, r->peer, who, sizeof(who)),
+               t->rank, doing, braid_transport_peer_name(t, r->peer, who, sizeof(who)),
                (long long)braid_param_int(BRAID_PARAM_INIT_TIMEOUT), r->channel);
     return ncclRemoteError;
   }
@@ -285,10 +294,10 @@ static int64_t net_connect_deadline(void) {
 /* Both ends, once connected: register the buffer, start moving. */
 static ncclResult_t net_start(struct net_res* r) {
   BRAID_CHECK(r->net->regMr(r->net_comm, r->buff, BRAID_NSTEPS * r->stride, BRAID_NET_PTR_HOST, &r->mhandle));
-  return braid_proxy_add(r);
+  return braid_net_proxy_add(r);
 }
 
-static ncclResult_t net_send_connect(struct braid_comm* comm, struct braid_connector* c,
+static ncclResult_t net_send_connect(const struct braid_transport_ctx* t, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
   struct net_res* r = c->res;
   const struct net_blob* blob = (const struct net_blob*)peer->data;
@@ -299,8 +308,8 @@ static ncclResult_t net_send_connect(struct braid_comm* comm, struct braid_conne
   for (;;) {
     ncclResult_t res = r->net->connect(r->ctx->ctx, r->dev, r->handle, &r->net_comm);
     if (res != ncclSuccess) {
-      BRAID_WARN("NET/%s : rank %d could not connect to %s on channel %d: %s", r->desc, comm->rank,
-                 braid_proxy_peer_name(comm, r->peer, who, sizeof(who)), r->channel, ncclGetErrorString(res));
+      BRAID_WARN("NET/%s : rank %d could not connect to %s on channel %d: %s", r->desc, t->rank,
+                 braid_transport_peer_name(t, r->peer, who, sizeof(who)), r->channel, ncclGetErrorString(res));
       return res;
     }
     if (r->net_comm != NULL) break;
@@ -309,7 +318,7 @@ static ncclResult_t net_send_connect(struct braid_comm* comm, struct braid_conne
   return net_start(r);
 }
 
-static ncclResult_t net_recv_connect(struct braid_comm* comm, struct braid_connector* c,
+static ncclResult_t net_recv_connect(const struct braid_transport_ctx* t, struct braid_connector* c,
                                      const struct braid_connect_blob* peer) {
   struct net_res* r = c->res;
   int64_t deadline = net_connect_deadline();
@@ -321,14 +330,16 @@ static ncclResult_t net_recv_connect(struct braid_comm* comm, struct braid_conne
   }
   r->net->closeListen(r->listen_comm);
   r->listen_comm = NULL;
-  /* Host mode: Simple steps that become my output unchanged land there (kernels/direct.h).
-   * Only the built-in Socket network, which receives into any host address, and only while no
-   * helper thread reads for it: a receive the executor abandons must stop writing at once. */
+  /* Host mode: Simple steps that become my output unchanged land there (kernels/direct.h),
+   * when the plugin receives into any host address and this comm writes only inside test():
+   * a receive the executor abandons must stop writing at once (declared capabilities). */
   struct braid_conn* conn = &c->conn;
-  r->rdirect = !r->device && (comm->host_mode || comm->device == NULL) && r->net == &braid_net_socket &&
-               braid_param_int(BRAID_PARAM_NET_DIRECT) != 0 && braid_net_socket_recv_inline(r->net_comm);
+  int inline_recv = 0;
+  if (r->net->recvInline != NULL && r->net->recvInline(r->net_comm, &inline_recv) != ncclSuccess) inline_recv = 0;
+  r->rdirect = !r->device && (r->ptr_support & BRAID_NET_PTR_HOST_ANY) && inline_recv &&
+               braid_param_int(BRAID_PARAM_NET_DIRECT) != 0;
   conn->rdirect = r->rdirect;
-  conn->host_abandon = braid_proxy_abandon_conn;
+  conn->host_abandon = braid_net_abandon_conn;
   return net_start(r);
 }
 
@@ -341,7 +352,7 @@ static void net_flush(struct net_res* r) {
     uint64_t head = __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE);
     if (head >= __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE)) return;
     if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) return;
-    if (__atomic_load_n(&r->comm->abort_flag, __ATOMIC_ACQUIRE)) return;
+    if (__atomic_load_n(r->tctx->abort_flag, __ATOMIC_ACQUIRE)) return;
     int64_t now = braid_socket_clock_ns();
     if (head != last) {
       last = head;
@@ -349,8 +360,8 @@ static void net_flush(struct net_res* r) {
     } else if (now - idle_since > NET_FLUSH_IDLE_S * 1000000000LL) {
       char who[160];
       BRAID_WARN("NET/%s : rank %d: closing with %llu steps not taken by %s for %d s (channel %d); dropping them",
-                 r->desc, r->comm->rank, (unsigned long long)(r->ctrl->tail - head),
-                 braid_proxy_peer_name(r->comm, r->peer, who, sizeof(who)), NET_FLUSH_IDLE_S, r->channel);
+                 r->desc, r->tctx->rank, (unsigned long long)(r->ctrl->tail - head),
+                 braid_transport_peer_name(r->tctx, r->peer, who, sizeof(who)), NET_FLUSH_IDLE_S, r->channel);
       return;
     }
     if (tries++ < 100)
@@ -363,16 +374,17 @@ static void net_flush(struct net_res* r) {
 static void net_send_free(struct braid_connector* c) {
   struct net_res* r = c->res;
   if (r != NULL && __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == NET_STATE_ACTIVE) {
-    struct braid_comm* comm = r->comm;
+    const struct braid_transport_ctx* t = r->tctx;
     net_flush(r);
-    braid_proxy_remove(r); /* the plugin comm is ours alone from here */
-    uint32_t aborted = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
+    braid_net_proxy_remove(r); /* the plugin comm is ours alone from here */
+    uint32_t aborted = __atomic_load_n(t->abort_flag, __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) {
       /* broken: nothing to say on it */
     } else if (aborted) {
       /* Tell the receiver whom this rank blames, so it need not guess (code: rank + 1). A
-       * failure braid raised left its reason (a later ncclCommAbort overwrites the flag). */
-      int code = comm->abort_reason[0] && comm->failed_peer >= 0 ? comm->failed_peer + 1 : 0;
+       * failure braid raised keeps its culprit (a later ncclCommAbort overwrites the flag). */
+      int blamed = t->blamed_peer != NULL ? t->blamed_peer(t->owner) : -1;
+      int code = blamed >= 0 ? blamed + 1 : 0;
       if (r->net->abortSend != NULL) r->net->abortSend(r->net_comm, code);
     } else if (r->net->finishSend != NULL &&
                __atomic_load_n(&r->ctrl->head, __ATOMIC_ACQUIRE) >= __atomic_load_n(&r->ctrl->tail, __ATOMIC_ACQUIRE)) {
@@ -386,13 +398,22 @@ static void net_recv_free(struct braid_connector* c) {
   net_res_free(c);
 }
 
-const char* braid_net_conn_desc(const struct braid_connector* c) {
+/* "Socket/0": the text after "via NET/" in the connection's INFO lines. */
+static const char* net_desc(const struct braid_connector* c) {
   const struct net_res* r = c->res;
   return r != NULL ? r->desc : "?";
 }
 
+/* Each end's own FIFO in host memory (plain, or pinned and mapped on a device). */
+static const volatile struct braid_conn_ctrl* net_host_ctrl(const struct braid_connector* c) {
+  const struct net_res* r = c->res;
+  return r != NULL ? r->ctrl : NULL;
+}
+
 const struct braid_transport braid_transport_net = {
     .name = "NET",
+    .caps = BRAID_TRANSPORT_CAP_PROXIED,
+    .log_subsys = BRAID_LOG_NET,
     .can_connect = net_can_connect,
     .send_setup = net_send_setup,
     .recv_setup = net_recv_setup,
@@ -400,4 +421,8 @@ const struct braid_transport braid_transport_net = {
     .recv_connect = net_recv_connect,
     .send_free = net_send_free,
     .recv_free = net_recv_free,
+    .desc = net_desc,
+    .host_ctrl = net_host_ctrl,
+    .progress = braid_net_progress,
+    .wait = braid_net_wait,
 };

@@ -1,39 +1,48 @@
 /*
- * net.h - the network transport: the net plugin interface, and what the rest of braid calls.
+ * net.h - the net plugin interface of the network transport.
  *
- * 1. The net plugin ABI, version 1 (struct braid_net_v1). A plugin moves messages between
- *    two processes over some network; the transport (net.c) and its proxy thread (net_proxy.c)
- *    drive it. The table is shaped like NCCL's net plugin (ncclNet_v8..v11, same slot names
- *    and meanings) so IB verbs and UCX fit the same mould later:
- *      - devices are numbered 0..ndev-1; getProperties describes one (speed, latency, what
- *        memory it can reach: BRAID_NET_PTR_*);
- *      - a receiver listens and publishes a handle (at most BRAID_NET_HANDLE_MAXSIZE bytes,
- *        exchanged out of band by the bootstrap); the sender connects to it. connect and
- *        accept never block: they return with *comm == NULL until the connection is ready,
- *        and are called again with the same handle / listen comm;
- *      - memory is registered once per buffer (regMr) and every request names its handle;
- *      - isend / irecv post requests (NULL request: no room now, retry later; at most
- *        BRAID_NET_MAX_REQUESTS in flight per comm); requests of one comm complete in the
- *        order they were posted; test polls one; irecv may group several receives (up to
- *        maxRecvs); iflush makes received data visible to a GPU (NULL request: nothing to do);
- *      - results: ncclSuccess; ncclRemoteError when the peer is the cause (the plugin does
- *        not WARN, the transport names the peer); ncclSystemError / ncclInternalError for
- *        local failures (the plugin WARNs).
- *    braid's additions, all optional (NULL): waitFds gives descriptors an idle proxy can
- *    sleep on in poll(); finishSend tells the receiver that this sender is done (its
- *    communicator is being destroyed normally), so that the receiver can tell a peer that
- *    left from one that died; abortSend tells it that this sender gives up, with a code (the
- *    transport passes the rank it blames, + 1), so a failure seen by one rank reaches the
- *    others with its cause; getStatus says why a comm failed, whether its peer finished
- *    (closedByPeer) or aborted (peerAborted, abortCode) rather than vanished.
+ * The net plugin ABI, version 1 (struct braid_net_v1). A plugin moves messages between two
+ * processes over some network; the transport (net.c) and its progress-engine side
+ * (net_proxy.c) drive it. The table is shaped like NCCL's net plugin (ncclNet_v8..v11, same
+ * slot names and meanings) so IB verbs and UCX fit the same mould later:
+ *   - devices are numbered 0..ndev-1; getProperties describes one (speed, latency, what
+ *     memory it can reach: BRAID_NET_PTR_*);
+ *   - a receiver listens and publishes a handle (at most BRAID_NET_HANDLE_MAXSIZE bytes,
+ *     exchanged out of band by the bootstrap); the sender connects to it. connect and
+ *     accept never block: they return with *comm == NULL until the connection is ready,
+ *     and are called again with the same handle / listen comm;
+ *   - memory is registered once per buffer (regMr) and every request names its handle;
+ *   - isend / irecv post requests (NULL request: no room now, retry later; at most
+ *     BRAID_NET_MAX_REQUESTS in flight per comm); requests of one comm complete in the
+ *     order they were posted; test polls one; irecv may group several receives (up to
+ *     maxRecvs); iflush makes received data visible to a GPU (NULL request: nothing to do);
+ *   - results: ncclSuccess; ncclRemoteError when the peer is the cause (the plugin does
+ *     not WARN, the transport names the peer); ncclSystemError / ncclInternalError for
+ *     local failures (the plugin WARNs).
+ * braid's additions, all optional (NULL): waitFds gives descriptors an idle proxy can
+ * sleep on in poll(); finishSend tells the receiver that this sender is done (its
+ * communicator is being destroyed normally), so that the receiver can tell a peer that
+ * left from one that died; abortSend tells it that this sender gives up, with a code (the
+ * transport passes the rank it blames, + 1), so a failure seen by one rank reaches the
+ * others with its cause; getStatus says why a comm failed, whether its peer finished
+ * (closedByPeer) or aborted (peerAborted, abortCode) rather than vanished; recvInline says
+ * whether a receive comm writes received data only inside test().
  *
- *    A plugin library is `libnccl-net-<name>.so` (NCCL_NET_PLUGIN=<name>), or
- *    `libnccl-net.so` when NCCL_NET_PLUGIN is unset, exporting `braidNetPlugin_v1`. NCCL_NET
- *    picks a network by name; the built-in one is "Socket" (net_socket.c).
+ * Capabilities a plugin declares, and what each turns on (transport/README.md):
+ *   - props.ptrSupport & BRAID_NET_PTR_HOST_ANY: isend / irecv accept any host address,
+ *     inside the registered buffer or not (the request's mhandle is the FIFO's). Host-mode
+ *     sends then go from the user's buffer (braid_conn.direct, kernels/direct.h);
+ *   - that, and recvInline saying 1 for a receive comm: host-mode receives land in the
+ *     user's buffer (braid_conn.rdirect): a receive the transport stops testing when a call
+ *     fails must write nothing more into memory the user got back.
+ * A plugin that declares neither still carries everything, through the FIFO's slots.
  *
- * 2. Entry points for the rest of braid (connect.c): the transport, the description of a
- *    connection for the `[send] via NET/Socket/0` log line, and the proxy thread's watchdog,
- *    which watches every communicator (dead peers, BRAID_TIMEOUT), network or not.
+ * A plugin library is `libnccl-net-<name>.so` (NCCL_NET_PLUGIN=<name>), or
+ * `libnccl-net.so` when NCCL_NET_PLUGIN is unset, exporting `braidNetPlugin_v1`. NCCL_NET
+ * picks a network by name; the built-in one is "Socket" (net_socket.c).
+ *
+ * The rest of braid reaches the network transport only through its vtable
+ * (braid_transport_net, transport/registry.h) and the progress engine (transport/progress.h).
  */
 #ifndef BRAID_NET_H
 #define BRAID_NET_H
@@ -53,6 +62,8 @@
 #define BRAID_NET_PTR_HOST 0x1
 #define BRAID_NET_PTR_CUDA 0x2
 #define BRAID_NET_PTR_DMABUF 0x4
+/* Any host address, registered or not: the zero-copy host paths (see above). */
+#define BRAID_NET_PTR_HOST_ANY 0x8
 
 /* The logger a plugin should use: level and subsystem as in debug.h (BRAID_LOG_*). */
 typedef void (*braid_net_log_fn)(int level, uint64_t subsys, const char* file, int line, const char* fmt, ...);
@@ -121,38 +132,13 @@ struct braid_net_v1 {
   /* Before closeSend of a communicator that aborts: best effort, bounded, never blocks long. */
   ncclResult_t (*abortSend)(void* sendComm, int code);
   ncclResult_t (*getStatus)(void* comm, struct braid_net_status* status);
+  /* *yes = 1 when this receive comm moves received bytes only inside test() calls (no helper
+   * threads or DMA of its own): once the transport stops testing a request, nothing more is
+   * written into its buffer. */
+  ncclResult_t (*recvInline)(void* recvComm, int* yes);
 };
 
 /* The built-in plugin (net_socket.c). */
 extern const struct braid_net_v1 braid_net_socket;
-/* Does this receive comm of braid_net_socket move its payloads only inside test() (no helper
- * threads)? Then a receive it stops testing writes nothing more (kernels/direct.h). */
-int braid_net_socket_recv_inline(void* recv_comm);
-
-/* ---- for the rest of braid ---------------------------------------------------------------- */
-
-struct braid_comm;
-struct braid_connector;
-struct braid_transport;
-
-extern const struct braid_transport braid_transport_net;
-
-/* "Socket/0" for a connector of the net transport (log lines: `[send] via NET/Socket/0`). */
-const char* braid_net_conn_desc(const struct braid_connector* c);
-
-/* The watchdog (net_watch.c, run by the proxy thread): while a collective of a watched
- * communicator makes no progress, it checks that the peers on this machine are alive and
- * enforces BRAID_TIMEOUT; failures raise the abort flag with a message (comm->abort_reason).
- * watch after the ring connections exist; unwatch before any connection is freed
- * (idempotent). */
-ncclResult_t braid_proxy_watch(struct braid_comm* comm);
-void braid_proxy_unwatch(struct braid_comm* comm);
-
-/* Device communicators: call right after launching a kernel of `comm` (launch.c). Kernels
- * cannot kick the proxy as the host executor does, so the proxy thread polls the FIFOs of
- * device network connections while they have steps in flight and for a while after any
- * movement; this wakes it for the kernel's first step instead of after its idle nap
- * (net_proxy.c: DEVICE_NAP_MS). Cheap and safe from any thread, with or without connections. */
-void braid_proxy_launched(struct braid_comm* comm);
 
 #endif /* BRAID_NET_H */

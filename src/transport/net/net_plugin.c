@@ -80,6 +80,15 @@ static const struct braid_net_v1* plugin_load(void) {
   return net;
 }
 
+ncclResult_t braid_net_plugin_use(const struct braid_net_v1* net) {
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&plugin_lock);
+  chosen = NULL;
+  if (net != NULL && (res = net->init(braid_debug_log)) == ncclSuccess) chosen = net;
+  pthread_mutex_unlock(&plugin_lock);
+  return res;
+}
+
 ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
   ncclResult_t res = ncclSuccess, last = ncclSystemError;
   pthread_mutex_lock(&plugin_lock);

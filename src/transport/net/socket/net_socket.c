@@ -8,7 +8,8 @@
  * NCCL_SOCKET_NTHREADS (0..16, default 0) helper threads per connection, each owning
  * NCCL_NSOCKS_PERTHREAD (default 1) data sockets, at most 64 sockets: large messages are then
  * spread over the data sockets. With no helper threads everything travels on one socket,
- * moved by the proxy thread itself. The receiver decides and puts the counts in its handle.
+ * moved by whoever tests the requests (the progress engine or a host executor). The receiver
+ * decides and puts the counts in its handle.
  */
 #include "transport/net/socket/net_socket.h"
 
@@ -117,7 +118,7 @@ static ncclResult_t sock_get_properties(int dev, struct braid_net_props* props) 
   props->name = sock_dev_names[dev];
   props->pciPath = sock_dev_pci[dev][0] ? sock_dev_pci[dev] : NULL;
   props->guid = (uint64_t)dev;
-  props->ptrSupport = BRAID_NET_PTR_HOST;
+  props->ptrSupport = BRAID_NET_PTR_HOST | BRAID_NET_PTR_HOST_ANY; /* plain send()/recv() on any address */
   props->regIsGlobal = 1;
   props->speed = sock_speed(sock_dev_names[dev]);
   props->port = 0;
@@ -436,9 +437,12 @@ static ncclResult_t sock_iflush(void* comm, int n, void** data, size_t* sizes, v
   return ncclSuccess;
 }
 
-int braid_net_socket_recv_inline(void* recv_comm) {
+/* Without helper threads a receive moves bytes only inside sock_test(): one the transport
+ * stops testing writes nothing more. */
+static ncclResult_t sock_recv_inline(void* recv_comm, int* yes) {
   const struct sock_comm* c = recv_comm;
-  return c != NULL && !c->is_send && c->nthreads == 0;
+  *yes = c != NULL && !c->is_send && c->nthreads == 0;
+  return ncclSuccess;
 }
 
 const struct braid_net_v1 braid_net_socket = {
@@ -464,4 +468,5 @@ const struct braid_net_v1 braid_net_socket = {
     .finishSend = sock_finish_send,
     .abortSend = sock_abort_send,
     .getStatus = sock_get_status,
+    .recvInline = sock_recv_inline,
 };
