@@ -10,8 +10,8 @@
  * calls. A call numbered seq (the same on every rank):
  *   1. waits until every rank arrived at seq-1: they all finished reading what call seq-2 left
  *      in the slot this call overwrites;
- *   2. copies its input into its input slot (user buffers need not be in a window) and
- *      publishes arrive = seq (release);
+ *   2. copies its input, with its own pre-op (PreMulSum's scalar is per rank), into its input
+ *      slot (user buffers need not be in a window) and publishes arrive = seq (release);
  *   3. waits for every rank's arrive >= seq (acquire);
  *   4. one-shot: loads every rank's input and reduces all of it into its output;
  *      two-shot: reduces chunk `rank` of every input into its result slot, publishes rs = seq,
@@ -19,8 +19,8 @@
  *   5. writes done[me] = seq into every segment: it reads nothing of them any more (a segment
  *      may be unmapped once its done[] says every peer finished its last call: core/sym/lsa.c).
  * Every rank reduces in rank order 0..n-1, so every rank's output has the same bits (and the
- * two variants agree). PreMulSum's multiplier applies to each input once, SumPostDiv's
- * division after the last operand, as in the ring.
+ * two variants agree). PreMulSum's multiplier applies to each input once, by its owner,
+ * SumPostDiv's division after the last operand, as in the ring.
  */
 #ifndef BRAID_KERNELS_LSA_H
 #define BRAID_KERNELS_LSA_H
@@ -69,15 +69,22 @@ HD int braid_lsa_wait_all(const struct braid_lsa_view* v, size_t off, uint32_t s
   return 0;
 }
 
-/* mm_ld_reduce over unicast pointers: dst[i] = op over src[0..nsrc)[i], each operand's pre-op
- * applied once, the post-op after the last. (With a multicast object: one multimem.ld_reduce.) */
+/* mm_ld_reduce over unicast pointers: dst[i] = op over src[0..nsrc)[i], the post-op after the
+ * last operand. The operands are staged inputs, whose pre-op (PreMulSum: each rank's own
+ * scalar) was applied by their owner (braid_lsa_stage). (Multicast: one multimem.ld_reduce.) */
 HD void braid_lsa_ld_reduce(const struct braid_redop* op, void* dst, const void* const* src, int nsrc, size_t n) {
   if (nsrc == 1) {
-    braid_reduce_copy(op, dst, NULL, src[0], 1, NULL, 0, 1, n);
+    braid_reduce_copy(op, dst, NULL, src[0], 0, NULL, 0, 1, n);
     return;
   }
-  braid_reduce_copy(op, dst, NULL, src[0], 1, src[1], 1, nsrc == 2, n);
-  for (int i = 2; i < nsrc; i++) braid_reduce_copy(op, dst, NULL, dst, 0, src[i], 1, i == nsrc - 1, n);
+  braid_reduce_copy(op, dst, NULL, src[0], 0, src[1], 0, nsrc == 2, n);
+  for (int i = 2; i < nsrc; i++) braid_reduce_copy(op, dst, NULL, dst, 0, src[i], 0, i == nsrc - 1, n);
+}
+
+/* Step 2's copy: the input with this rank's pre-op (PreMulSum by its own scalar, rounded to
+ * the type as a ring's first hop sends it), no post-op. */
+HD void braid_lsa_stage(const struct braid_redop* op, void* dst, const void* src, size_t n) {
+  braid_reduce_copy(op, dst, NULL, src, 1, NULL, 0, 0, n);
 }
 
 /* Plain copy of n elements (the operator's pre- and post-ops do not apply). */
@@ -105,7 +112,7 @@ HD int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_work* w
   if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes)
     return BRAID_EXEC_BAD_SCHEDULE;
   if ((st = braid_lsa_wait_all(v, BRAID_LSA_ARRIVE_OFF, seq - 1, ab)) != 0) return st;
-  braid_lsa_copy(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
+  braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
   simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
   if ((st = braid_lsa_wait_all(v, BRAID_LSA_ARRIVE_OFF, seq, ab)) != 0) return st;
   if (w->lsa_mode == BRAID_LSA_ONESHOT) {

@@ -520,6 +520,31 @@ START_TEST(test_nvls) {
 }
 END_TEST
 
+/* PreMulSum's scalar is each rank's own (refdata's cases give every rank the same one): rank r
+ * multiplies by r + 1, so 1.0 everywhere sums to n(n+1)/2. Both variants, threads and processes. */
+static int body_premul_per_rank(struct harness_rank* r) {
+  ncclComm_t comm;
+  ncclRedOp_t op;
+  enum { N = 1023 };
+  float buf[N], scalar = (float)(r->rank + 1), want = (float)(r->nranks * (r->nranks + 1) / 2);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+  for (int i = 0; i < N; i++) buf[i] = 1.0f;
+  RCHECK(r, ncclAllReduce(buf, buf, N, ncclFloat32, op, comm, NULL));
+  for (int i = 0; i < N; i++) REXPECT(r, buf[i] == want, "element %d: %g, want %g", i, (double)buf[i], (double)want);
+  RCHECK(r, ncclRedOpDestroy(op, comm));
+  RCHECK(r, ncclCommDestroy(comm));
+  return 0;
+}
+
+START_TEST(test_nvls_premul_per_rank) {
+  ref_env_apply("NCCL_ALGO=NVLS");
+  ref_env_apply(nvls_variant_env[_i % 2]);
+  ck_assert_int_eq(harness_run(3, _i < 2 ? HARNESS_THREADS : HARNESS_PROCS, body_premul_per_rank, NULL, RANK_TIMEOUT_S),
+                   0);
+}
+END_TEST
+
 /* ---- groups ---- */
 
 /* The calls of one group: different collectives, datatypes, ops, roots and sizes (so
@@ -717,7 +742,11 @@ Suite* coll_suite(void) {
     tcase_add_loop_test(tc, tcs[i].fn, 0, full ? tcs[i].n_full : tcs[i].n);
     suite_add_tcase(s, tc);
   }
-  TCase* tc = tcase_create("initall");
+  TCase* tc = tcase_create("nvls-premul");
+  tcase_set_timeout(tc, TCASE_TIMEOUT_S);
+  tcase_add_loop_test(tc, test_nvls_premul_per_rank, 0, 4);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("initall");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_test(tc, test_initall_one_thread);
   suite_add_tcase(s, tc);
