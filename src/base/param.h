@@ -156,7 +156,7 @@
   X(GRAPH_FILE, "NCCL_GRAPH_FILE", ACCEPTED, STR, NULL, "XML file of channels to use instead of searching")            \
   X(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", ACCEPTED, STR, NULL, "write the searched channels as XML here")           \
   /* plugins */                                                                                                        \
-  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", ACCEPTED, STR, NULL, "external tuner plugin library (not loaded yet)")          \
+  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", LIVE, STR, NULL, "tuner plugin library: a name, a path, none")                  \
   X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", ACCEPTED, STR, NULL, "external profiler plugin (not loaded yet)")         \
   /* other NCCL knobs */                                                                                               \
   X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", ACCEPTED, ENUM("PARALLEL|GROUP"), "PARALLEL",                                     \

@@ -72,7 +72,6 @@ static const struct braid_net_v1* externals_load(const char* want) {
   const char* v = braid_param_str(BRAID_PARAM_NET_PLUGIN);
   char list[1024], *save = NULL, lib[512];
   int n = 0;
-  if (v != NULL) BRAID_INFO(BRAID_LOG_ENV | BRAID_LOG_NET, "NCCL_NET_PLUGIN set by environment to %s", v);
   if (v != NULL && strcasecmp(v, "none") == 0) {
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/Plugin: NCCL_NET_PLUGIN=none, using internal network plugin.");
     return NULL;
