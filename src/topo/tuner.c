@@ -6,7 +6,9 @@
  *   Ring   LL: min(LL ceiling, busBw/2)   LL128: min(.92 busBw, rings x LL128 per channel)
  *          Simple: busBw;  algBw = busBw x n / nsteps (AllReduce 2(n-1), AG/RS n-1, else n)
  *          lat = base + (nsteps - nInter) x max(intra step, net overhead) + nInter x net step
- *   Tree   (AllReduce) base = min(.92 busBw, rings x tree per channel); LL base/3.8,
+ *   Tree   (AllReduce) treeBw = rings x the tree search's speed (intra-node up to 2 nodes,
+ *          else the network's; host mode: busBw);
+ *          base = min(.92 treeBw, rings x tree per channel); LL base/3.8,
  *          LL128 base x 7/9 (one node) or 120/128; algBw = busBw / 2;
  *          lat = base + 2((ppn-1) x intra step + log2(nodes) x net step)
  *   NVLS / NVLSTree (AllReduce, NVSwitch sm90+), PAT (AllGather/ReduceScatter, one rank per
@@ -44,8 +46,14 @@ struct braid_tuner {
   struct braid_tuner_plugin* plugin; /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL */
 };
 
+static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
+#define BRAID_X(id, name, str, runs) [id] = runs,
+    BRAID_ALGOS(BRAID_X)
+#undef BRAID_X
+};
+
 int braid_tuner_implemented(int algo) {
-  return algo == BRAID_ALGO_RING || algo == BRAID_ALGO_TREE;
+  return algo >= 0 && algo < BRAID_NUM_ALGOS && algo_runs[algo];
 }
 
 void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
@@ -105,6 +113,11 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
   /* NCCL takes the intra-node speed up to 2 nodes; braid's search may raise it above the
    * network's, and a ring goes no faster than its slowest hop, so the smaller one. */
   float bus0 = (float)g->nrings * (nodes == 1 ? g->bw_intra : minf(g->bw_intra, g->bw_inter));
+  /* The tree runs on the tree search's channels: NCCL prices them at the intra-node speed up
+   * to two nodes (its search raises that up to twice the network's), else the network's. Host
+   * mode keeps the ring's figure, which its measured tree factor was calibrated against. */
+  float tree_bw = nodes <= 2 ? g->tree_bw_intra : g->tree_bw_inter;
+  float tree0 = g->host_mode || !(tree_bw > 0) ? bus0 : (float)g->nrings * tree_bw;
   int log2nodes = 0;
   while ((1 << (log2nodes + 1)) <= nodes) log2nodes++;
   int ll128 = ll128_default(g);
@@ -140,7 +153,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
             g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_TREE] : braid_tuner_base_lat[BRAID_ALGO_TREE];
         float tintra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_TREE][p];
         float tinter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_TREE][p];
-        float tbus = minf(bus0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
+        float tbus = minf(tree0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
         if (p == BRAID_PROTO_LL) tbus = minf(tbus / 3.8f, braid_tuner_ll_max_bw[arch][ncls]);
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
         t->lat[f][BRAID_ALGO_TREE][p] = tb[p] + 2.0f * ((float)(t->ppn - 1) * tintra + (float)log2nodes * tinter);
@@ -310,6 +323,29 @@ static struct braid_tuner_choice cheapest(float cost[BRAID_NUM_ALGOS][BRAID_NUM_
   return best;
 }
 
+/* NCCL_TUNER_PLUGIN, when one is loaded: it sees the costs of what braid can run here and may
+ * change them and the channel count (plugin/tuner_plugin.h validates what comes back). */
+static void plugin_choice(const struct braid_tuner* t, int func, size_t bytes,
+                          float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS], struct braid_tuner_choice* best) {
+  int nch = best->nchannels;
+  if (!braid_tuner_plugin_apply(t->plugin, func, bytes, cost, &nch, t->nchannels)) return;
+  struct braid_tuner_choice tuned = cheapest(cost);
+  if (tuned.algo < 0) {
+    BRAID_INFO(BRAID_LOG_TUNING, "TUNER/Plugin: %s left %s no algorithm and protocol; braid's choice is kept",
+               braid_tuner_plugin_name(t->plugin), braid_tuner_func_name(func));
+    return;
+  }
+  if (tuned.algo != best->algo || tuned.proto != best->proto) {
+    size_op(t, tuned.algo, tuned.proto, bytes, &tuned);
+  } else {
+    tuned.nchannels = best->nchannels;
+    tuned.nthreads = best->nthreads;
+  }
+  if (nch != best->nchannels) tuned.nchannels = nch;
+  tuned.time_us = model_time(t, func, tuned.algo, tuned.proto, bytes); /* the model's prediction */
+  *best = tuned;
+}
+
 static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes, int implemented_only,
                             struct braid_tuner_choice* out) {
   float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
@@ -326,24 +362,7 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
     return ncclInvalidUsage;
   }
   size_op(t, best.algo, best.proto, bytes, &best);
-  /* The tuner plugin sees the costs of what braid can run and may change them and the channels. */
-  int nch = best.nchannels;
-  if (implemented_only && braid_tuner_plugin_apply(t->plugin, func, bytes, cost, &nch, t->nchannels)) {
-    struct braid_tuner_choice tuned = cheapest(cost);
-    if (tuned.algo < 0) {
-      BRAID_INFO(BRAID_LOG_TUNING, "TUNER/Plugin: %s left %s no algorithm and protocol; braid's choice is kept",
-                 braid_tuner_plugin_name(t->plugin), braid_tuner_func_name(func));
-    } else {
-      if (tuned.algo != best.algo || tuned.proto != best.proto)
-        size_op(t, tuned.algo, tuned.proto, bytes, &tuned);
-      else
-        tuned.nchannels = best.nchannels, tuned.nthreads = best.nthreads;
-      tuned.time_us =
-          model_time(t, func, tuned.algo, tuned.proto, bytes); /* the model's prediction, not the plugin's cost */
-      tuned.nchannels = nch != best.nchannels ? nch : tuned.nchannels;
-      best = tuned;
-    }
-  }
+  if (implemented_only) plugin_choice(t, func, bytes, cost, &best);
   *out = best;
   return ncclSuccess;
 }
