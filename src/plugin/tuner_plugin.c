@@ -174,8 +174,8 @@ static void say_ignored(struct braid_tuner_plugin* p, int a, int q, const char* 
   if (p->warned[a][q]) return;
   p->warned[a][q] = 1;
   BRAID_INFO(BRAID_LOG_TUNING,
-             "TUNER/Plugin: %s %s algorithm %d protocol %d, which braid does not run here (ignored; braid runs Ring "
-             "and Tree, within NCCL_ALGO/NCCL_PROTO)",
+             "TUNER/Plugin: %s %s algorithm %d protocol %d, which braid does not run here (ignored; the pairs "
+             "it runs have a cost in the table)",
              table_name(), how, a, q);
 }
 

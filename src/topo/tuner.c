@@ -43,6 +43,9 @@ struct braid_tuner {
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   char algo_env[128], proto_env[128];
+  size_t lsa_max_bytes;              /* host one-/two-shot all-reduce up to this size; 0: none */
+  int lsa_cores;                     /* CPUs the ranks' spinning shares */
+  int lsa_variant;                   /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
   struct braid_tuner_plugin* plugin; /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL */
 };
 
@@ -54,6 +57,28 @@ static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
 
 int braid_tuner_implemented(int algo) {
   return algo >= 0 && algo < BRAID_NUM_ALGOS && algo_runs[algo];
+}
+
+void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores) {
+  if (t == NULL || !t->host_mode) return;
+  t->lsa_max_bytes = max_bytes;
+  t->lsa_cores = ncores > 0 ? ncores : 1;
+  t->lsa_variant = (int)braid_param_int(BRAID_PARAM_LSA_VARIANT);
+}
+
+/* Host one-shot / two-shot (tuner_tables.h, LSA block): NCCL_ALGO names them NVLS. */
+static int lsa_offered(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
+  return a == BRAID_ALGO_NVLS && p == BRAID_PROTO_SIMPLE && f == BRAID_FUNC_AllReduce && t->host_mode &&
+         bytes <= t->lsa_max_bytes && t->algo_on[f][a] && t->proto_on[f][p];
+}
+static float lsa_time(const struct braid_tuner* t, size_t bytes, int* variant_p) {
+  /* more ranks than cores: the waits take turns on the cores */
+  float n = (float)t->nranks, over = n > (float)t->lsa_cores ? n / (float)t->lsa_cores : 1.0f;
+  float one = over * BRAID_TUNER_LSA_ONESHOT_LAT_US + (float)bytes * (1.0f + n) / (1000.0f * BRAID_TUNER_LSA_BW);
+  float two = over * BRAID_TUNER_LSA_TWOSHOT_LAT_US + (float)bytes * 3.0f / (1000.0f * BRAID_TUNER_LSA_BW);
+  int v = t->lsa_variant != 0 ? t->lsa_variant : one <= two ? 1 /* BRAID_LSA_ONESHOT */ : 2 /* BRAID_LSA_TWOSHOT */;
+  if (variant_p != NULL) *variant_p = v;
+  return v == 1 ? one : two;
 }
 
 void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
@@ -255,6 +280,7 @@ static int host_channels(const struct braid_tuner* t, size_t bytes) {
 
 static float model_time(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
   float bw = t->bw[f][a][p], lat = t->lat[f][a][p];
+  if (a == BRAID_ALGO_NVLS && t->host_mode) return lsa_offered(t, f, a, p, bytes) ? lsa_time(t, bytes, NULL) : -1.0f;
   if (bw <= 0) return -1.0f;
   if (t->host_mode) {
     /* the steps (all but the call's own cost) slow down with the channel threads sharing cores */
@@ -308,11 +334,13 @@ static void cost_table(const struct braid_tuner* t, int func, size_t bytes, int 
                        float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]) {
   for (int a = 0; a < BRAID_NUM_ALGOS; a++)
     for (int p = 0; p < BRAID_NUM_PROTOS; p++)
-      cost[a][p] = implemented_only && !braid_tuner_implemented(a) ? -1.0f : model_time(t, func, a, p, bytes);
+      cost[a][p] = implemented_only && !braid_tuner_implemented(a) && !(a == BRAID_ALGO_NVLS && t->lsa_max_bytes)
+                       ? -1.0f
+                       : model_time(t, func, a, p, bytes);
 }
 
 static struct braid_tuner_choice cheapest(float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]) {
-  struct braid_tuner_choice best = {-1, -1, 0, 0, -1.0f};
+  struct braid_tuner_choice best = {-1, -1, 0, 0, -1.0f, 0};
   for (int a = 0; a < BRAID_NUM_ALGOS; a++)
     for (int p = 0; p < BRAID_NUM_PROTOS; p++)
       if (cost[a][p] >= 0 && (best.time_us < 0 || cost[a][p] < best.time_us)) {
@@ -363,6 +391,10 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
   }
   size_op(t, best.algo, best.proto, bytes, &best);
   if (implemented_only) plugin_choice(t, func, bytes, cost, &best);
+  if (best.algo == BRAID_ALGO_NVLS && t->host_mode) {
+    lsa_time(t, bytes, &best.variant);
+    best.nchannels = 1; /* the calling thread does it all */
+  }
   *out = best;
   return ncclSuccess;
 }
@@ -370,9 +402,12 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
 ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out) {
   BRAID_CHECK(best_of(t, func, bytes, 1, out));
   if (t->log)
-    BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}",
+    BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}%s",
                braid_tuner_func_name(func), (long)bytes, braid_tuner_algo_name(out->algo),
-               braid_tuner_proto_name(out->proto), 0, out->nchannels - 1);
+               braid_tuner_proto_name(out->proto), 0, out->nchannels - 1,
+               out->variant == 1   ? " (one-shot)"
+               : out->variant == 2 ? " (two-shot)"
+                                   : "");
   return ncclSuccess;
 }
 
