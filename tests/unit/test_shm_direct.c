@@ -134,9 +134,9 @@ static int count_logs(const char* needle, int* procs, int* most) {
 }
 
 static const struct dcase cases[] = {
-    {"AUTO", 0, 2, HARNESS_PROCS}, {"ON", 0, 2, HARNESS_PROCS},    {"OFF", 0, 2, HARNESS_PROCS},
-    {"AUTO", 1, 2, HARNESS_PROCS}, {"ON", 1, 3, HARNESS_PROCS},    {"AUTO", 0, 3, HARNESS_PROCS},
-    {"ON", 0, 3, HARNESS_PROCS},   {"AUTO", 0, 2, HARNESS_THREADS}, {"ON", 0, 3, HARNESS_THREADS},
+    {"AUTO", 0, 2, HARNESS_PROCS},  {"ON", 0, 2, HARNESS_PROCS},     {"OFF", 0, 2, HARNESS_PROCS},
+    {"AUTO", 1, 2, HARNESS_PROCS},  {"ON", 1, 3, HARNESS_PROCS},     {"AUTO", 0, 3, HARNESS_PROCS},
+    {"ON", 0, 3, HARNESS_PROCS},    {"AUTO", 0, 2, HARNESS_THREADS}, {"ON", 0, 3, HARNESS_THREADS},
     {"OFF", 0, 2, HARNESS_THREADS},
 };
 
@@ -172,8 +172,8 @@ START_TEST(test_direct) {
     ck_assert_int_eq(cma, 0);
   } else if (k->deny) {
     ck_assert_msg(cma == 0, "CMA denied, yet %d connections took it", cma);
-    ck_assert_msg(procs == k->nranks && most == 1, "the fallback must be said once per process: %d lines from %d processes",
-                  told, procs);
+    ck_assert_msg(procs == k->nranks && most == 1,
+                  "the fallback must be said once per process: %d lines from %d processes", told, procs);
   } else {
     ck_assert_msg(on ? cma > 0 : cma == 0, "%s: %d CMA connections", k->mode, cma);
     ck_assert_int_eq(told, 0);
