@@ -23,6 +23,7 @@
  * connection. A denied probe is said once per process (INFO) and leaves the FIFO path.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -164,9 +165,11 @@ static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t by
   }
   int err = braid_cma_read(r->peer_pid, dst, src, bytes);
   if (err == 0) return 0;
-  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, ncclSystemError, r->peer,
-                       "Reading %zu bytes of rank %d's buffer (process_vm_readv of pid %d) failed: %s", bytes, r->peer,
-                       r->peer_pid, strerror(err));
+  char name[128];
+  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, err == ESRCH ? ncclRemoteError : ncclSystemError, r->peer,
+                       "Reading %zu bytes from the buffer of %s (process_vm_readv) failed: %s%s", bytes,
+                       braid_transport_peer_name(r->ctx, r->peer, name, sizeof(name)), strerror(err),
+                       err == ESRCH ? " (the process is gone)" : "");
   return BRAID_EXEC_PEER_FAILED;
 }
 
