@@ -104,7 +104,7 @@
   X(SHM_DIRECT, "BRAID_SHM_DIRECT", LIVE, ENUM("AUTO|ON|OFF"), "AUTO",                                                 \
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket, IB, UCX)")                           \
-  X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "external plugin library libnccl-net-<name>.so")                   \
+  X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "net plugin libraries: names, paths, a comma list")                \
   X(IB_DISABLE, "NCCL_IB_DISABLE", ACCEPTED, BOOL, 0, "1: do not use InfiniBand (braid has no IB transport)")          \
   X(IB_HCA, "NCCL_IB_HCA", ACCEPTED, STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")       \
   X(IB_GID_INDEX, "NCCL_IB_GID_INDEX", ACCEPTED, INT(-1, 255), -1, "RoCE GID index (-1: automatic)")                   \
@@ -169,7 +169,7 @@
     "the rank that writes NCCL_GRAPH_DUMP_FILE")                                                                       \
   X(NVB_DISABLE, "NCCL_NVB_DISABLE", LIVE, BOOL, 0, "no NVLink paths through an intermediate GPU")                     \
   /* plugins */                                                                                                        \
-  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", ACCEPTED, STR, NULL, "external tuner plugin library (not loaded yet)")          \
+  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", LIVE, STR, NULL, "tuner plugin library: a name, a path, none")                  \
   X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", ACCEPTED, STR, NULL, "external profiler plugin (not loaded yet)")         \
   /* other NCCL knobs */                                                                                               \
   X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", ACCEPTED, ENUM("PARALLEL|GROUP"), "PARALLEL",                                     \
