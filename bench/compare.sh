@@ -61,26 +61,10 @@ fi
 tests/ensure-deps.sh mpi
 PLOT=1
 tests/ensure-deps.sh matplotlib || { echo "compare.sh: matplotlib unavailable, no plot" >&2; PLOT=0; }
-mkdir -p "$OUT/peer-obj"
 
 # The Open MPI peer: the per-collective files of bench/ give it the same sizes, data checks
 # and bandwidth formulas; rebuilt when any source is newer than it.
-PEER=$OUT/mpi_coll_perf
-SRCS="bench/peers/*.c bench/common/opts.c bench/common/report.c bench/common/dtype.c bench/common/verify.c bench/common/*.h bench/*_perf.c include/nccl.h"
-# shellcheck disable=SC2086
-if [ ! -x "$PEER" ] || [ -n "$(find $SRCS -newer "$PEER" 2>/dev/null | head -n 1)" ]; then
-  echo "== building $PEER"
-  CFL="-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -DBRAID_NO_CUDA_HEADERS -Iinclude -Ibench/common"
-  objs=()
-  for c in $COLLS; do
-    # shellcheck disable=SC2086
-    mpicc $CFL -Dbench_coll=bench_coll_$c -c "bench/${c}_perf.c" -o "$OUT/peer-obj/$c.o"
-    objs+=("$OUT/peer-obj/$c.o")
-  done
-  # shellcheck disable=SC2086
-  mpicc $CFL -o "$PEER" bench/peers/mpi_coll_perf.c bench/peers/nccl_stubs.c bench/common/opts.c \
-    bench/common/report.c bench/common/dtype.c bench/common/verify.c "${objs[@]}" -lm
-fi
+PEER=$(bench/peers/build.sh "$OUT") || { echo "compare.sh: cannot build the MPI peer" >&2; exit 1; }
 
 # Open MPI's shared-memory BTL is "vader" up to 4.x and "sm" from 5.0.
 SHM_BTL=sm

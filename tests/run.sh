@@ -63,6 +63,16 @@ if [ $# -eq 0 ]; then
   # The network suite again with the host-only zero-copy path off (kernels/direct.h: the plain
   # primitives on every network connection).
   part net-nodirect env BRAID_NET_DIRECT=0 CK_RUN_SUITE=net "$BUILD/bin/braid-tests"
+  # The collective suite again with the shm direct path forced on (every Simple step between
+  # local ranks by pointer, transport/shm.c) and with cross-memory attach denied by a seccomp
+  # filter (tests/shm/deny-cma.c: the FIFO fallback); AUTO ran above, OFF in shm_direct.
+  part coll-shm-direct-on env BRAID_SHM_DIRECT=ON CK_RUN_SUITE=coll "$BUILD/bin/braid-tests"
+  if cc -O2 -Wall -Wextra -o "$BUILD/bin/deny-cma" tests/shm/deny-cma.c; then
+    part coll-cma-denied env CK_RUN_SUITE=coll "$BUILD/bin/deny-cma" "$BUILD/bin/braid-tests"
+  else
+    echo "FAIL coll-cma-denied: tests/shm/deny-cma.c does not compile"
+    failed=$((failed + 1))
+  fi
   part format tests/format-check.sh
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"

@@ -24,6 +24,7 @@
 #include "core/flight.h"
 #include "core/sym/sym.h"
 #include "device/launch.h"
+#include "transport/cma.h"
 
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_comm** registry;
@@ -347,6 +348,7 @@ void braid_comm_fill_identity(struct braid_comm* comm, struct braid_peer_info* m
   if (n > 0) ns[n] = '\0';
   snprintf(ident, sizeof(ident), "%d%s", me->pid, ns);
   me->pid_hash = braid_hash(ident, strlen(ident), me->host_hash);
+  me->cma_probe = braid_cma_probe_word(me->pid_hash);
   struct stat st;
   me->shm_dev = stat("/dev/shm", &st) == 0 ? (uint64_t)st.st_dev : 0;
   me->cuda_dev = comm->cuda_dev;

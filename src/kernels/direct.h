@@ -35,6 +35,15 @@
  * through send(), so a buffer freed after that fails the (already failed) connection with
  * EFAULT, it cannot crash the process.
  *
+ * Fetching (work.h braid_conn.host_fetch: the receive end of a shm connection whose sender
+ * sends by pointer, the same send rules as above): after waiting for a Simple step the
+ * receiver looks at ctrl->ptrs[slot]; set, the payload is still in the sender's memory and
+ * host_fetch copies it (process_vm_readv between processes, memcpy between threads): into my
+ * output when the step's payload becomes my output unchanged (RECV, RECV_COPY_SEND of one
+ * connection: one copy instead of two), else into the slot, after which the step runs as if
+ * it had arrived there. The receiver clears ptrs[slot] before it releases the step (head),
+ * so a later step copied into that slot is never taken for a pointer.
+ *
  * Receiving (work.h braid_conn.rdirect: the receive end of such a connection). A step whose
  * payload becomes my output unchanged — RECV and RECV_COPY_SEND of one connection, a p2p
  * receive — lands there: before waiting for it the executor declares its destination (ctrl->
@@ -58,7 +67,8 @@
 #include "kernels/simt.h"
 #include "kernels/work.h"
 
-/* Smaller steps are copied: the copy is cheap and keeps their completion out of the way. */
+/* Smaller steps are copied: the copy is cheap and keeps their completion out of the way
+ * (a connection may set its own bound: braid_conn.direct_min). */
 #define BRAID_DIRECT_MIN_BYTES 16384
 #define BRAID_DIRECT_MAX_PEND 32
 
@@ -85,10 +95,16 @@ struct braid_direct {
   struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
 };
 
+/* The counter past which a direct send's source is free: the receiver's copy (fetched) where
+ * it copies direct steps itself, else head. */
+static inline const volatile uint64_t* braid_direct_done_ctr(const struct braid_conn* c) {
+  return c->fetched ? c->fetched : c->head;
+}
+
 /* Wait until send `e` completed. 0, or the abort flag's value. */
 static inline int braid_direct_wait_one(const struct braid_direct_pend* e, const volatile uint32_t* abort_flag) {
   uint32_t spins = 0;
-  while (simt_ld_acquire_u64(e->conn->head) <= e->step) {
+  while (simt_ld_acquire_u64(braid_direct_done_ctr(e->conn)) <= e->step) {
     if (e->conn->host_kick) e->conn->host_kick(e->conn);
     simt_spin_pause(&spins);
     if ((spins & 255) == 0 && *abort_flag) return (int)*abort_flag;
@@ -100,7 +116,7 @@ static inline int braid_direct_wait_one(const struct braid_direct_pend* e, const
 static inline void braid_direct_prune(struct braid_direct* d) {
   int k = 0;
   for (int i = 0; i < d->npend; i++)
-    if (simt_ld_acquire_u64(d->pend[i].conn->head) <= d->pend[i].step) d->pend[k++] = d->pend[i];
+    if (simt_ld_acquire_u64(braid_direct_done_ctr(d->pend[i].conn)) <= d->pend[i].step) d->pend[k++] = d->pend[i];
   d->npend = k;
 }
 
@@ -205,11 +221,12 @@ static inline void braid_direct_declare_slots(struct braid_prims* p, int nr) {
 static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const char* in, char* out, int nr, int ns,
                                          size_t bytes, const char** src_p, char** rdst_p, int* scratch_p) {
   struct braid_direct* d = p->direct;
-  int direct = d != NULL && ns > 0 && bytes >= BRAID_DIRECT_MIN_BYTES, writes_out = braid_prim_writes_output(prim);
+  int direct = d != NULL && ns > 0, writes_out = braid_prim_writes_output(prim);
   *src_p = 0;
   *rdst_p = 0;
   *scratch_p = 0;
-  for (int i = 0; i < ns && direct; i++) direct = p->send[i]->direct;
+  for (int i = 0; i < ns && direct; i++)
+    direct = p->send[i]->direct && bytes >= (p->send[i]->direct_min ? p->send[i]->direct_min : BRAID_DIRECT_MIN_BYTES);
   if (direct && writes_out && out) {
     *src_p = out;
   } else if (direct && prim == BRAID_PRIM_SEND && p->op.kind != BRAID_RED_PREMULSUM) {
@@ -232,6 +249,33 @@ static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const 
     }
   }
   if ((writes_out || *scratch_p) && !*rdst_p) return braid_direct_before_write(d, out, bytes, p->abort_flag);
+  return 0;
+}
+
+/* Receive ends with host_fetch (above), first thing in a step: wait for it, then copy what the
+ * senders left in their own memory, into my output (*rdst_p) where the payload becomes it
+ * unchanged and no send of mine in flight reads it, else into the slot. */
+static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out, int nr, size_t bytes, char** rdst_p) {
+  int any = 0;
+  for (int i = 0; i < nr; i++) any |= p->recv[i]->host_fetch != NULL;
+  if (!any) return 0;
+  braid_direct_declare_slots(p, nr);
+  if (braid_prims_wait(p, prim, 1)) return p->status;
+  for (int i = 0; i < nr; i++) {
+    struct braid_conn* c = p->recv[i];
+    int slot = (int)(c->step % BRAID_NSTEPS);
+    uint64_t src = c->host_fetch ? c->ptrs[slot] : 0;
+    if (src == 0) continue;
+    if (c->sizes[slot] != bytes) return BRAID_EXEC_BAD_SCHEDULE; /* both ends run one schedule */
+    char* dst = braid_slot(c, BRAID_PROTO_SIMPLE);
+    if (nr == 1 && out && (prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_COPY_SEND) && p->direct &&
+        !braid_direct_overlaps(p->direct, out, bytes))
+      dst = *rdst_p = out;
+    int st = c->host_fetch(c, dst, src, bytes);
+    if (st) return st;
+    c->ptrs[slot] = 0; /* before head releases the slot to the sender */
+    simt_st_release_u64(c->fetched, c->step + 1);
+  }
   return 0;
 }
 
@@ -282,9 +326,12 @@ static inline int braid_direct_step(struct braid_prims* p, int prim, const char*
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   if (p->proto == BRAID_PROTO_SIMPLE) {
     const char* src;
-    char* rdst;
-    int scratch, st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
+    char *rdst, *fetched = NULL;
+    int st = braid_direct_fetch(p, prim, out, nr, nelem * p->esize, &fetched), scratch;
     if (st) return st;
+    st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
+    if (st) return st;
+    if (fetched) rdst = fetched;
     if (src != 0 || rdst != 0) return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, rdst, scratch);
   }
   braid_direct_declare_slots(p, nr);
@@ -305,7 +352,7 @@ HD int braid_direct_fan(const struct braid_prims* p) {
   for (int i = 0; i < p->nsend; i++)
     if (p->send[i]->direct) return 1;
   for (int i = 0; i < p->nrecv; i++)
-    if (p->recv[i]->rdirect) return 1;
+    if (p->recv[i]->rdirect || p->recv[i]->host_fetch) return 1;
   return 0;
 #endif
 }

@@ -14,6 +14,10 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "kernels/reduce_isa.h"
+/* Slot-sized reductions and copies go through the loops chosen for this CPU (SSE2 or AVX2,
+ * bit-identical); one indirect call per chunk, as HD_NOFORCE already costs a call. */
+#define BRAID_REDUCE_COPY braid_reduce_copy_host
 #include "kernels/coll.h"
 #include "kernels/executor.h"
 

@@ -47,7 +47,9 @@
 #define BRAID_REDUCE_COPY BRAID_CAT3(braid_reduce_copy_, BRAID_KERNEL_DTYPE, )
 #define BRAID_REDUCE_PACK64 BRAID_CAT3(braid_reduce_pack64_, BRAID_KERNEL_DTYPE, )
 #else
+#ifndef BRAID_REDUCE_COPY /* the host executor calls its run-time choice (reduce_isa.h) */
 #define BRAID_REDUCE_COPY braid_reduce_copy
+#endif
 #define BRAID_REDUCE_PACK64 braid_reduce_pack64
 #endif
 

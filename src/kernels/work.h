@@ -48,7 +48,9 @@ struct braid_conn_ctrl {
                                           * written before `want` */
   volatile uint64_t want;                /* receive end of an rdirect connection: steps whose destination the
                                           * executor has declared; the proxy posts no receive beyond it */
-  char pad2[56];
+  volatile uint64_t fetched;             /* receive end with host_fetch: the last step copied out of the
+                                          * sender's memory, plus one (its source is free again) */
+  char pad2[48];
 };
 
 /* One end of a connection as the data path sees it. */
@@ -58,6 +60,8 @@ struct braid_conn {
   volatile uint64_t* sizes;              /* ctrl->sizes */
   volatile uint64_t* ptrs;               /* ctrl->ptrs */
   volatile uint64_t* want;               /* ctrl->want */
+  volatile uint64_t* fetched;            /* ctrl->fetched where the receiver copies direct steps itself
+                                            (shm, host_fetch; both ends), else NULL */
   char* buff[BRAID_NUM_PROTOS];          /* slot 0 of each protocol's FIFO */
   uint32_t slot_bytes[BRAID_NUM_PROTOS]; /* bytes of one slot (lines included for LL/LL128) */
   uint64_t step;                         /* this end's step counter */
@@ -68,21 +72,30 @@ struct braid_conn {
                                             semantics for every protocol. */
   /* Host executor only (device code never reads it): the sender may publish a Simple step by
    * pointer (ctrl->ptrs) instead of copying it into the slot; set by the net transport on the
-   * send end of host-mode connections whose plugin sends from any host memory. On such a
-   * connection `head` is this end's own proxy counting completed sends (the plugin no longer
-   * reads the source), never a receipt from the peer: kernels/direct.h relies on it. */
+   * send end of host-mode connections whose plugin sends from any host memory, and by the shm
+   * transport where the receiver can read this process (host_fetch). Either way `head` past a
+   * step means nobody reads its source any more (net: this end's own proxy counting completed
+   * sends; shm: the receiver copied it out): kernels/direct.h relies on it. */
   int direct;
   /* Host executor only: the receive end of such a connection. Before it waits for a step the
    * executor declares where the step lands (ctrl->ptrs/sizes, then ctrl->want): a Simple step
    * whose payload goes to my output unchanged (RECV, RECV_COPY_SEND, a p2p receive) lands
    * there, anything else in its slot; the proxy posts a receive only for declared steps. */
   int rdirect;
+  /* Host executor only, send end with `direct`: the smallest step sent by pointer (0: the
+   * default of kernels/direct.h). */
+  uint32_t direct_min;
   /* Host executor only, may be NULL: called after this end published or released a step, so
    * the proxy thread moving this FIFO wakes up if it sleeps. Device code never calls it. */
   void (*host_kick)(struct braid_conn* c);
   /* Host executor only, set with rdirect: the executor gives up (abort) with a receive into
    * user memory still in flight; after return nothing writes there any more. */
   void (*host_abandon)(struct braid_conn* c);
+  /* Host executor only, may be NULL: the receive end of a connection whose sender publishes
+   * steps by pointer (shm between local processes or threads: no proxy). A Simple step whose
+   * ctrl->ptrs[slot] is set lies at that address in the sender's process: copy `bytes` of it
+   * to `dst`. 0, or an exec status (the transport failed the communicator and said why). */
+  int (*host_fetch)(struct braid_conn* c, void* dst, uint64_t src, size_t bytes);
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

@@ -14,8 +14,16 @@
  * points at the device's view of it: the receiver registers the segment it created, a sender
  * in another process its own mapping of it. Within one process the receiver's registration
  * serves both sides and is undone by whichever side frees the memory. Host mode is unchanged.
+ *
+ * Direct path (host mode, BRAID_SHM_DIRECT): the receiver decides at setup whether it can read
+ * the sender's memory (same process: plain pointers; another process: cross-memory attach,
+ * probed now, transport/cma.h) and tells the sender the smallest step to send by pointer
+ * (0: none). The sender then publishes large Simple steps by address (braid_conn.direct) and
+ * the receiver copies them itself (braid_conn.host_fetch): one copy instead of two, chosen per
+ * connection. A denied probe is said once per process (INFO) and leaves the FIFO path.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,7 +37,13 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "device/device.h"
+#include "transport/cma.h"
 #include "transport/transport.h"
+
+/* BRAID_SHM_DIRECT=AUTO: steps from this size go by pointer (smaller ones are cheaper to copy
+ * than a system call and a completion wait). */
+#define SHM_DIRECT_AUTO_MIN (64u << 10)
+enum { SHM_DIRECT_AUTO, SHM_DIRECT_ON, SHM_DIRECT_OFF };
 
 /* The first page of every FIFO: lifetime bookkeeping, never touched by the data path. */
 struct shm_header {
@@ -45,7 +59,8 @@ struct shm_blob {
   void* ptr;         /* same process: the FIFO itself */
   void* dptr;        /* same process, device comm: the device's view of ptr */
   size_t bytes;
-  char name[96]; /* other process: the segment to map */
+  char name[96];       /* other process: the segment to map */
+  uint32_t direct_min; /* send steps from this size by pointer; 0: never (cma.h) */
 };
 
 /* Per-side state. */
@@ -57,6 +72,9 @@ struct shm_res {
   int registered; /* other process: this side's mapping is registered with the device layer */
   int cuda_dev;
   char name[96];
+  int direct;                            /* direct path on (either end) */
+  int peer, peer_pid;                    /* receive end: the sender */
+  const struct braid_transport_ctx* ctx; /* receive end: to fail the communicator */
 };
 
 /* The device pointer of `host` for a device communicator's kernels, or host itself in host
@@ -117,6 +135,44 @@ static ncclResult_t shm_reserve(int fd, size_t bytes, const char* name) {
   return ncclSystemError;
 }
 
+/* Receive end: the smallest step the sender should send by pointer, 0 for none. */
+static uint32_t shm_direct_min(const struct braid_transport_ctx* t, int peer, int same_process) {
+  static atomic_int told;
+  int mode = (int)braid_param_int(BRAID_PARAM_SHM_DIRECT);
+  if (t->device != NULL || mode == SHM_DIRECT_OFF) return 0;
+  uint32_t min = mode == SHM_DIRECT_ON ? 1 : SHM_DIRECT_AUTO_MIN;
+  if (same_process) return min;
+  const struct braid_peer_info* p = &t->peers[peer];
+  int err = braid_cma_probe(p->pid, p->cma_probe, p->pid_hash);
+  if (err == 0) return min;
+  if (atomic_exchange(&told, 1) == 0) {
+    char name[128];
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM,
+               "SHM: cross-memory attach to %s is not possible (process_vm_readv: %s): shared-memory connections "
+               "between processes copy through their FIFO",
+               braid_transport_peer_name(t, peer, name, sizeof(name)), strerror(err));
+  }
+  return 0;
+}
+
+/* Receive end of a direct connection: a step the sender left in its own memory (direct.h). */
+static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t bytes) {
+  struct braid_connector* c = (struct braid_connector*)conn; /* conn is its first member */
+  const struct shm_res* r = c->res;
+  if (r->same_process) {
+    memcpy(dst, (const void*)(uintptr_t)src, bytes);
+    return 0;
+  }
+  int err = braid_cma_read(r->peer_pid, dst, src, bytes);
+  if (err == 0) return 0;
+  char name[128];
+  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, err == ESRCH ? ncclRemoteError : ncclSystemError, r->peer,
+                       "Reading %zu bytes from the buffer of %s (process_vm_readv) failed: %s%s", bytes,
+                       braid_transport_peer_name(r->ctx, r->peer, name, sizeof(name)), strerror(err),
+                       err == ESRCH ? " (the process is gone)" : "");
+  return BRAID_EXEC_PEER_FAILED;
+}
+
 static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
                                    struct braid_connector* c, struct braid_connect_blob* out) {
   static atomic_uint counter;
@@ -166,7 +222,16 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
   blob->dptr = registered ? dbase : NULL;
   blob->bytes = r->bytes;
   memcpy(blob->name, r->name, sizeof(blob->name));
+  blob->direct_min = shm_direct_min(t, peer, r->same_process);
   braid_transport_fifo_layout(t, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
+  if (blob->direct_min) {
+    r->direct = 1;
+    r->peer = peer;
+    r->peer_pid = t->peers[peer].pid;
+    r->ctx = t;
+    c->conn.host_fetch = shm_fetch;
+    c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
+  }
   c->res = r;
   return ncclSuccess;
 err_release:
@@ -227,6 +292,12 @@ static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct
     }
   }
   braid_transport_fifo_layout(t, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
+  if (blob->direct_min && t->device == NULL) {
+    r->direct = 1;
+    c->conn.direct = 1;
+    c->conn.direct_min = blob->direct_min;
+    c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
+  }
   c->res = r;
   return ncclSuccess;
 err_free_res:
@@ -273,6 +344,7 @@ static const char* shm_desc(const struct braid_connector* c) {
   const struct shm_res* r = c->res;
   if (r == NULL) return "shared memory";
   if (r->registered || (r->same_process && ((const struct shm_header*)r->base)->registered)) return "direct/direct";
+  if (r->direct) return r->same_process ? "direct pointer/read" : "shared memory/CMA";
   return r->same_process ? "direct pointer" : "shared memory";
 }
 

@@ -30,6 +30,8 @@ void braid_transport_fifo_layout(const struct braid_transport_ctx* ctx, char* ba
   conn->tail = &ctrl->tail;
   conn->head = &ctrl->head;
   conn->sizes = ctrl->sizes;
+  conn->ptrs = ctrl->ptrs;
+  conn->want = &ctrl->want;
   for (int proto = 0; proto < BRAID_NUM_PROTOS; proto++) {
     conn->buff[proto] = p;
     conn->slot_bytes[proto] = (uint32_t)(ctx->buff_bytes[proto] / BRAID_NSTEPS);

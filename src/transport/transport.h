@@ -37,6 +37,8 @@ struct braid_peer_info {
   uint64_t kernel_hash;           /* the running kernel (boot id, else hostname), whatever NCCL_HOSTID
                                      says: equal -> the same machine's cores */
   uint64_t cpus[BRAID_CPU_WORDS]; /* the CPUs this process may run on (sched_getaffinity) */
+  uint64_t cma_probe;             /* address of a word holding pid_hash in this process, which a
+                                     local peer reads with process_vm_readv (transport/cma.h) */
   int cuda_dev;                   /* -1 in host mode */
   int64_t bus_id;                 /* -1 in host mode */
   int host_mode;

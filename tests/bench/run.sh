@@ -137,12 +137,21 @@ rc=0
 timeout 20 "$BIN/all_reduce_perf" -b 1M -e 1K >"$TMP/args.txt" 2>&1 || rc=$?
 if [ "$rc" -eq 255 ] && grep -q "invalid sizes for 'minbytes' and 'maxbytes'" "$TMP/args.txt"; then pass "bad sizes"; else fail "bad sizes" "exit status $rc" "$TMP/args.txt"; fi
 
+# Honest timing: no timed loop of braid's benchmarks or of the MPI peer reads an unwritten
+# page (BRAID_BENCH_CHECK_PAGES, bench/common/pages.h), sizes spanning many pages.
+tests/bench/pages.sh "$BUILD" >"$TMP/pages.txt" 2>&1
+prc=$?
+grep -E '^(PASS|FAIL|SKIP) ' "$TMP/pages.txt"
+passed=$((passed + $(grep -c '^PASS ' "$TMP/pages.txt")))
+failed=$((failed + $(grep -c '^FAIL ' "$TMP/pages.txt")))
+[ "$prc" -eq 0 ] || grep -q '^FAIL ' "$TMP/pages.txt" || fail "pages.sh" "exit status $prc" "$TMP/pages.txt"
+
 # The Check tests of bench/common (no communicator needed).
 if pkg-config --exists check 2>/dev/null; then
   read -r -a check_libs <<<"$(pkg-config --libs check)"
   if gcc -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -O2 -D_GNU_SOURCE -DBRAID_NO_CUDA_HEADERS \
       -Iinclude -Ibench/common tests/bench/unit.c bench/common/opts.c bench/common/report.c bench/common/dtype.c \
-      bench/common/verify.c -o "$TMP/unit" "${check_libs[@]}" -lm >"$TMP/cc.txt" 2>&1; then
+      bench/common/verify.c bench/common/pages.c -o "$TMP/unit" "${check_libs[@]}" -lm >"$TMP/cc.txt" 2>&1; then
     if timeout 120 "$TMP/unit" >"$TMP/unit.txt" 2>&1; then pass "unit (bench/common)"; else fail "unit (bench/common)" "Check failures" "$TMP/unit.txt"; fi
   else
     fail "unit (bench/common)" "does not compile" "$TMP/cc.txt"

@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "dtype.h"
 #include "opts.h"
+#include "pages.h"
 #include "report.h"
 #include "verify.h"
 
@@ -355,6 +357,27 @@ START_TEST(test_int_results) {
 }
 END_TEST
 
+/* The honesty check: a fresh mapping's pages are unwritten, reading them (the zero page) does
+ * not change that, writing does, page by page. */
+START_TEST(test_pages_unwritten) {
+  size_t ps = 4096, n = 64;
+  char* m = mmap(NULL, n * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ck_assert_ptr_ne(m, MAP_FAILED);
+  ck_assert_int_eq(bench_pages_unwritten(m, n * ps), (long)n);
+  volatile char sum = 0;
+  for (size_t i = 0; i < n * ps; i += ps) sum += m[i];
+  ck_assert_int_eq(bench_pages_unwritten(m, n * ps), (long)n);
+  for (size_t i = 0; i < n * ps; i += 2 * ps) m[i] = 1;
+  ck_assert_int_eq(bench_pages_unwritten(m, n * ps), (long)n / 2);
+  ck_assert_int_eq(bench_pages_unwritten(m + 100, 1), 0);
+  ck_assert_int_eq(bench_pages_unwritten(m + ps, ps), 1);
+  memset(m, 0, n * ps);
+  ck_assert_int_eq(bench_pages_unwritten(m, n * ps), 0);
+  ck_assert_int_eq(bench_pages_unwritten(m, 0), 0);
+  munmap(m, n * ps);
+}
+END_TEST
+
 static Suite* bench_suite(void) {
   Suite* s = suite_create("bench");
   TCase* tc = tcase_create("common");
@@ -368,6 +391,7 @@ static Suite* bench_suite(void) {
   tcase_add_test(tc, test_float_results_exact);
   tcase_add_test(tc, test_compare_counts);
   tcase_add_test(tc, test_int_results);
+  tcase_add_test(tc, test_pages_unwritten);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -399,7 +399,9 @@ static int pair_body(struct harness_rank* r) {
 static const struct pair pairs[] = {
     {.fake_gpus = 2, .transport = "P2P", .desc_same = "direct pointer", .desc_other = "IPC"},
     {.fake_gpus = 2, .shared_gpu = 1, .transport = "P2P", .desc_same = "direct pointer", .desc_other = "IPC"},
-    {.fake_gpus = 0, .transport = "SHM", .desc_same = "direct pointer", .desc_other = "shared memory"},
+    /* host mode, one process: the receiver reads the sender's steps by pointer (BRAID_SHM_DIRECT
+     * AUTO, transport/shm.c); two processes: these peer infos carry no probe word, so no CMA */
+    {.fake_gpus = 0, .transport = "SHM", .desc_same = "direct pointer/read", .desc_other = "shared memory"},
 };
 static const char* const pair_names[] = {"two fake GPUs", "one fake GPU shared", "host mode"};
 

@@ -1,0 +1,56 @@
+/*
+ * reduce_isa.c - which of reduce_isa.h's loops the host executor calls.
+ */
+#include "kernels/reduce_isa.h"
+
+#include "base/debug.h"
+#include "base/param.h"
+
+enum { ISA_AUTO, ISA_SSE2, ISA_AVX2 };
+
+static int cpu_has_avx2(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+#else
+  return 0;
+#endif
+}
+
+braid_reduce_copy_fn braid_reduce_isa_choose(int mode, const char** name_p, int* downgraded_p) {
+  int avx2 = mode != ISA_SSE2 && cpu_has_avx2();
+  *downgraded_p = mode == ISA_AVX2 && !avx2;
+  *name_p = avx2 ? "AVX2" : "SSE2";
+  return avx2 ? braid_reduce_copy_avx2 : braid_reduce_copy_sse2;
+}
+
+static braid_reduce_copy_fn chosen;
+static const char* chosen_name;
+
+static braid_reduce_copy_fn choose_once(void) {
+  braid_reduce_copy_fn fn = __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
+  if (fn != NULL) return fn;
+  const char* name;
+  int downgraded;
+  fn = braid_reduce_isa_choose((int)braid_param_int(BRAID_PARAM_REDUCE_ISA), &name, &downgraded);
+  braid_reduce_copy_fn none = NULL;
+  if (__atomic_compare_exchange_n(&chosen, &none, fn, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    chosen_name = name;
+    if (downgraded)
+      BRAID_INFO(BRAID_LOG_INIT, "BRAID_REDUCE_ISA=AVX2, but this CPU has no AVX2: host reductions use SSE2");
+    else
+      BRAID_INFO(BRAID_LOG_INIT, "Host reductions: %s loops", name);
+    return fn;
+  }
+  return none; /* another thread chose first */
+}
+
+void braid_reduce_copy_host(const struct braid_redop* op, void* dst0, void* dst1, const void* src0, int pre0,
+                            const void* src1, int pre1, int post, size_t n) {
+  choose_once()(op, dst0, dst1, src0, pre0, src1, pre1, post, n);
+}
+
+const char* braid_reduce_isa_name(void) {
+  choose_once();
+  return chosen_name != NULL ? chosen_name : "SSE2";
+}

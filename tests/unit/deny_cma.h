@@ -1,0 +1,30 @@
+/*
+ * deny_cma.h - tests: forbid cross-memory attach in this process and its children, as a
+ * container's seccomp policy does: process_vm_readv and process_vm_writev fail with EPERM.
+ * A seccomp filter (no libseccomp needed); inherited across fork and exec.
+ */
+#ifndef BRAID_TEST_DENY_CMA_H
+#define BRAID_TEST_DENY_CMA_H
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+/* 0, or -1 with errno set. */
+static inline int deny_cma(void) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+  };
+  struct sock_fprog prog = {(unsigned short)(sizeof(f) / sizeof(f[0])), f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+#endif
