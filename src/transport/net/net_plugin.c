@@ -2,7 +2,9 @@
  * net_plugin.c - which network this process uses, decided once at its first network
  * connection (a failed choice is tried again next time).
  *
- * Candidates, in order: an external plugin, then the built-in Socket network. The external
+ * Candidates, in order: an external plugin, the built-in Socket network, then UCX (built when
+ * UCX's headers were found; like NCCL, which has UCX only as an external plugin, braid uses it
+ * only when NCCL_NET=UCX names it, since Socket always has a device). The external
  * library is NCCL_NET_PLUGIN: unset -> libnccl-net.so, "none" -> no library, a name with
  * ".so" -> that file, otherwise libnccl-net-<name>.so; it must export braidNetPlugin_v1
  * (net.h). A library exporting only NCCL's ABI (ncclNetPlugin_vN) is reported and skipped.
@@ -97,10 +99,13 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
     external = plugin_load();
     external_tried = 1;
   }
-  const struct braid_net_v1* cands[2];
+  const struct braid_net_v1* cands[3];
   int n = 0;
   if (external != NULL) cands[n++] = external;
   cands[n++] = &braid_net_socket;
+#if BRAID_UCX_BUILT
+  cands[n++] = &braid_net_ucx;
+#endif
   const char* want = braid_param_str(BRAID_PARAM_NET);
   int matched = 0;
   char why[400] = "";
@@ -126,8 +131,11 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
   }
   if (chosen == NULL) {
     if (want != NULL && !matched) {
-      BRAID_WARN("NCCL_NET=%s: no network of that name (available: %s%s%s)", want, n > 1 ? cands[0]->name : "",
-                 n > 1 ? ", " : "", braid_net_socket.name);
+      char names[200];
+      int len = 0;
+      for (int i = 0; i < n && len < (int)sizeof(names); i++)
+        len += snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", cands[i]->name);
+      BRAID_WARN("NCCL_NET=%s: no network of that name (available: %s)", want, names);
       res = ncclInvalidArgument;
     } else {
       BRAID_WARN("No network can connect ranks on different nodes: %s%s could not start (%s)%s%s",
