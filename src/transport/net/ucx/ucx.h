@@ -74,11 +74,11 @@ struct ucx_api {
 /* The process's UCX state (ucx_lib.c). */
 struct ucx_global {
   struct ucx_api api;
-  int loaded;  /* api filled */
-  int refs;    /* open contexts; the worker lives while > 0 */
+  int loaded; /* api filled */
+  int refs;   /* open contexts; the worker lives while > 0 */
   ucp_context_h context;
   ucp_worker_h worker;
-  int efd;     /* the worker's wake-up descriptor */
+  int efd; /* the worker's wake-up descriptor */
   ucp_address_t* address;
   size_t address_len;
   uint64_t next_tag;
@@ -141,14 +141,14 @@ struct ucx_comm {
   int64_t ctrl_checked;        /* when the control socket was last looked at */
   struct ucx_ctrl_msg in;      /* receiver: the control message being read */
   size_t in_off;
-  int bye;          /* receiver: the sender said goodbye ... */
+  int bye;           /* receiver: the sender said goodbye ... */
   uint64_t bye_msgs; /* ... after this many messages */
   int failed, closed_by_peer, peer_aborted, abort_code;
   char reason[160];
 };
 
 /* ucx_lib.c */
-ncclResult_t ucx_load(void); /* dlopen once; ncclSystemError (INFO, no WARN) when absent */
+ncclResult_t ucx_load(void);       /* dlopen once; ncclSystemError (INFO, no WARN) when absent */
 ncclResult_t ucx_worker_get(void); /* a context holds the worker: refs++ (under ucx_lock) */
 void ucx_worker_put(void);         /* refs--, destroyed at 0 (under ucx_lock) */
 const char* ucx_status_str(ucs_status_t s);

@@ -207,8 +207,7 @@ int ucx_sender_ready(struct ucx_comm* c) {
     }
     if (c->hello_off < hl) return 0;
     if (c->hello.magic != UCX_MSG_MAGIC || c->hello.addrlen == 0 || c->hello.addrlen > UCX_ADDR_MAX) {
-      ucx_fail(c, "sent garbage instead of its UCX address (magic 0x%08x, %u bytes)", c->hello.magic,
-               c->hello.addrlen);
+      ucx_fail(c, "sent garbage instead of its UCX address (magic 0x%08x, %u bytes)", c->hello.magic, c->hello.addrlen);
       return -1;
     }
     if ((c->addr = malloc(c->hello.addrlen)) == NULL) {

@@ -14,13 +14,13 @@
 struct ucx_global ucx = {.efd = -1};
 pthread_mutex_t ucx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define UCX_SYM(lib, field, name)                                   \
-  do {                                                              \
-    *(void**)&ucx.api.field = dlsym(lib, name);                     \
-    if (ucx.api.field == NULL) {                                    \
-      missing = name;                                               \
-      goto bad;                                                     \
-    }                                                               \
+#define UCX_SYM(lib, field, name)               \
+  do {                                          \
+    *(void**)&ucx.api.field = dlsym(lib, name); \
+    if (ucx.api.field == NULL) {                \
+      missing = name;                           \
+      goto bad;                                 \
+    }                                           \
   } while (0)
 
 static ncclResult_t ucx_load_locked(void) {
@@ -127,9 +127,9 @@ ncclResult_t ucx_worker_get(void) {
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   BRAID_CHECK_GOTO(ucx_check(ucx.api.worker_create(ucx.context, &wp, &ucx.worker), "ucp_worker_create"), res, err);
   BRAID_CHECK_GOTO(ucx_check(ucx.api.worker_get_efd(ucx.worker, &ucx.efd), "ucp_worker_get_efd"), res, err);
-  BRAID_CHECK_GOTO(ucx_check(ucx.api.worker_get_address(ucx.worker, &ucx.address, &ucx.address_len),
-                             "ucp_worker_get_address"),
-                   res, err);
+  BRAID_CHECK_GOTO(
+      ucx_check(ucx.api.worker_get_address(ucx.worker, &ucx.address, &ucx.address_len), "ucp_worker_get_address"), res,
+      err);
   if (ucx.address_len > UCX_ADDR_MAX) {
     BRAID_WARN("NET/UCX : the worker's address is %zu bytes, more than braid sends (%d)", ucx.address_len,
                UCX_ADDR_MAX);
