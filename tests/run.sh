@@ -75,6 +75,7 @@ if [ $# -eq 0 ]; then
   command -v nvidia-smi >/dev/null 2>&1 || part gpu-run env BUILD="$BUILD/gpu" tests/gpu/run.sh
   [ -x tests/bench/run.sh ] && part bench tests/bench/run.sh "$BUILD"
   [ -x tests/plan/run.sh ] && part plan tests/plan/run.sh "$BUILD"
+  [ -x tests/topo/run.sh ] && part topo-cli tests/topo/run.sh "$BUILD"
   [ -x tests/param/run.sh ] && part param tests/param/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"

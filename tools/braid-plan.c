@@ -2,14 +2,17 @@
  * braid-plan - chooses a training layout (TP x PP x DP x EP) from braid's communication
  * model: per parallelism the collective it issues, how often, the bytes per GPU, the link it
  * crosses and its time; the total per step and plain-words warnings; --search ranks every
- * valid layout. The model lives in tools/lib/plan_model.c; this file parses flags and prints.
+ * valid layout; --coll prices one collective the textbook way (tools/lib/plan_coll.c). The
+ * model lives in tools/lib/plan_model.c; this file parses flags and prints.
  * Output is deterministic. See --help.
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan_coll.h"
 #include "plan_model.h"
 
 struct opts {
@@ -19,12 +22,16 @@ struct opts {
   struct braid_plan_model m;
   struct braid_plan_layout l;
   int search, json, top;
+  int coll, ranks, repeat, table; /* collective mode: coll >= 0 */
+  double size, bw, lat;
 };
 
 static void usage(FILE* f) {
   fprintf(f,
           "Usage: braid-plan [cluster] [model] [layout | --search] [--json]\n"
-          "Prices the communication of a TP x PP x DP (x EP) training layout per step.\n"
+          "       braid-plan [cluster] --coll NAME [--size S] [--ranks N] [--bw B] [--lat L] [--json]\n"
+          "Prices the communication of a TP x PP x DP (x EP) training layout per step, or one\n"
+          "collective.\n"
           "\n"
           "Cluster, given by numbers (ANALYTIC model: time = steps x latency + bytes / bandwidth;\n"
           "ring all-reduce 2(N-1)/N x S per GPU in 2(N-1) steps, tree 2S in 2 log2 N steps, the\n"
@@ -73,6 +80,19 @@ static void usage(FILE* f) {
           "                          communication time per step (layouts that fit memory first)\n"
           "      --top N             rows of the search table (default 20; 0: all)\n"
           "  -j, --json              JSON instead of the table\n"
+          "\n"
+          "Collective mode (no model needed): bytes each GPU moves, steps, the time split into\n"
+          "step cost (steps x latency) and transfer cost (bytes / bandwidth), algbw and busbw,\n"
+          "for the ring and (all-reduce) the tree, and which is faster; with --xml also what\n"
+          "braid's tuner picks for that communicator:\n"
+          "      --coll NAME         allreduce, allgather, reducescatter, alltoall, sendrecv\n"
+          "      --size S            bytes of the buffer (default 100M)\n"
+          "      --ranks N           GPUs (default nodes x GPUs per node)\n"
+          "      --bw GB/s           link bandwidth per GPU (default: NVLink inside the domain,\n"
+          "                          else the ring's network share)\n"
+          "      --lat US            cost of one step (default: --nvl-latency or --net-latency)\n"
+          "      --repeat N          calls to add up (e.g. one per layer: 80)\n"
+          "      --table             also step vs transfer cost at 64K, 1M, 100M and 1G\n"
           "  -h, --help              this text\n"
           "\n"
           "Per step: TP 4 all-reduces per layer per micro-batch (Megatron, attention + MLP,\n"
@@ -132,7 +152,19 @@ static int preset(const char* name, struct braid_plan_model* m) {
   return 0;
 }
 
-enum { O_NVL_LAT = 256, O_NET_LAT, O_TFLOPS, O_MEM, O_TOP };
+enum { O_NVL_LAT = 256, O_NET_LAT, O_TFLOPS, O_MEM, O_TOP, O_COLL, O_SIZE, O_RANKS, O_BW, O_LAT, O_REPEAT, O_TABLE };
+
+static int coll_of(const char* name) {
+  static const char* names[] = {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"};
+  char k[32];
+  size_t j = 0;
+  for (const char* c = name; *c && j + 1 < sizeof(k); c++)
+    if (*c != '-' && *c != '_') k[j++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+  k[j] = '\0';
+  for (int i = 0; i < BRAID_PLAN_NUM_COLLS; i++)
+    if (strcmp(k, names[i]) == 0) return i;
+  return -1;
+}
 
 static int parse_args(int argc, char** argv, struct opts* o) {
   static const struct option lo[] = {{"nodes", 1, 0, 'n'},
@@ -165,6 +197,13 @@ static int parse_args(int argc, char** argv, struct opts* o) {
                                      {"top", 1, 0, O_TOP},
                                      {"json", 0, 0, 'j'},
                                      {"help", 0, 0, 'h'},
+                                     {"coll", 1, 0, O_COLL},
+                                     {"size", 1, 0, O_SIZE},
+                                     {"ranks", 1, 0, O_RANKS},
+                                     {"bw", 1, 0, O_BW},
+                                     {"lat", 1, 0, O_LAT},
+                                     {"repeat", 1, 0, O_REPEAT},
+                                     {"table", 0, 0, O_TABLE},
                                      {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "n:g:d:B:I:x:P:L:H:s:b:m:e:p:E:k:F:z:t:q:D:X:Sjh", lo, NULL)) != -1) {
@@ -185,6 +224,16 @@ static int parse_args(int argc, char** argv, struct opts* o) {
     if (c == 'x') {
       o->xml = optarg;
       continue;
+    }
+    if (c == O_TABLE) {
+      o->table = 1;
+      continue;
+    }
+    if (c == O_COLL) {
+      if ((o->coll = coll_of(optarg)) >= 0) continue;
+      fprintf(stderr, "braid-plan: unknown --coll '%s' (allreduce, allgather, reducescatter, alltoall, sendrecv)\n",
+              optarg);
+      return -1;
     }
     if (c == 'P') {
       if (preset(optarg, &o->m) == 0) continue;
@@ -272,6 +321,21 @@ static int parse_args(int argc, char** argv, struct opts* o) {
       case O_TOP:
         o->top = iv;
         break;
+      case O_SIZE:
+        o->size = v;
+        break;
+      case O_RANKS:
+        o->ranks = iv;
+        break;
+      case O_BW:
+        o->bw = v;
+        break;
+      case O_LAT:
+        o->lat = v;
+        break;
+      case O_REPEAT:
+        o->repeat = iv;
+        break;
       default:
         return -1;
     }
@@ -280,7 +344,7 @@ static int parse_args(int argc, char** argv, struct opts* o) {
     fprintf(stderr, "braid-plan: unexpected argument '%s' (see --help)\n", argv[optind]);
     return -1;
   }
-  if (o->m.layers == 0 || o->m.hidden == 0 || o->m.params == 0) {
+  if (o->coll < 0 && (o->m.layers == 0 || o->m.hidden == 0 || o->m.params == 0)) {
     fprintf(stderr, "braid-plan: the model needs --layers, --hidden and --params (or --preset)\n");
     return -1;
   }
@@ -385,13 +449,75 @@ static void json_result(const struct braid_plan_cluster* c, const struct braid_p
   printf("]}");
 }
 
+/* The cluster of the collective mode: enough nodes for the ranks. */
+static ncclResult_t coll_cluster(const struct opts* o, struct braid_plan_cluster* c, int* n_p) {
+  int n = o->ranks, nodes = o->nodes;
+  memset(c, 0, sizeof(*c));
+  for (int pass = 0; pass < 2; pass++) {
+    ncclResult_t res =
+        o->xml ? braid_plan_model_cluster_xml(o->xml, nodes, c)
+               : braid_plan_model_cluster_init(nodes, o->gpn, o->domain ? o->domain : o->gpn, o->nvl_bw, o->nic_bw, c);
+    if (res != ncclSuccess) return res;
+    if (n == 0) n = c->nodes * c->gpus_per_node;
+    if (n <= c->nodes * c->gpus_per_node) break;
+    nodes = (n + c->gpus_per_node - 1) / c->gpus_per_node;
+    braid_plan_model_cluster_free(c);
+  }
+  if (o->nvl_lat >= 0) c->nvl_lat_us = o->nvl_lat;
+  if (o->net_lat >= 0) c->net_lat_us = o->net_lat;
+  *n_p = n;
+  return ncclSuccess;
+}
+
+/* --coll: one collective, ring and tree, and braid's tuner's pick on an XML. */
+static int coll_main(const struct opts* o) {
+  struct braid_plan_cluster c;
+  struct braid_plan_coll_result r;
+  struct braid_plan_coll_tuner tu = {0};
+  int n, rc = 2;
+  if (o->repeat < 1 || coll_cluster(o, &c, &n) != ncclSuccess) {
+    fprintf(stderr, "braid-plan: bad %s (run with NCCL_DEBUG=WARN for the reason)\n",
+            o->repeat < 1 ? "--repeat" : "cluster");
+    return 2;
+  }
+  int ppn, ndom;
+  braid_plan_model_placement(&c, n, 1, &ppn, &ndom);
+  double bw = o->bw >= 0 ? o->bw : ndom > 1 ? fmin(c.nvl_bw, ppn * c.nic_bw) : c.nvl_bw;
+  double lat = o->lat >= 0 ? o->lat : ndom > 1 ? c.net_lat_us : c.nvl_lat_us;
+  if (braid_plan_coll_price(o->coll, n, o->size, bw, lat, &r) != ncclSuccess) {
+    fprintf(stderr, "braid-plan: bad collective (run with NCCL_DEBUG=WARN for the reason)\n");
+    goto out;
+  }
+  struct braid_plan_item it;
+  if (o->xml && braid_plan_model_coll(&c, o->coll, n, 1, o->size, &it) == ncclSuccess && strchr(it.algo, '/')) {
+    tu = (struct braid_plan_coll_tuner){1, "", it.time_us, o->xml, ndom, ppn};
+    snprintf(tu.algo, sizeof(tu.algo), "%s", it.algo);
+  }
+  if (o->json) {
+    braid_plan_coll_json(stdout, &r, o->repeat, &tu);
+  } else {
+    braid_plan_coll_print(stdout, &r, o->repeat, &tu);
+    static const double sizes[] = {64e3, 1e6, 100e6, 1e9};
+    if (o->table) {
+      printf("\n");
+      if (braid_plan_coll_table(stdout, o->coll, n, sizes, 4, bw, lat) != ncclSuccess) goto out;
+    }
+  }
+  rc = 0;
+out:
+  braid_plan_model_cluster_free(&c);
+  return rc;
+}
+
 int main(int argc, char** argv) {
-  struct opts o = {NULL,         1, 8, 0, 450, 50, -1, -1, {0, 0, 4096, 1, 8, 2, 0, 0, 2, 0, 0, 400, 80},
-                   {0, 1, 0, 1}, 0, 0, 20};
+  struct opts o = {NULL,         1, 8, 0,  450, 50, -1, -1, {0, 0, 4096, 1, 8, 2, 0, 0, 2, 0, 0, 400, 80},
+                   {0, 1, 0, 1}, 0, 0, 20, -1,  0,  1,  0,  100e6,
+                   -1,           -1};
   struct braid_plan_cluster c;
   struct braid_plan_result one, *rs = NULL;
   int n = 0, rc = 1;
   if (parse_args(argc, argv, &o) != 0) return 2;
+  if (o.coll >= 0) return coll_main(&o);
   memset(&c, 0, sizeof(c));
   ncclResult_t res =
       o.xml ? braid_plan_model_cluster_xml(o.xml, o.nodes, &c)

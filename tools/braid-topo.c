@@ -3,7 +3,9 @@
  * print, the channels (rings, trees, NICs) of a communicator over N copies of the node, and
  * the tuner's choice per collective and message size. Works on the local machine (sysfs,
  * NVML; NCCL_TOPO_FILE wins) or on any topology XML (--xml), so a laptop can show what a
- * DGX cluster would do. Output is deterministic. See --help.
+ * DGX cluster would do. With --nccl-log it compares its plan with the channels an NCCL INFO
+ * log of the same machine reports and prints the differences. Output is deterministic.
+ * See --help.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -11,13 +13,20 @@
 #include <string.h>
 #include <strings.h>
 
+#include "nccl_graph.h"
+#include "nccl_log.h"
 #include "topo/graph.h"
 #include "topo/topo.h"
 #include "topo/tuner.h"
+#include "topo_ranks.h"
 
 struct opts {
   const char* xml;
   const char* dump;
+  const char* graph_dump;
+  const char* log;
+  const char* graph; /* an NCCL graph dump to compare with */
+  int nccl_version;
   int nodes, ppn, host;
   size_t min_bytes, max_bytes;
   int factor;
@@ -34,9 +43,10 @@ static void usage(FILE* f) {
           "                        instead of detecting the local machine (NCCL_TOPO_FILE\n"
           "                        also works for detection)\n"
           "  -n, --nodes N         a communicator over N identical nodes (default 1)\n"
-          "  -p, --ppn R           ranks per node: the first R GPUs, or in host mode R\n"
-          "                        pseudo-GPUs (default: every GPU; host mode: 1 per CPU\n"
-          "                        of the topology, at most 8)\n"
+          "  -p, --ppn R           ranks per node: the first R GPUs in rank order (the file's\n"
+          "                        rank attributes, else dev order), or in host mode R pseudo-\n"
+          "                        GPUs (default: every GPU, all hosts of a multi-host NVLink\n"
+          "                        file in one node; host mode: 1 per CPU, at most 8)\n"
           "  -H, --host            host mode even when the system has GPUs\n"
           "  -b, --min-bytes SIZE  smallest message of the tuner table (default 8)\n"
           "  -e, --max-bytes SIZE  largest message (default 8G); SIZE takes K, M, G\n"
@@ -45,6 +55,17 @@ static void usage(FILE* f) {
           "                        ReduceScatter, AllReduce); default all\n"
           "  -s, --sections LIST   comma list of matrix, channels, tuner (default all)\n"
           "  -d, --dump FILE       write the system as topology XML to FILE\n"
+          "  -G, --graph-dump FILE write node 0's rings and trees as NCCL's <graphs> XML\n"
+          "                        (what NCCL_GRAPH_DUMP_FILE writes; NCCL_GRAPH_FILE reads it)\n"
+          "  -l, --nccl-log LOG    compare with the channels of an NCCL_DEBUG=INFO log of the same\n"
+          "                        machine (Pattern, Channel, Ring, Trees lines; nodes, ranks and\n"
+          "                        NCCL version taken from the log unless given); prints every\n"
+          "                        difference and exits 3 when there is one\n"
+          "  -g, --nccl-graph FILE compare node 0's ring and tree searches with NCCL's graph dump\n"
+          "                        of the same machine (NCCL_GRAPH_DUMP_FILE); exits 3 when\n"
+          "                        they differ\n"
+          "  -V, --nccl-version V  search with the speed tables of NCCL V (e.g. 2.27.3; default\n"
+          "                        2.30, or the version the --nccl-log names)\n"
           "  -h, --help            this text\n"
           "\n"
           "Environment: NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS,\n"
@@ -68,8 +89,20 @@ static int parse_size(const char* s, size_t* v) {
   return 0;
 }
 
+/* "2.27.3" -> 22703. */
+static int parse_version(const char* s, int* v) {
+  int a, b, c = 0;
+  if (sscanf(s, "%d.%d.%d", &a, &b, &c) < 2 || a != 2 || b < 0 || b > 99 || c < 0 || c > 99) return -1;
+  *v = a * 10000 + b * 100 + c;
+  return 0;
+}
+
 static int parse_args(int argc, char** argv, struct opts* o) {
   static const struct option longs[] = {{"xml", required_argument, 0, 'x'},
+                                        {"graph-dump", required_argument, 0, 'G'},
+                                        {"nccl-log", required_argument, 0, 'l'},
+                                        {"nccl-graph", required_argument, 0, 'g'},
+                                        {"nccl-version", required_argument, 0, 'V'},
                                         {"nodes", required_argument, 0, 'n'},
                                         {"ppn", required_argument, 0, 'p'},
                                         {"host", no_argument, 0, 'H'},
@@ -82,10 +115,22 @@ static int parse_args(int argc, char** argv, struct opts* o) {
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "x:n:p:Hb:e:f:c:s:d:h", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "x:n:p:Hb:e:f:c:s:d:G:l:g:V:h", longs, NULL)) != -1) {
     switch (c) {
       case 'x':
         o->xml = optarg;
+        break;
+      case 'G':
+        o->graph_dump = optarg;
+        break;
+      case 'l':
+        o->log = optarg;
+        break;
+      case 'g':
+        o->graph = optarg;
+        break;
+      case 'V':
+        if (parse_version(optarg, &o->nccl_version)) goto bad;
         break;
       case 'd':
         o->dump = optarg;
@@ -128,7 +173,7 @@ static int parse_args(int argc, char** argv, struct opts* o) {
         return -1;
     }
   }
-  if (optind < argc || o->nodes < 1 || o->ppn < 0 || o->factor < 2 || o->min_bytes < 1 || o->max_bytes < o->min_bytes) {
+  if (optind < argc || o->nodes < 0 || o->ppn < 0 || o->factor < 2 || o->min_bytes < 1 || o->max_bytes < o->min_bytes) {
     fprintf(stderr, "braid-topo: bad arguments (see --help)\n");
     return -1;
   }
@@ -257,13 +302,23 @@ static void print_matrix(const struct braid_topo_system* sys) {
 
 /* ---- channels ---- */
 
+static void print_search(const char* what, int pattern, int cross, int nch, float bwi, float bwe, int ti, int te,
+                         int same) {
+  printf(
+      "%s search: pattern %d, crossNic %d, nChannels %d, bw %.1f/%.1f GB/s per channel (intra/inter), type %s/%s, "
+      "sameChannels %d\n",
+      what, pattern, cross, nch, bwi, bwe, braid_topo_path_name(ti), braid_topo_path_name(te), same);
+}
+
 static void print_channels(const struct braid_topo_system* sys, const struct braid_channel_graph* g) {
   int n = g->nranks;
-  printf("== Channels: %d ranks on %d node%s, %d channels (%d rings x 2 trees)\n", n, g->nnodes,
-         g->nnodes > 1 ? "s" : "", g->nchannels, g->nrings);
-  printf("search: pattern %d, crossNic %d, bw %.1f/%.1f GB/s per channel (intra/inter), type %s/%s%s\n", g->pattern,
-         g->cross_nic, g->bw_intra, g->bw_inter, braid_topo_path_name(g->type_intra),
-         braid_topo_path_name(g->type_inter), g->host_mode ? ", host mode (shared memory / sockets)" : "");
+  printf("== Channels: %d ranks on %d node%s, %d channels (%d searched x 2 trees)%s\n", n, g->nnodes,
+         g->nnodes > 1 ? "s" : "", g->nchannels, g->nrings,
+         g->host_mode ? ", host mode (shared memory / sockets)" : "");
+  print_search("ring", g->pattern, g->cross_nic, g->nrings, g->bw_intra, g->bw_inter, g->type_intra, g->type_inter,
+               g->same_channels);
+  print_search("tree", g->tree_pattern, g->cross_nic, g->nrings, g->tree_bw_intra, g->tree_bw_inter, g->tree_type_intra,
+               g->tree_type_inter, g->tree_same_channels);
   for (int c = 0; c < g->nchannels; c++) {
     printf("Channel %02d/%02d :", c, g->nchannels);
     for (int i = 0; i < n; i++) printf(" %d", g->ring[c * n + i]);
@@ -273,9 +328,9 @@ static void print_channels(const struct braid_topo_system* sys, const struct bra
     printf("NICs per ring (node 0; every node alike):\n");
     for (int c = 0; c < g->nrings; c++) {
       printf("  ring %02d:", c);
-      for (int r = 0; r < n; r++) {
+      for (int r = 0; r < n / g->nnodes; r++) {
         int d = g->net_dev[c * n + r];
-        if (d < 0 || r >= n / g->nnodes) continue;
+        if (d < 0) continue;
         int recv = braid_graph_ring_prev(g, c, r) >= n / g->nnodes ? 1 : 0;
         const char* name = d < sys->nnics ? sys->nodes[sys->nics[d]].name : "?";
         printf(" rank %d %s NIC%d(%s)", r, recv ? "<-" : "->", d, name);
@@ -285,9 +340,9 @@ static void print_channels(const struct braid_topo_system* sys, const struct bra
       printf("\n");
     }
   }
-  for (int t = 0; t < 2 && t < g->nchannels; t++) {
-    int c = t * g->nrings < g->nchannels ? t * g->nrings : 0;
-    printf("Tree %d (channel %02d): node-level parent of each node's first rank, then the chain\n", t, c);
+  for (int t = 0; t < 2 && t * g->nrings < g->nchannels; t++) {
+    int c = t * g->nrings;
+    printf("Tree %d (channel %02d), as NCCL's Trees lines: children/parent of each rank\n", t, c);
     for (int r = 0; r < n; r++) {
       const struct braid_tree_links* l = braid_graph_tree(g, c, r);
       printf("  %d/%d/%d->%d->%d\n", l->down[0], l->down[1], l->down[2], r, l->up);
@@ -324,9 +379,14 @@ static int print_tuner(const struct braid_tuner* t, const struct braid_channel_g
       if (b > o->max_bytes / (size_t)o->factor) break;
     }
   }
-  printf(
-      "* model only: braid's data path runs Ring and Tree; NVLS, NVLSTree and PAT are priced to show what NCCL's "
-      "model would pick.\n");
+  const char* sep[2] = {"", ""};
+  printf("* model only: braid's data path runs");
+  for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+    if (braid_tuner_implemented(a)) printf("%s %s", sep[0], braid_tuner_algo_name(a)), sep[0] = ",";
+  printf(";");
+  for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+    if (!braid_tuner_implemented(a)) printf("%s %s", sep[1], braid_tuner_algo_name(a)), sep[1] = ",";
+  printf(" are priced to show what NCCL's model would pick.\n");
   return 0;
 }
 
@@ -344,56 +404,95 @@ static int count_cpus(const struct braid_topo_system* sys) {
   return n;
 }
 
+/* Node 0's search graphs as NCCL's <graphs> XML. */
+static int graph_dump(const struct braid_topo_system* sys, int n, const struct braid_topo_rank* ranks,
+                      const struct braid_graph_opts* go, const char* path) {
+  struct braid_graph_node_info* info = calloc(1, sizeof(*info));
+  char* text = NULL;
+  int rc = -1;
+  if (info != NULL && braid_graph_node_search_ex(sys, n, ranks, 0, go, info) == ncclSuccess &&
+      braid_graph_dump_string(sys, n, ranks, 0, info, &text) == ncclSuccess) {
+    FILE* f = fopen(path, "w");
+    rc = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
+    if (f != NULL && fclose(f) != 0) rc = -1;
+  }
+  if (rc != 0) fprintf(stderr, "braid-topo: could not write the graphs to %s\n", path);
+  free(text);
+  free(info);
+  return rc;
+}
+
+/* Nodes and ranks per node: the options, else the log's communicator, else the machine. */
+static void shape(const struct opts* o, const struct nccl_log* log, const struct braid_topo_system* sys, int host,
+                  int* nodes_p, int* ppn_p) {
+  int nodes = o->nodes, ppn = o->ppn;
+  if (nodes == 0 && log && log->nnodes > 0) nodes = log->nnodes;
+  if (ppn == 0 && log && log->local_ranks > 0) ppn = log->local_ranks;
+  if (ppn == 0 && log && log->nranks > 0 && nodes > 0) ppn = log->nranks / nodes;
+  if (nodes == 0) nodes = 1;
+  if (ppn == 0) ppn = host ? count_cpus(sys) : sys->ngpus;
+  if (host && !o->ppn && ppn > 8) ppn = 8;
+  if (ppn < 1) ppn = 1;
+  *nodes_p = nodes;
+  *ppn_p = ppn;
+}
+
 int main(int argc, char** argv) {
-  struct opts o = {NULL, NULL, 1, 0, 0, 8, (size_t)8 << 30, 2, -1, 1, 1, 1};
+  struct opts o = {NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 8, (size_t)8 << 30, 2, -1, 1, 1, 1};
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
   struct braid_tuner* t = NULL;
   struct braid_topo_rank* ranks = NULL;
-  int rc = 1;
+  struct nccl_log log;
+  int rc = 1, have_log = 0, nodes, ppn;
   if (parse_args(argc, argv, &o) != 0) return 2;
+  if (o.log) {
+    if (braid_nccl_log_read(o.log, &log) != 0) return 1;
+    have_log = 1;
+    if (!o.nccl_version) o.nccl_version = log.version;
+  }
   if ((o.xml ? braid_topo_load_xml(o.xml, &sys) : braid_topo_detect(&sys)) != ncclSuccess) {
     fprintf(stderr, "braid-topo: could not %s the topology (run with NCCL_DEBUG=WARN)\n", o.xml ? "load" : "detect");
-    return 1;
+    goto out;
   }
   if (o.dump && braid_topo_dump_xml(sys, o.dump) != ncclSuccess) goto out;
   int host = o.host || sys->ngpus == 0;
-  int ppn = o.ppn ? o.ppn : host ? count_cpus(sys) : sys->ngpus;
-  if (host && !o.ppn && ppn > 8) ppn = 8;
-  if (ppn < 1) ppn = 1;
-  if (!host && ppn > sys->ngpus) {
-    fprintf(stderr, "braid-topo: --ppn %d but the system has %d GPUs\n", ppn, sys->ngpus);
-    goto out;
-  }
-  int n = o.nodes * ppn;
-  printf("# braid-topo: %s, %d node%s x %d rank%s (%s)\n", o.xml ? o.xml : "local machine", o.nodes,
-         o.nodes > 1 ? "s" : "", ppn, ppn > 1 ? "s" : "", host ? "host mode" : "GPUs");
+  shape(&o, have_log ? &log : NULL, sys, host, &nodes, &ppn);
+  if (braid_tool_ranks(sys, nodes, ppn, host, &ranks) != ncclSuccess) goto out;
+  int n = nodes * ppn;
+  struct braid_graph_opts go = {o.nccl_version};
+  printf("# braid-topo: %s, %d node%s x %d rank%s (%s)", o.xml ? o.xml : "local machine", nodes, nodes > 1 ? "s" : "",
+         ppn, ppn > 1 ? "s" : "", host ? "host mode" : "GPUs");
+  if (o.nccl_version)
+    printf(", NCCL %d.%d.%d search tables", o.nccl_version / 10000, o.nccl_version / 100 % 100, o.nccl_version % 100);
+  printf("\n");
   if (o.matrix) print_matrix(sys);
-  ranks = calloc((size_t)n, sizeof(*ranks));
-  if (ranks == NULL) goto out;
-  for (int i = 0; i < n; i++) {
-    ranks[i].rank = i;
-    ranks[i].node = i / ppn;
-    ranks[i].local_rank = i % ppn;
-    ranks[i].host_hash = 0x1000 + (uint64_t)(i / ppn);
-    ranks[i].cuda_dev = host ? -1 : sys->nodes[sys->gpus[i % ppn]].dev;
-    ranks[i].bus_id = host ? -1 : sys->nodes[sys->gpus[i % ppn]].id;
-  }
-  if (braid_graph_compute(sys, n, ranks, &g) != ncclSuccess) {
+  if (braid_graph_compute_ex(sys, n, ranks, &go, &g) != ncclSuccess) {
     fprintf(stderr, "braid-topo: channel search failed (run with NCCL_DEBUG=WARN)\n");
     goto out;
   }
+  if (o.graph_dump && graph_dump(sys, n, ranks, &go, o.graph_dump) != 0) goto out;
   braid_graph_log(g, 0, 0);
   if (o.channels) print_channels(sys, g);
   if (o.tuner) {
-    if (braid_tuner_init(g, n, o.nodes, &t) != ncclSuccess) {
+    if (braid_tuner_init(g, n, nodes, &t) != ncclSuccess) {
       fprintf(stderr, "braid-topo: tuner failed (a bad NCCL_ALGO/NCCL_PROTO? run with NCCL_DEBUG=WARN)\n");
       goto out;
     }
     if (print_tuner(t, g, &o) != 0) goto out;
   }
   rc = 0;
+  if (have_log) {
+    printf("== Against %s (NCCL %d.%d.%d)\n", o.log, log.version / 10000, log.version / 100 % 100, log.version % 100);
+    rc = braid_nccl_log_compare(&log, g, stdout) ? 3 : 0;
+  }
+  if (o.graph) {
+    printf("== Against %s\n", o.graph);
+    int d = braid_nccl_graph_check(sys, n, ranks, &go, o.graph, stdout);
+    if (d != 0 && rc == 0) rc = d < 0 ? 1 : 3;
+  }
 out:
+  if (have_log) braid_nccl_log_free(&log);
   braid_tuner_free(t);
   braid_graph_free(g);
   braid_topo_free(sys);

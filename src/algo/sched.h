@@ -1,7 +1,7 @@
 /*
  * sched.h - the vocabulary every schedule in src/algo speaks: what one step of a channel does
  * (a primitive, named after NCCL's) and on which chunk, plus the status codes the schedule
- * functions return. Schedules are pure HD functions (STYLE.md 10): no globals, no I/O, no
+ * functions return. Schedules are pure HD functions (docs/CONVENTIONS.md 10): no globals, no I/O, no
  * allocation; the CUDA kernels, the host executor and the unit tests call the very same code.
  * Valid C and CUDA C; includes nothing host-only.
  *

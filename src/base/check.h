@@ -1,5 +1,5 @@
 /*
- * check.h - the error-handling macros (STYLE.md 4). Every internal function returns
+ * check.h - the error-handling macros (docs/CONVENTIONS.md 4). Every internal function returns
  * ncclResult_t. Log once where the error is decided; the macros here only add the
  * `file:line -> N` backtrace line (at INFO) and propagate. The syscall, pthread and calloc
  * macros are also the sites of BRAID_FAULT_INJECT (base/fault.h): a test can make any of them

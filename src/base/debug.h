@@ -1,5 +1,5 @@
 /*
- * debug.h - logging in NCCL's format (STYLE.md 5, 6).
+ * debug.h - logging in NCCL's format (docs/CONVENTIONS.md 5, 6).
  *
  * Lines look like NCCL's: `host:pid:tid [dev] NCCL INFO msg`. The level and subsystem mask come
  * from NCCL_DEBUG / NCCL_DEBUG_SUBSYS and are tested before any formatting, so a disabled

@@ -1,7 +1,7 @@
 /*
  * fault.h - BRAID_FAULT_INJECT, the test hook that makes a chosen call fail, or the process die
  * or stop, at a named point, so that tests reach error paths and failure windows on purpose
- * (STYLE.md 15: every cleanup path should run under a test).
+ * (docs/CONVENTIONS.md 15: every cleanup path should run under a test).
  *
  *   BRAID_FAULT_INJECT=<point>[@<function>][#<n>|#*][:fail|:kill|:stop][,...]
  *

@@ -1,6 +1,6 @@
 /*
  * param.c - the parameter table of src/base/param.h: its values, when they are read, and the
- * advice printed about them (STYLE.md 7). With param_load.c, the only code in src/ that reads
+ * advice printed about them (docs/CONVENTIONS.md 7). With param_load.c, the only code in src/ that reads
  * the environment.
  *
  * A value comes from the first place that sets it: the env plugin (NCCL_ENV_PLUGIN,

@@ -1,5 +1,5 @@
 /*
- * param.h - every environment parameter braid knows, declared once, as data (STYLE.md 7).
+ * param.h - every environment parameter braid knows, declared once, as data (docs/CONVENTIONS.md 7).
  *
  * One row per variable:  X(id, name, status, type, default, doc)
  *   id       BRAID_PARAM_<id>, what code passes to the accessors below
@@ -153,8 +153,13 @@
   X(PAT_ENABLE, "NCCL_PAT_ENABLE", LIVE, INT(0, 2), 2, "PAT algorithm: 0 off, 1 on, 2 automatic")                      \
   X(TOPO_FILE, "NCCL_TOPO_FILE", PER_USE, STR, NULL, "XML file describing the system topology")                        \
   X(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PER_USE, STR, NULL, "write the detected topology as XML here")              \
-  X(GRAPH_FILE, "NCCL_GRAPH_FILE", ACCEPTED, STR, NULL, "XML file of channels to use instead of searching")            \
-  X(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", ACCEPTED, STR, NULL, "write the searched channels as XML here")           \
+  X(GRAPH_FILE, "NCCL_GRAPH_FILE", PER_USE, STR, NULL, "XML file of channels to use instead of searching")             \
+  X(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", PER_USE, STR, NULL, "write the searched channels as XML here")            \
+  X(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", LIVE, INT(INT32_MIN, INT32_MAX), 0,                               \
+    "the rank that writes NCCL_TOPO_DUMP_FILE")                                                                        \
+  X(GRAPH_DUMP_FILE_RANK, "NCCL_GRAPH_DUMP_FILE_RANK", LIVE, INT(INT32_MIN, INT32_MAX), 0,                             \
+    "the rank that writes NCCL_GRAPH_DUMP_FILE")                                                                       \
+  X(NVB_DISABLE, "NCCL_NVB_DISABLE", LIVE, BOOL, 0, "no NVLink paths through an intermediate GPU")                     \
   /* plugins */                                                                                                        \
   X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", ACCEPTED, STR, NULL, "external tuner plugin library (not loaded yet)")          \
   X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", ACCEPTED, STR, NULL, "external profiler plugin (not loaded yet)")         \

@@ -49,7 +49,6 @@
   Y(GIN_PROXY_QUEUE_SIZE)                                 \
   Y(GIN_SIGNAL_POOL_SIZE)                                 \
   Y(GIN_TYPE)                                             \
-  Y(GRAPH_DUMP_FILE_RANK)                                 \
   Y(GRAPH_HELPER_DISABLE)                                 \
   Y(GRAPH_MIXING_SUPPORT)                                 \
   Y(GRAPH_STREAM_ORDERING)                                \
@@ -128,7 +127,6 @@
   Y(NET_SHARED_BUFFERS)                                   \
   Y(NET_SHARED_COMMS)                                     \
   Y(NUM_RMA_CTX)                                          \
-  Y(NVB_DISABLE)                                          \
   Y(NVB_PRECONNECT)                                       \
   Y(NVLINK_UTIL_CENTRIC_SCHED_ENABLE)                     \
   Y(NVLSTREE_MAX_CHUNKSIZE)                               \
@@ -174,7 +172,6 @@
   Y(SYM_RS_GIN_CHUNK_SIZE)                                \
   Y(SYM_TMA_ENABLE)                                       \
   Y(THREAD_THRESHOLDS)                                    \
-  Y(TOPO_DUMP_FILE_RANK)                                  \
   Y(TOPO_SPLIT_MLOPART)                                   \
   Y(UID_STAGGER_RATE)                                     \
   Y(UID_STAGGER_THRESHOLD)                                \

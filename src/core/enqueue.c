@@ -1,5 +1,5 @@
 /*
- * enqueue.c - turning a group's tasks into work and running it (DESIGN.md section 3 step 2).
+ * enqueue.c - turning a group's tasks into work and running it (docs/ARCHITECTURE.md 3 step 2).
  * Per communicator: each collective gets a protocol and a channel count, and one work item
  * per channel holding that channel's share; sends and receives become point-to-point ops
  * sorted into rounds (src/algo/alltoall.h) on channel 0, connecting peers on first use.

@@ -97,6 +97,30 @@ static int default_nchannels(const struct braid_comm* comm, int cores) {
   return n;
 }
 
+/* NCCL_TOPO_DUMP_FILE and NCCL_GRAPH_DUMP_FILE, each written by the rank its _RANK variable
+ * names (default 0): the node's system with the rank of each local GPU, and the node's ring
+ * and tree searches, in NCCL's formats (topo.h, graph.h). */
+static ncclResult_t dump_files(const struct braid_comm* comm, const struct braid_topo_system* sys,
+                               const struct braid_topo_rank* ranks, const struct braid_graph_node_info* info) {
+  ncclResult_t res = ncclSuccess;
+  int n = comm->nranks, nlocal = 0;
+  int64_t* bus = NULL;
+  int* who = NULL;
+  BRAID_CALLOC_GOTO(bus, n, res, out);
+  BRAID_CALLOC_GOTO(who, n, res, out);
+  for (int r = 0; r < n; r++)
+    if (ranks[r].node == comm->node) {
+      bus[nlocal] = ranks[r].bus_id;
+      who[nlocal++] = r;
+    }
+  BRAID_CHECK_GOTO(braid_topo_dump_env(sys, comm->rank, nlocal, bus, who), res, out);
+  BRAID_CHECK_GOTO(braid_graph_dump_env(sys, n, ranks, comm->rank, info), res, out);
+out:
+  free(bus);
+  free(who);
+  return res;
+}
+
 /* Topology, channels and the tuner. Every rank searches its own node; the results are
  * allgathered so that every rank assembles the same graph (graph.h). */
 static ncclResult_t setup_graph(struct braid_comm* comm) {
@@ -117,6 +141,7 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   }
   BRAID_CHECK_GOTO(braid_topo_detect(&sys), res, out);
   BRAID_CHECK_GOTO(braid_graph_node_search(sys, n, ranks, comm->node, &infos[comm->rank]), res, out);
+  BRAID_CHECK_GOTO(dump_files(comm, sys, ranks, &infos[comm->rank]), res, out);
   BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, out);
   for (int r = n - 1; r >= 0; r--) by_node[comm->rank_to_node[r]] = infos[r];
   BRAID_CHECK_GOTO(braid_graph_build(n, ranks, by_node, &comm->graph), res, out);

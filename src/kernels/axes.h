@@ -1,5 +1,5 @@
 /*
- * axes.h - one X-macro list per dispatch axis (STYLE.md 11). Host switches, kernel tables,
+ * axes.h - one X-macro list per dispatch axis (docs/CONVENTIONS.md 11). Host switches, kernel tables,
  * tuner names and tests all expand from these lists, so adding a datatype or protocol is one
  * line here. Valid C and CUDA C; includes nothing host-only.
  */
@@ -51,15 +51,17 @@
   X(4, AllReduce)      \
   X(5, SendRecv)
 
-/* Algorithms, NCCL's ids and names (NCCL_ALGO). */
-#define BRAID_ALGOS(X)                  \
-  X(0, TREE, "Tree")                    \
-  X(1, RING, "Ring")                    \
-  X(2, COLLNET_DIRECT, "CollNetDirect") \
-  X(3, COLLNET_CHAIN, "CollNetChain")   \
-  X(4, NVLS, "NVLS")                    \
-  X(5, NVLS_TREE, "NVLSTree")           \
-  X(6, PAT, "PAT")
+/* Algorithms, NCCL's ids and names (NCCL_ALGO), and whether braid's data path runs them (1)
+ * or the tuner only prices them to show what NCCL would pick (0): the one place that says
+ * which algorithms run (braid_tuner_implemented, braid-topo's table). */
+#define BRAID_ALGOS(X)                     \
+  X(0, TREE, "Tree", 1)                    \
+  X(1, RING, "Ring", 1)                    \
+  X(2, COLLNET_DIRECT, "CollNetDirect", 0) \
+  X(3, COLLNET_CHAIN, "CollNetChain", 0)   \
+  X(4, NVLS, "NVLS", 0)                    \
+  X(5, NVLS_TREE, "NVLSTree", 0)           \
+  X(6, PAT, "PAT", 0)
 
 /* Protocols, NCCL's ids and names (NCCL_PROTO). */
 #define BRAID_PROTOS(X) \
@@ -80,7 +82,7 @@ enum braid_func {
       BRAID_NUM_FUNCS
 };
 enum braid_algo {
-#define BRAID_X(id, name, str) BRAID_ALGO_##name = id,
+#define BRAID_X(id, name, str, runs) BRAID_ALGO_##name = id,
   BRAID_ALGOS(BRAID_X)
 #undef BRAID_X
       BRAID_NUM_ALGOS

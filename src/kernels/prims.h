@@ -1,5 +1,5 @@
 /*
- * prims.h - the primitives over connections, for the three protocols (DESIGN.md section 4).
+ * prims.h - the primitives over connections, for the three protocols (docs/ARCHITECTURE.md 4).
  * Shared subset: compiled by gcc into the host executor and by nvcc into the kernels.
  *
  * One primitive step moves one chunk (at most one FIFO slot of payload) through one primitive:

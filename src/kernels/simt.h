@@ -1,5 +1,5 @@
 /*
- * simt.h - the one header of the data path that differs between nvcc and gcc (DESIGN.md 1).
+ * simt.h - the one header of the data path that differs between nvcc and gcc (docs/ARCHITECTURE.md 1).
  *
  * Everything above it (fp.h, reduce.h, prims.h, the src/algo headers) is written once in the
  * shared C / CUDA C subset and reaches threads, barriers, fences and FIFO loads/stores only

@@ -2,7 +2,7 @@
  * work.h - the structures the data path runs on, shared by the host executor and the CUDA
  * kernels (valid C and CUDA C, includes nothing host-only).
  *
- * A connection is one direction between two ranks on one channel (DESIGN.md section 4): a
+ * A connection is one direction between two ranks on one channel (docs/ARCHITECTURE.md 4): a
  * FIFO of BRAID_NSTEPS slots per protocol in memory both sides can reach, and two monotonic
  * counters: `tail` (written by the sender: steps filled) and `head` (written by the receiver:
  * steps freed). Both ends keep their own step counter; because every rank runs the same

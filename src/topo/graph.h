@@ -1,18 +1,23 @@
 /*
  * graph.h - the channels of a communicator: rings and double binary trees over its ranks,
- * the NIC each rank uses on each channel, and the per-channel bandwidth they sustain.
+ * the NIC each rank uses on each channel, and the per-channel bandwidth they sustain, as NCCL
+ * plans them.
  *
- * braid_graph_compute searches them on the system graph (topo.h) from what every rank knows
- * about every other (struct braid_topo_rank, allgathered by init), so every rank computes
- * the same result when its nodes are alike. Rings visit each node's ranks contiguously
- * (one network crossing per node boundary and channel); trees are NCCL's double binary tree
- * over nodes (src/algo/tree.h; for an odd node count braid's own second tree, so that every
- * node is a leaf in one of the two) with a chain through each node's ranks, in the node's
- * ring order for that channel, its first rank linked to the other nodes. Channels [0, nrings) carry tree 0, [nrings,
- * 2*nrings) the same rings with tree 1, and so on cyclically when NCCL_MIN_NCHANNELS asks for more.
+ * Per node, NCCL's search (search.c) finds a ring graph and a tree graph on the node's own
+ * system (only the node's GPUs: braid_topo_subset), or reads them from NCCL_GRAPH_FILE. Across
+ * nodes (graph_build.c, NCCL's connect.cc): every node keeps the fewest channels and slowest
+ * speeds any node found; rings visit each node's ranks in that node's order for the channel,
+ * node after node (nodes at odd positions swap channels 2k and 2k+1 when NCCL_CROSS_NIC=2
+ * made their rings change NICs); trees are NCCL's double binary tree over nodes (tree 0 a
+ * binary tree, tree 1 its mirror or shift) with a chain through each node's ranks in its tree
+ * order, the node's parent and children attached to the chain's first or second rank as the
+ * node's tree pattern says. Channels: the search channels twice (the copy carries tree 1),
+ * twice again on sm90+ multi-node rings faster than 45 GB/s with fewer than 16, then
+ * NCCL_MAX_NCHANNELS and NCCL_MIN_NCHANNELS (copies of the first channels).
  *
- * Files: graph.c (the search), graph_build.c (rings, trees, NICs over all ranks; channel
- * counts), graph_log.c (NCCL's INFO/GRAPH lines).
+ * Files: graph.c (one node: the searches, the graph file), graph_build.c (all nodes),
+ * graph_file.c (NCCL's <graphs> XML: NCCL_GRAPH_FILE, NCCL_GRAPH_DUMP_FILE), graph_log.c
+ * (NCCL's INFO/GRAPH lines).
  */
 #ifndef BRAID_GRAPH_H
 #define BRAID_GRAPH_H
@@ -23,13 +28,12 @@
 #include "topo/topo.h"
 
 #define BRAID_MAX_CHANNELS 64
-/* Distinct rings the search looks for (channels are then doubled for the second tree). */
+/* Distinct channels a search finds (NCCL: MAXCHANNELS / 2). */
 #define BRAID_GRAPH_MAX_RINGS (BRAID_MAX_CHANNELS / 2)
-/* NCCL's pattern number of a ring graph, shown in GRAPH lines. */
+/* NCCL's pattern numbers, shown in GRAPH lines and graph files. */
 #define BRAID_GRAPH_PATTERN_RING 4
 
-/* A rank's links in one tree: its parent and up to three children (-1: none). down[0] is the
- * next rank of its node's chain; the node-level children follow. */
+/* A rank's links in one tree: its parent and up to three children (-1: none). */
 struct braid_tree_links {
   int up;
   int down[3];
@@ -38,24 +42,29 @@ struct braid_tree_links {
 struct braid_channel_graph {
   int nranks, nnodes;
   int nchannels; /* channels in use, 1..BRAID_MAX_CHANNELS */
-  int nrings;    /* distinct rings found; channel c uses ring c % nrings and tree (c / nrings) % 2 */
+  int nrings;    /* search channels (NCCL's graph nChannels, the same for rings and trees) */
   /* Per channel c (arrays of nchannels * nranks, entry [c * nranks + i]): */
   int* ring;                     /* i-th rank of the ring; node 0's ranks first, each node contiguous */
   int* ring_prev;                /* indexed by rank: the rank it receives from */
   int* ring_next;                /* indexed by rank: the rank it sends to */
   struct braid_tree_links* tree; /* indexed by rank */
-  int* net_dev;                  /* indexed by rank: the NIC (index into the system's NICs) it uses for this
-                                    channel's network connections (ring receive and tree links of a node's
-                                    first rank, ring send of its last); -1 none */
+  int* net_dev;                  /* indexed by rank: the NIC (index into the system's NICs) its ring uses on
+                                    this channel (receive: the node's first rank, send: its last); -1 none */
   int* net_proxy;                /* indexed by rank: the rank whose GPU relays to that NIC (PXN), -1 direct */
   int* tree_id;                  /* [nchannels]: which of the two trees channel c uses */
-  /* The search result, the same for every channel. */
+  int* search_channel;           /* [nchannels]: the search channel it copies */
+  /* The ring graph's result, the weakest node's. */
   float bw_intra; /* GB/s per channel between GPUs of a node */
-  float bw_inter; /* GB/s per channel over the network (0: single node) */
-  int type_intra; /* worst path type of a ring hop inside a node (enum braid_path_type) */
-  int type_inter; /* worst GPU<->NIC path type (LOC for a single node) */
-  int cross_nic;  /* rings may enter and leave a node through different NICs */
-  int pattern;    /* BRAID_GRAPH_PATTERN_RING */
+  float bw_inter; /* GB/s per channel over the network (= bw_intra on one node, as NCCL) */
+  int type_intra; /* worst path type a channel may use inside a node (enum braid_path_type) */
+  int type_inter; /* worst GPU<->NIC path type (PIX on one node, as NCCL prints it) */
+  int cross_nic;  /* 0 rings keep their NIC, 1 or 2 they may change */
+  int same_channels;
+  int pattern; /* BRAID_GRAPH_PATTERN_RING */
+  /* The tree graph's result. */
+  int tree_pattern; /* 1 balanced, 2 split, 3 plain tree (the most any node needed) */
+  float tree_bw_intra, tree_bw_inter;
+  int tree_type_intra, tree_type_inter, tree_same_channels;
   /* What the tuner needs to know about the machine. */
   int host_mode;            /* pseudo-GPUs: shared memory inside a node, sockets between */
   int ppn;                  /* most ranks on one node */
@@ -82,24 +91,47 @@ ncclResult_t braid_graph_compute(const struct braid_topo_system* sys, int nranks
 void braid_graph_free(struct braid_channel_graph* g);
 
 #define BRAID_GRAPH_MAX_LOCAL 256 /* ranks of one node */
-/* One node's search result: per ring its ranks in order (local ranks) and its NICs, plus
- * what the tuner needs to know about the node. Plain data, the same size everywhere. */
-struct braid_graph_node_info {
-  int32_t ndev; /* ranks on the node */
-  int32_t nrings;
-  float bw_intra, bw_inter;
-  int32_t type_intra, type_inter, cross_nic;
-  int32_t host_mode, min_sm, max_sm, nvls, cpu_vendor, cpu_arch, nnics;
-  float nvl_bw;
+/* One search graph of one node (NCCL's ncclTopoGraph, trimmed): plain data. */
+struct braid_graph_part {
+  int32_t nchannels, pattern, cross_nic, same_channels, type_intra, type_inter;
+  float bw_intra, bw_inter, latency_inter;
   int16_t nic_in[BRAID_GRAPH_MAX_RINGS], nic_out[BRAID_GRAPH_MAX_RINGS];     /* -1: single node */
   int16_t relay_in[BRAID_GRAPH_MAX_RINGS], relay_out[BRAID_GRAPH_MAX_RINGS]; /* PXN relay (local rank), -1 */
   uint8_t order[BRAID_GRAPH_MAX_RINGS][BRAID_GRAPH_MAX_LOCAL];               /* local ranks */
 };
+/* One node's search result: its ring and tree graphs and what the tuner needs to know about
+ * the node. Plain data, the same size everywhere. */
+struct braid_graph_node_info {
+  int32_t ndev; /* ranks on the node */
+  int32_t host_mode, min_sm, max_sm, nvls, cpu_vendor, cpu_arch, nnics;
+  float nvl_bw;
+  struct braid_graph_part ring, tree;
+};
+/* Search options for the tools: the NCCL version whose tables to use (0: the newest). */
+struct braid_graph_opts {
+  int nccl_version;
+};
 ncclResult_t braid_graph_node_search(const struct braid_topo_system* sys, int nranks,
                                      const struct braid_topo_rank* ranks, int node, struct braid_graph_node_info* info);
+ncclResult_t braid_graph_node_search_ex(const struct braid_topo_system* sys, int nranks,
+                                        const struct braid_topo_rank* ranks, int node,
+                                        const struct braid_graph_opts* opts, struct braid_graph_node_info* info);
 /* infos[k] for every node k. Checks them (they came over the network). */
 ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
                                const struct braid_graph_node_info* infos, struct braid_channel_graph** graph_p);
+/* braid_graph_compute with options. */
+ncclResult_t braid_graph_compute_ex(const struct braid_topo_system* sys, int nranks,
+                                    const struct braid_topo_rank* ranks, const struct braid_graph_opts* opts,
+                                    struct braid_channel_graph** graph_p);
+
+/* NCCL_GRAPH_DUMP_FILE for the rank NCCL_GRAPH_DUMP_FILE_RANK (default 0): this node's search
+ * graphs in NCCL's <graphs> format (graph_file.c). Nothing when unset or another rank. */
+ncclResult_t braid_graph_dump_env(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
+                                  int rank, const struct braid_graph_node_info* info);
+/* The same document as text (malloc'd), for node `node`. */
+ncclResult_t braid_graph_dump_string(const struct braid_topo_system* sys, int nranks,
+                                     const struct braid_topo_rank* ranks, int node,
+                                     const struct braid_graph_node_info* info, char** text_p);
 
 /* Convenience accessors (c: channel, r: rank). */
 static inline int braid_graph_ring_next(const struct braid_channel_graph* g, int c, int r) {
@@ -112,11 +144,11 @@ static inline const struct braid_tree_links* braid_graph_tree(const struct braid
   return &g->tree[c * g->nranks + r];
 }
 
-/* INFO/GRAPH lines as NCCL prints them: the search result, `Channel 00/04 : 0 1 2 3`
- * (rank 0 only), `Ring 00 : 3 -> 0 -> 1`, `Tree 0 : -1 -> 0 -> 1/-1/-1` and
- * `Trees [0] 1/-1/-1->0->-1 ...` for this rank. "Connected all rings/trees" is init's.
- * nchannels: the channels a communicator runs (channel c takes graph channel c mod the
- * graph's count); <= 0: the graph's own count. */
+/* INFO/GRAPH lines as NCCL prints them: the two searches ("Pattern 4, crossNic 0, nChannels
+ * 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1", then Pattern 1), `Channel 00/24 :
+ * 0 1 2 3` (rank 0 only), `Ring 00 : 3 -> 0 -> 1`, `Tree 0 : -1 -> 0 -> 1/-1/-1` and
+ * `Trees [0] 1/-1/-1->0->-1 ...` for this rank. nchannels: the channels a communicator runs
+ * (channel c takes graph channel c mod the graph's count); <= 0: the graph's own count. */
 void braid_graph_log(const struct braid_channel_graph* g, int rank, int nchannels);
 
 /* Ranks in ring order starting at `rank`, written to out (nranks entries). */
@@ -124,9 +156,16 @@ void braid_graph_ring_from(const struct braid_channel_graph* g, int c, int rank,
 
 /* ---- internals shared by graph*.c ---- */
 
-/* Search the rings of one node: `dev` are the sys node indices of its ndev devices (local
- * rank order); multi: the rings leave and re-enter the node through NICs. */
-ncclResult_t braid_graph_search_node(const struct braid_topo_system* sys, const int* dev, int ndev, int multi,
-                                     struct braid_graph_node_info* out);
+/* The rank table checks of braid_graph_compute (before any search). */
+ncclResult_t braid_graph_check_ranks(int nranks, const struct braid_topo_rank* ranks);
+/* The local rank -> system GPU map of node `node` (node indices of `sys`; -1 unknown GPU). */
+ncclResult_t braid_graph_node_gpus(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
+                                   int node, int* gpus, int* n_p);
+/* NCCL_GRAPH_FILE: the ring (id 0) or tree (id 1) graph of the file for this node, when the
+ * file has one with channels; *found_p 0 otherwise. gpu_dev[i] / gpu_host[i]: NVML dev and
+ * host of local rank i; ranks_of[i]: its communicator rank. */
+ncclResult_t braid_graph_file_read(const char* path, int id, const struct braid_topo_system* sys, int ndev,
+                                   const int* gpu_dev, const int* gpu_host, const int* ranks_of, int multi,
+                                   struct braid_graph_part* out, int* found_p);
 
 #endif /* BRAID_GRAPH_H */

@@ -1,13 +1,19 @@
 /*
- * graph_build.c - braid_graph_node_search, braid_graph_build and braid_graph_compute
- * (graph.h): checks what init hands over, maps every rank to a device of the system graph (a
- * GPU by bus id, or in host mode a pseudo-GPU per local rank), searches a node (graph.c), and
- * lays the per-node rings end to end into the communicator's channels with their trees and
- * NICs.
+ * graph_build.c - braid_graph_build (graph.h): the nodes' search graphs, allgathered, laid
+ * out into the communicator's channels as NCCL's ncclTopoPostset / connectRings /
+ * connectTrees do. Every rank computes the same result from the same infos.
  *
- * All nodes keep the same number of rings and the same speeds: the smallest found, so that
- * every rank's tuner sees the same numbers. Channel counts follow NCCL: twice the rings
- * (the copy carries the other tree), then NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS.
+ *   search channels: the fewest any node found for rings and trees (NCCL takes the minimum
+ *   over ranks of both and uses the smaller); speeds the slowest, path types the worst;
+ *   rings: node after node, each node's order for the channel; on NCCL_CROSS_NIC=2 rings
+ *   nodes at odd positions swap channels 2k and 2k+1 so rails alternate;
+ *   trees: per channel the chain of the node's tree order; between nodes NCCL's double
+ *   binary tree (src/algo/tree.h), the parent node reached from the chain's first rank, the
+ *   node children hung on the first (child 1) and second (child 0) rank for a balanced
+ *   tree, both on the first for a plain tree, first and second for a split tree;
+ *   channels: the search channels, then their copy carrying tree 1; twice again for sm90+
+ *   multi-node rings over 45 GB/s with fewer than 16; NCCL_MAX_NCHANNELS, then
+ *   NCCL_MIN_NCHANNELS by copying the first channels.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,6 +24,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "topo/graph.h"
+#include "topo/search.h"
 
 void braid_graph_free(struct braid_channel_graph* g) {
   if (g == NULL) return;
@@ -28,6 +35,7 @@ void braid_graph_free(struct braid_channel_graph* g) {
   free(g->net_dev);
   free(g->net_proxy);
   free(g->tree_id);
+  free(g->search_channel);
   free(g);
 }
 
@@ -37,176 +45,6 @@ void braid_graph_ring_from(const struct braid_channel_graph* g, int c, int rank,
   while (start < g->nranks && ring[start] != rank) start++;
   if (start == g->nranks) start = 0;
   for (int i = 0; i < g->nranks; i++) out[i] = ring[(start + i) % g->nranks];
-}
-
-/* Check the rank table; fills node sizes and the local rank -> rank map. */
-static ncclResult_t check_ranks(int nranks, const struct braid_topo_rank* ranks, int* nnodes_p, int* count, int* local,
-                                int* host_p) {
-  int nnodes = 0, host = ranks[0].bus_id < 0;
-  for (int i = 0; i < nranks; i++) {
-    const struct braid_topo_rank* r = &ranks[i];
-    if (r->rank != i) {
-      BRAID_WARN("braid_graph_compute: ranks[%d].rank is %d", i, r->rank);
-      return ncclInvalidArgument;
-    }
-    if (r->node < 0 || r->node >= nranks) {
-      BRAID_WARN("braid_graph_compute: rank %d: node %d is not in [0, %d)", i, r->node, nranks);
-      return ncclInvalidArgument;
-    }
-    if ((r->bus_id < 0) != host) {
-      BRAID_WARN("braid_graph_compute: rank %d: bus id %" PRId64 " mixes host mode and GPUs", i, r->bus_id);
-      return ncclInvalidArgument;
-    }
-    if (r->node + 1 > nnodes) nnodes = r->node + 1;
-  }
-  for (int k = 0; k < nnodes; k++) count[k] = 0;
-  for (int i = 0; i < nranks; i++) count[ranks[i].node]++;
-  for (int k = 0; k < nnodes; k++) {
-    if (count[k] == 0) {
-      BRAID_WARN("braid_graph_compute: node %d has no rank (nodes must be numbered 0..%d)", k, nnodes - 1);
-      return ncclInvalidArgument;
-    }
-  }
-  for (int i = 0; i < nranks; i++) local[i] = -1;
-  /* local[] is laid out node by node: offsets are the prefix sums of count */
-  int* off = calloc((size_t)nnodes + 1, sizeof(int));
-  if (off == NULL) {
-    BRAID_WARN("Failed to allocate %d node offsets", nnodes + 1);
-    return ncclSystemError;
-  }
-  for (int k = 0; k < nnodes; k++) off[k + 1] = off[k] + count[k];
-  for (int i = 0; i < nranks; i++) {
-    const struct braid_topo_rank* r = &ranks[i];
-    int k = r->node;
-    if (r->local_rank < 0 || r->local_rank >= count[k] || local[off[k] + r->local_rank] >= 0) {
-      BRAID_WARN("braid_graph_compute: rank %d: local rank %d on node %d (%d ranks) is %s", i, r->local_rank, k,
-                 count[k], r->local_rank < 0 || r->local_rank >= count[k] ? "out of range" : "taken twice");
-      free(off);
-      return ncclInvalidArgument;
-    }
-    local[off[k] + r->local_rank] = i;
-  }
-  free(off);
-  *nnodes_p = nnodes;
-  *host_p = host;
-  return ncclSuccess;
-}
-
-/* Sys node of each rank's device. */
-static ncclResult_t map_devices(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
-                                int host, int* dev) {
-  for (int i = 0; i < nranks; i++) {
-    if (host) {
-      dev[i] = -1;
-      for (int g = 0; g < sys->ngpus; g++)
-        if (sys->nodes[sys->gpus[g]].pseudo == ranks[i].local_rank) dev[i] = sys->gpus[g];
-    } else {
-      int g = braid_topo_gpu_find(sys, ranks[i].bus_id);
-      dev[i] = g < 0 ? -1 : sys->gpus[g];
-    }
-  }
-  /* Two ranks of one node on one GPU: refused as NCCL does, unless BRAID_GPU_SHARING=1. The
-   * bus ids decide, so GPUs the topology does not list (the fake GPU) are checked too. A
-   * shared GPU appears once in the search: its second rank is "not in the topology", which
-   * lays that node out in rank order. */
-  int sharing = braid_param_int(BRAID_PARAM_GPU_SHARING) == 1;
-  for (int i = 0; i < nranks; i++)
-    for (int j = i + 1; j < nranks && !host; j++)
-      if (ranks[i].bus_id == ranks[j].bus_id && ranks[i].node == ranks[j].node) {
-        if (!sharing) {
-          BRAID_WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %" PRIx64, i, j,
-                     ranks[i].bus_id);
-          return ncclInvalidUsage;
-        }
-        dev[j] = -1;
-      }
-  return ncclSuccess;
-}
-
-static int clamp_param(enum braid_param id, int def) {
-  int64_t v = braid_param_int(id);
-  if (v == BRAID_PARAM_UNSET) return def;
-  if (v < 1) return 1;
-  if (v > BRAID_MAX_CHANNELS) return BRAID_MAX_CHANNELS;
-  return (int)v;
-}
-
-/* The two node-level trees: NCCL's double binary tree (src/algo/tree.h). For an odd node
- * count NCCL's second tree (the shift) leaves node 0 inner in both; braid's second tree is
- * then a heap-ordered binary tree whose inner places go to tree 0's leaves (at least
- * (N-1)/2: every odd index) and whose leaves are tree 0's inner nodes, so every node is a
- * leaf in at least one tree, as the double binary tree intends. */
-struct node_tree {
-  int up, down[2];
-};
-
-static ncclResult_t node_trees(int nnodes, struct node_tree* t0, struct node_tree* t1) {
-  int* heap = NULL;
-  for (int t = 0; t < 2; t++)
-    for (int k = 0; k < nnodes; k++) {
-      struct node_tree* x = t ? &t1[k] : &t0[k];
-      if (braid_dbtree(nnodes, k, t, &x->up, &x->down[0], &x->down[1]) != BRAID_SCHED_OK) {
-        BRAID_WARN("Graph: no double binary tree over %d nodes", nnodes);
-        return ncclInternalError;
-      }
-    }
-  if (nnodes % 2 == 0 || nnodes < 3) return ncclSuccess;
-  heap = calloc((size_t)nnodes, sizeof(int));
-  if (heap == NULL) {
-    BRAID_WARN("Failed to allocate a tree of %d nodes", nnodes);
-    return ncclSystemError;
-  }
-  int n = 0;
-  for (int pass = 0; pass < 2; pass++) /* tree 0's leaves first, then its inner nodes */
-    for (int k = 0; k < nnodes; k++)
-      if ((t0[k].down[0] < 0 && t0[k].down[1] < 0) == (pass == 0)) heap[n++] = k;
-  for (int p = 0; p < nnodes; p++) {
-    struct node_tree* x = &t1[heap[p]];
-    x->up = p == 0 ? -1 : heap[(p - 1) / 2];
-    x->down[0] = 2 * p + 1 < nnodes ? heap[2 * p + 1] : -1;
-    x->down[1] = 2 * p + 2 < nnodes ? heap[2 * p + 2] : -1;
-  }
-  free(heap);
-  return ncclSuccess;
-}
-
-/* Rings, trees and NICs of channel c over all nodes. */
-static ncclResult_t lay_channel(struct braid_channel_graph* g, int c, int* const* node_ranks, const int* count,
-                                const struct braid_graph_node_info* infos, struct node_tree* const* trees) {
-  int n = g->nranks, r = c % g->nrings, t = (c / g->nrings) % 2, pos = 0;
-  int* ring = &g->ring[c * n];
-  g->tree_id[c] = t;
-  for (int k = 0; k < g->nnodes; k++)
-    for (int i = 0; i < count[k]; i++) ring[pos++] = node_ranks[k][infos[k].order[r][i]];
-  for (int i = 0; i < n; i++) {
-    g->ring_next[c * n + ring[i]] = ring[(i + 1) % n];
-    g->ring_prev[c * n + ring[i]] = ring[(i + n - 1) % n];
-    g->net_dev[c * n + i] = -1;
-    g->net_proxy[c * n + i] = -1;
-  }
-  for (int k = 0; k < g->nnodes; k++) {
-    const struct braid_graph_node_info* info = &infos[k];
-    const uint8_t* order = info->order[r];
-    int head = node_ranks[k][order[0]], last = node_ranks[k][order[count[k] - 1]];
-    int up = trees[t][k].up, d0 = trees[t][k].down[0], d1 = trees[t][k].down[1];
-    for (int i = 0; i < count[k]; i++) {
-      struct braid_tree_links* tl = &g->tree[c * n + node_ranks[k][order[i]]];
-      tl->up = i > 0 ? node_ranks[k][order[i - 1]] : (up >= 0 ? node_ranks[up][infos[up].order[r][0]] : -1);
-      tl->down[0] = i + 1 < count[k] ? node_ranks[k][order[i + 1]] : -1;
-      tl->down[1] = tl->down[2] = -1;
-    }
-    struct braid_tree_links* hl = &g->tree[c * n + head];
-    int slot = hl->down[0] >= 0 ? 1 : 0;
-    if (d0 >= 0) hl->down[slot++] = node_ranks[d0][infos[d0].order[r][0]];
-    if (d1 >= 0) hl->down[slot++] = node_ranks[d1][infos[d1].order[r][0]];
-    if (g->nnodes > 1) {
-      g->net_dev[c * n + head] = info->nic_in[r];
-      g->net_dev[c * n + last] = head == last ? info->nic_in[r] : info->nic_out[r];
-      if (info->relay_in[r] >= 0) g->net_proxy[c * n + head] = node_ranks[k][info->relay_in[r]];
-      if (info->relay_out[r] >= 0 && head != last) g->net_proxy[c * n + last] = node_ranks[k][info->relay_out[r]];
-    }
-  }
-  return ncclSuccess;
 }
 
 /* The ranks of a communicator, node by node. */
@@ -223,6 +61,22 @@ static void layout_free(struct layout* l) {
   free(l->node_ranks);
 }
 
+static ncclResult_t check_rank(const struct braid_topo_rank* r, int i, int nranks, int host) {
+  if (r->rank != i) {
+    BRAID_WARN("braid_graph_compute: ranks[%d].rank is %d", i, r->rank);
+    return ncclInvalidArgument;
+  }
+  if (r->node < 0 || r->node >= nranks) {
+    BRAID_WARN("braid_graph_compute: rank %d: node %d is not in [0, %d)", i, r->node, nranks);
+    return ncclInvalidArgument;
+  }
+  if ((r->bus_id < 0) != host) {
+    BRAID_WARN("braid_graph_compute: rank %d: bus id %" PRId64 " mixes host mode and GPUs", i, r->bus_id);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t layout_make(int nranks, const struct braid_topo_rank* ranks, struct layout* l) {
   ncclResult_t res = ncclSuccess;
   memset(l, 0, sizeof(*l));
@@ -230,161 +84,80 @@ static ncclResult_t layout_make(int nranks, const struct braid_topo_rank* ranks,
     BRAID_WARN("braid_graph: %d ranks (table %p)", nranks, (const void*)ranks);
     return ncclInvalidArgument;
   }
-  BRAID_CALLOC_GOTO(l->count, nranks, res, err);
+  l->host = ranks[0].bus_id < 0;
+  for (int i = 0; i < nranks; i++) {
+    BRAID_CHECK(check_rank(&ranks[i], i, nranks, l->host));
+    if (ranks[i].node + 1 > l->nnodes) l->nnodes = ranks[i].node + 1;
+  }
+  BRAID_CALLOC_GOTO(l->count, l->nnodes, res, err);
   BRAID_CALLOC_GOTO(l->local, nranks, res, err);
-  BRAID_CHECK_GOTO(check_ranks(nranks, ranks, &l->nnodes, l->count, l->local, &l->host), res, err);
   BRAID_CALLOC_GOTO(l->node_ranks, l->nnodes, res, err);
+  for (int i = 0; i < nranks; i++) l->count[ranks[i].node]++;
   for (int k = 0, off = 0; k < l->nnodes; off += l->count[k], k++) {
     l->node_ranks[k] = &l->local[off];
+    if (l->count[k] == 0) {
+      BRAID_WARN("braid_graph_compute: node %d has no rank (nodes must be numbered 0..%d)", k, l->nnodes - 1);
+      res = ncclInvalidArgument;
+      goto err;
+    }
     if (l->count[k] > BRAID_GRAPH_MAX_LOCAL) {
       BRAID_WARN("braid_graph: node %d has %d ranks, more than %d", k, l->count[k], BRAID_GRAPH_MAX_LOCAL);
       res = ncclInvalidArgument;
       goto err;
     }
+    for (int j = 0; j < l->count[k]; j++) l->node_ranks[k][j] = -1;
   }
+  for (int i = 0; i < nranks; i++) {
+    const struct braid_topo_rank* r = &ranks[i];
+    int k = r->node;
+    if (r->local_rank < 0 || r->local_rank >= l->count[k] || l->node_ranks[k][r->local_rank] >= 0) {
+      BRAID_WARN("braid_graph_compute: rank %d: local rank %d on node %d (%d ranks) is %s", i, r->local_rank, k,
+                 l->count[k], r->local_rank < 0 || r->local_rank >= l->count[k] ? "out of range" : "taken twice");
+      res = ncclInvalidArgument;
+      goto err;
+    }
+    l->node_ranks[k][r->local_rank] = i;
+  }
+  /* Two ranks of one node on one GPU: refused as NCCL does, unless BRAID_GPU_SHARING=1 */
+  for (int i = 0; i < nranks && !l->host; i++)
+    for (int j = i + 1; j < nranks; j++)
+      if (ranks[i].bus_id == ranks[j].bus_id && ranks[i].node == ranks[j].node &&
+          braid_param_int(BRAID_PARAM_GPU_SHARING) != 1) {
+        BRAID_WARN("Duplicate GPU detected : rank %d and rank %d both on CUDA device %" PRIx64, i, j, ranks[i].bus_id);
+        res = ncclInvalidUsage;
+        goto err;
+      }
   return ncclSuccess;
 err:
   layout_free(l);
   return res;
 }
 
-/* The system the search runs on: host mode adds one pseudo-GPU per local rank; several nodes
- * without any NIC in sysfs (loopback only) get one made-up socket NIC. *own_p: to free. */
-static ncclResult_t prepare_sys(const struct braid_topo_system* sys, const struct layout* l,
-                                const struct braid_topo_system** use_p, struct braid_topo_system** own_p) {
-  struct braid_topo_system* c = NULL;
-  int ppn = 0;
-  for (int k = 0; k < l->nnodes; k++)
-    if (l->count[k] > ppn) ppn = l->count[k];
-  *own_p = NULL;
-  *use_p = sys;
-  if (!l->host && (l->nnodes == 1 || sys->nnics > 0)) return ncclSuccess;
-  BRAID_CHECK(braid_topo_add_pseudo_gpus(sys, l->host ? ppn : 1, &c));
-  if (l->nnodes > 1 && c->nnics == 0) {
-    int nic;
-    ncclResult_t res = braid_topo_node_add(c, BRAID_TOPO_NIC, -1, &nic);
-    if (res == ncclSuccess) {
-      snprintf(c->nodes[nic].name, sizeof(c->nodes[nic].name), "lo");
-      c->nodes[nic].speed = BRAID_TOPO_NET_SPEED_DEFAULT;
-      c->nodes[nic].dev = 0;
-      c->nodes[nic].parent = c->cpus[0];
-      res = braid_topo_link_add(c, nic, c->cpus[0], BRAID_LINK_PCI, BRAID_TOPO_NET_SPEED_DEFAULT / 8000.0f);
-    }
-    int* nics = res == ncclSuccess ? realloc(c->nics, sizeof(int)) : NULL;
-    if (res == ncclSuccess && nics == NULL) {
-      BRAID_WARN("Failed to allocate the NIC list");
-      res = ncclSystemError;
-    }
-    if (res == ncclSuccess) {
-      c->nics = nics;
-      c->nics[0] = nic;
-      c->nnics = 1;
-      res = braid_topo_compute_paths(c);
-    }
-    if (res != ncclSuccess) {
-      braid_topo_free(c);
-      return res;
-    }
-  }
-  *own_p = c;
-  *use_p = c;
-  return ncclSuccess;
-}
-
-/* Search node k of the layout on `sys` (already prepared). */
-static ncclResult_t search_one(const struct braid_topo_system* sys, const struct layout* l, const int* dev, int k,
-                               struct braid_graph_node_info* info) {
-  int ndev = l->count[k], known = 1, d[BRAID_GRAPH_MAX_LOCAL];
-  for (int i = 0; i < ndev; i++) {
-    d[i] = dev[l->node_ranks[k][i]];
-    known &= d[i] >= 0;
-  }
-  if (known) {
-    BRAID_CHECK(braid_graph_search_node(sys, d, ndev, l->nnodes > 1, info));
-  } else { /* GPUs this system does not have: rank order at NCCL's fallback speed */
-    BRAID_INFO(BRAID_LOG_GRAPH, "Graph: node %d has GPUs not in the local topology; using rank order", k);
-    memset(info, 0, sizeof(*info));
-    info->ndev = ndev;
-    info->nrings = 1;
-    info->bw_intra = 0.1f;
-    info->bw_inter = l->nnodes > 1 ? 0.1f : 0;
-    info->type_intra = BRAID_PATH_SYS;
-    info->type_inter = l->nnodes > 1 ? BRAID_PATH_SYS : BRAID_PATH_LOC;
-    for (int i = 0; i < ndev; i++) info->order[0][i] = (uint8_t)i;
-    info->nic_in[0] = info->nic_out[0] = (int16_t)(l->nnodes > 1 ? 0 : -1);
-    info->relay_in[0] = info->relay_out[0] = -1;
-  }
-  /* what the tuner needs to know about this node */
-  info->host_mode = l->host;
-  info->min_sm = l->host || !known ? 0 : 1 << 30;
-  info->max_sm = 0;
-  info->nvl_bw = l->host || !known ? 0 : 1e30f;
-  for (int i = 0; i < ndev && known && !l->host; i++) {
-    const struct braid_topo_node* g = &sys->nodes[d[i]];
-    float nvl = 0;
-    if (g->sm < info->min_sm) info->min_sm = g->sm;
-    if (g->sm > info->max_sm) info->max_sm = g->sm;
-    for (int j = 0; j < g->nlinks; j++)
-      if (g->links[j].kind == BRAID_LINK_NVL) nvl += g->links[j].bw;
-    if (nvl < info->nvl_bw) info->nvl_bw = nvl;
-  }
-  info->cpu_vendor = sys->ncpus > 0 ? sys->nodes[sys->cpus[0]].vendor : BRAID_CPU_VENDOR_OTHER;
-  info->cpu_arch = sys->ncpus > 0 ? sys->nodes[sys->cpus[0]].arch : BRAID_CPU_ARCH_X86;
-  info->nnics = sys->nnics;
-  info->nvls =
-      !l->host && known && ndev > 1 && braid_topo_nvls_capable(sys) && braid_param_int(BRAID_PARAM_NVLS_ENABLE) != 0;
-  return ncclSuccess;
-}
-
-ncclResult_t braid_graph_node_search(const struct braid_topo_system* sys, int nranks,
-                                     const struct braid_topo_rank* ranks, int node,
-                                     struct braid_graph_node_info* info) {
-  ncclResult_t res = ncclSuccess;
+ncclResult_t braid_graph_check_ranks(int nranks, const struct braid_topo_rank* ranks) {
   struct layout l;
-  struct braid_topo_system* own = NULL;
-  const struct braid_topo_system* use = NULL;
-  int* dev = NULL;
-  if (sys == NULL || info == NULL) {
-    BRAID_WARN("braid_graph_node_search: %s is NULL", sys == NULL ? "sys" : "info");
-    return ncclInvalidArgument;
-  }
   BRAID_CHECK(layout_make(nranks, ranks, &l));
-  if (node < 0 || node >= l.nnodes) {
-    BRAID_WARN("braid_graph_node_search: node %d is not in [0, %d)", node, l.nnodes);
-    res = ncclInvalidArgument;
-    goto out;
-  }
-  BRAID_CHECK_GOTO(prepare_sys(sys, &l, &use, &own), res, out);
-  BRAID_CALLOC_GOTO(dev, nranks, res, out);
-  BRAID_CHECK_GOTO(map_devices(use, nranks, ranks, l.host, dev), res, out);
-  BRAID_CHECK_GOTO(search_one(use, &l, dev, node, info), res, out);
-out:
-  free(dev);
-  braid_topo_free(own);
   layout_free(&l);
-  return res;
+  return ncclSuccess;
 }
 
-/* An info that came over the network: does it fit node k? */
-static ncclResult_t check_info(const struct braid_graph_node_info* info, int k, int count) {
-  const char* bad = NULL;
-  if (info->ndev != count)
-    bad = "ndev";
-  else if (info->nrings < 1 || info->nrings > BRAID_GRAPH_MAX_RINGS)
-    bad = "nrings";
-  else if (!(info->bw_intra > 0) || info->bw_inter < 0)
-    bad = "bandwidth";
-  for (int r = 0; r < info->nrings && !bad; r++) {
+/* A part that came over the network: does it fit a node of `count` ranks? */
+static const char* check_part(const struct braid_graph_part* p, int count, int nnics) {
+  if (p->nchannels < 1 || p->nchannels > BRAID_GRAPH_MAX_RINGS) return "nchannels";
+  if (!(p->bw_intra > 0) || p->bw_inter < 0) return "bandwidth";
+  for (int r = 0; r < p->nchannels; r++) {
     uint8_t seen[BRAID_GRAPH_MAX_LOCAL] = {0};
-    for (int i = 0; i < count && !bad; i++) {
-      if (info->order[r][i] >= count || seen[info->order[r][i]]++) bad = "order";
-    }
-    if (info->relay_in[r] < -1 || info->relay_in[r] >= count || info->relay_out[r] < -1 || info->relay_out[r] >= count)
-      bad = "relay";
-    if (info->nic_in[r] < -1 || info->nic_in[r] >= info->nnics || info->nic_out[r] < -1 ||
-        info->nic_out[r] >= info->nnics)
-      bad = "nic";
+    for (int i = 0; i < count; i++)
+      if (p->order[r][i] >= count || seen[p->order[r][i]]++) return "order";
+    if (p->relay_in[r] < -1 || p->relay_in[r] >= count || p->relay_out[r] < -1 || p->relay_out[r] >= count)
+      return "relay";
+    if (p->nic_in[r] < -1 || p->nic_in[r] >= nnics || p->nic_out[r] < -1 || p->nic_out[r] >= nnics) return "nic";
   }
+  return NULL;
+}
+
+static ncclResult_t check_info(const struct braid_graph_node_info* info, int k, int count) {
+  const char* bad = info->ndev != count ? "ndev" : check_part(&info->ring, count, info->nnics);
+  if (bad == NULL) bad = check_part(&info->tree, count, info->nnics);
   if (bad) {
     BRAID_WARN("braid_graph_build: the info of node %d (%d ranks) has a bad %s", k, count, bad);
     return ncclInvalidArgument;
@@ -392,11 +165,169 @@ static ncclResult_t check_info(const struct braid_graph_node_info* info, int k, 
   return ncclSuccess;
 }
 
+static int clamp_param(enum braid_param id, int def) {
+  int64_t v = braid_param_int(id);
+  if (v == BRAID_PARAM_UNSET) return def;
+  if (v < 0) return 0;
+  if (v > BRAID_MAX_CHANNELS) return BRAID_MAX_CHANNELS;
+  return (int)v;
+}
+
+/* Node k's parent and children in tree t, and which child of its parent it is. */
+struct node_tree {
+  int up, down[2], child_type;
+};
+
+static ncclResult_t node_trees(int nnodes, struct node_tree* t0, struct node_tree* t1) {
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < nnodes; k++) {
+      struct node_tree* x = t ? &t1[k] : &t0[k];
+      int up, d0, d1, tr = t == 0 ? k : nnodes % 2 ? (k - 1 + nnodes) % nnodes : nnodes - 1 - k;
+      if (braid_dbtree(nnodes, k, t, &x->up, &x->down[0], &x->down[1]) != BRAID_SCHED_OK ||
+          braid_btree(nnodes, tr, &up, &d0, &d1) != BRAID_SCHED_OK) {
+        BRAID_WARN("Graph: no double binary tree over %d nodes", nnodes);
+        return ncclInternalError;
+      }
+      x->child_type = tr < up ? 0 : 1; /* NCCL's parentChildType, in the tree's own numbering */
+    }
+  return ncclSuccess;
+}
+
+/* The channels' search channel and tree, NCCL's duplications and copies. */
+static int channel_plan(int n, int sm90_multi, int* search, int* tree) {
+  int nch = 2 * n < BRAID_MAX_CHANNELS ? 2 * n : BRAID_MAX_CHANNELS;
+  for (int c = 0; c < nch; c++) {
+    search[c] = c % n;
+    tree[c] = c / n;
+  }
+  if (sm90_multi && nch < 16) { /* 4 compute channels per search channel */
+    for (int c = nch; c < 2 * nch; c++) search[c] = search[c - nch], tree[c] = tree[c - nch];
+    nch *= 2;
+  }
+  int hi = clamp_param(BRAID_PARAM_MAX_NCHANNELS, BRAID_MAX_CHANNELS), lo = clamp_param(BRAID_PARAM_MIN_NCHANNELS, 0);
+  if (hi < 1) hi = 1;
+  if (nch > hi) nch = hi;
+  int start = nch;
+  for (int c = nch; c < lo; c++) search[c] = search[c - start], tree[c] = tree[c - start];
+  if (lo > nch) nch = lo;
+  return nch;
+}
+
+/* The order of node k on channel c (search channel s): odd nodes swap pairs on crossNic 2. */
+static int node_channel(const struct braid_graph_node_info* info, int k, int s, int n) {
+  if (info->ring.cross_nic == 2 && n % 2 == 0 && k % 2 == 1) return s ^ 1;
+  return s;
+}
+
+static void lay_ring(struct braid_channel_graph* g, int c, const struct layout* l,
+                     const struct braid_graph_node_info* infos, int s) {
+  int n = g->nranks, pos = 0;
+  int* ring = &g->ring[c * n];
+  for (int i = 0; i < n; i++) g->net_dev[c * n + i] = g->net_proxy[c * n + i] = -1;
+  for (int k = 0; k < l->nnodes; k++) {
+    const struct braid_graph_part* p = &infos[k].ring;
+    int sk = node_channel(&infos[k], k, s, g->nrings), cnt = l->count[k];
+    for (int i = 0; i < cnt; i++) ring[pos++] = l->node_ranks[k][p->order[sk][i]];
+    if (l->nnodes < 2) continue;
+    int head = l->node_ranks[k][p->order[sk][0]], last = l->node_ranks[k][p->order[sk][cnt - 1]];
+    g->net_dev[c * n + head] = p->nic_in[sk];
+    if (p->relay_in[sk] >= 0) g->net_proxy[c * n + head] = l->node_ranks[k][p->relay_in[sk]];
+    if (head != last) {
+      g->net_dev[c * n + last] = p->nic_out[sk];
+      if (p->relay_out[sk] >= 0) g->net_proxy[c * n + last] = l->node_ranks[k][p->relay_out[sk]];
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    g->ring_next[c * n + ring[i]] = ring[(i + 1) % n];
+    g->ring_prev[c * n + ring[i]] = ring[(i + n - 1) % n];
+  }
+}
+
+static void tree_down(struct braid_tree_links* t, int r) {
+  for (int x = 0; x < 3; x++)
+    if (t->down[x] < 0) {
+      t->down[x] = r;
+      return;
+    }
+}
+
+/* The rank of node k that faces its parent (0), its child 0 (1) or child 1 (2) in tree
+ * search channel s: the chain's first or second rank, as the node's pattern says. */
+static int tree_face(const struct layout* l, const struct braid_graph_node_info* infos, int k, int s, int which) {
+  const struct braid_graph_part* p = &infos[k].tree;
+  int idx = 0;
+  if (which == 1 && p->pattern != BRAID_PATTERN_TREE && l->count[k] > 1) idx = 1;
+  if (which == 2 && p->pattern == BRAID_PATTERN_SPLIT_TREE && l->count[k] > 1) idx = 1;
+  return l->node_ranks[k][p->order[s][idx]];
+}
+
+static void lay_tree(struct braid_channel_graph* g, int c, const struct layout* l,
+                     const struct braid_graph_node_info* infos, int s, const struct node_tree* nt) {
+  int n = g->nranks;
+  for (int k = 0; k < l->nnodes; k++) { /* the chain inside each node */
+    const struct braid_graph_part* p = &infos[k].tree;
+    for (int i = 0; i < l->count[k]; i++) {
+      struct braid_tree_links* t = &g->tree[c * n + l->node_ranks[k][p->order[s][i]]];
+      t->up = i > 0 ? l->node_ranks[k][p->order[s][i - 1]] : -1;
+      t->down[0] = i + 1 < l->count[k] ? l->node_ranks[k][p->order[s][i + 1]] : -1;
+      t->down[1] = t->down[2] = -1;
+    }
+  }
+  for (int k = 0; k < l->nnodes; k++) { /* between nodes */
+    const struct node_tree* x = &nt[k];
+    struct braid_tree_links* tp = &g->tree[c * n + tree_face(l, infos, k, s, 0)];
+    if (x->up >= 0) tp->up = tree_face(l, infos, x->up, s, x->child_type == 0 ? 1 : 2);
+    if (x->down[0] >= 0)
+      tree_down(&g->tree[c * n + tree_face(l, infos, k, s, 1)], tree_face(l, infos, x->down[0], s, 0));
+    if (x->down[1] >= 0)
+      tree_down(&g->tree[c * n + tree_face(l, infos, k, s, 2)], tree_face(l, infos, x->down[1], s, 0));
+  }
+}
+
+/* The weakest node's numbers, as NCCL's allgather of graph infos takes them. */
+static void merge_nodes(struct braid_channel_graph* g, const struct layout* l,
+                        const struct braid_graph_node_info* infos) {
+  g->bw_intra = g->bw_inter = g->tree_bw_intra = g->tree_bw_inter = g->nvl_bw = 1e30f;
+  g->nrings = BRAID_GRAPH_MAX_RINGS;
+  g->same_channels = g->tree_same_channels = 1;
+  g->min_sm = 1 << 30;
+  g->nvls = 1;
+  g->nnics = 1 << 30;
+  g->cpu_vendor = infos[0].cpu_vendor;
+  g->cpu_arch = infos[0].cpu_arch;
+  for (int k = 0; k < l->nnodes; k++) {
+    const struct braid_graph_node_info* r = &infos[k];
+    const struct braid_graph_part *ri = &r->ring, *ti = &r->tree;
+    int nch = ri->nchannels < ti->nchannels ? ri->nchannels : ti->nchannels;
+    if (l->count[k] > g->ppn) g->ppn = l->count[k];
+    if (nch < g->nrings) g->nrings = nch;
+    if (ri->bw_intra < g->bw_intra) g->bw_intra = ri->bw_intra;
+    if (ri->bw_inter < g->bw_inter) g->bw_inter = ri->bw_inter;
+    if (ti->bw_intra < g->tree_bw_intra) g->tree_bw_intra = ti->bw_intra;
+    if (ti->bw_inter < g->tree_bw_inter) g->tree_bw_inter = ti->bw_inter;
+    if (ri->type_intra > g->type_intra) g->type_intra = ri->type_intra;
+    if (ri->type_inter > g->type_inter) g->type_inter = ri->type_inter;
+    if (ti->type_intra > g->tree_type_intra) g->tree_type_intra = ti->type_intra;
+    if (ti->type_inter > g->tree_type_inter) g->tree_type_inter = ti->type_inter;
+    if (ri->cross_nic > g->cross_nic) g->cross_nic = ri->cross_nic;
+    if (ri->same_channels < g->same_channels) g->same_channels = ri->same_channels;
+    if (ti->same_channels < g->tree_same_channels) g->tree_same_channels = ti->same_channels;
+    if (ti->pattern > g->tree_pattern) g->tree_pattern = ti->pattern;
+    if (r->min_sm < g->min_sm) g->min_sm = r->min_sm;
+    if (r->max_sm > g->max_sm) g->max_sm = r->max_sm;
+    if (r->nvl_bw < g->nvl_bw) g->nvl_bw = r->nvl_bw;
+    if (r->nnics < g->nnics) g->nnics = r->nnics;
+    if (r->cpu_vendor == BRAID_CPU_VENDOR_AMD) g->cpu_vendor = r->cpu_vendor;
+    g->nvls &= r->nvls != 0;
+  }
+}
+
 ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
                                const struct braid_graph_node_info* infos, struct braid_channel_graph** graph_p) {
   ncclResult_t res = ncclSuccess;
   struct braid_channel_graph* g = NULL;
   struct node_tree *tree0 = NULL, *tree1 = NULL;
+  int search[BRAID_MAX_CHANNELS], tree[BRAID_MAX_CHANNELS];
   struct layout l;
   if (infos == NULL || graph_p == NULL) {
     BRAID_WARN("braid_graph_build: %s is NULL", infos == NULL ? "infos" : "graph_p");
@@ -409,35 +340,9 @@ ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
   g->nnodes = l.nnodes;
   g->pattern = BRAID_GRAPH_PATTERN_RING;
   g->host_mode = l.host;
-  g->nrings = BRAID_GRAPH_MAX_RINGS;
-  g->bw_intra = g->bw_inter = g->nvl_bw = 1e30f;
-  g->min_sm = 1 << 30;
-  g->nvls = 1;
-  g->nnics = 1 << 30;
-  g->cpu_vendor = infos[0].cpu_vendor;
-  g->cpu_arch = infos[0].cpu_arch;
-  for (int k = 0; k < l.nnodes; k++) { /* the weakest node sets the pace */
-    const struct braid_graph_node_info* r = &infos[k];
-    if (l.count[k] > g->ppn) g->ppn = l.count[k];
-    if (r->nrings < g->nrings) g->nrings = r->nrings;
-    if (r->bw_intra < g->bw_intra) g->bw_intra = r->bw_intra;
-    if (r->bw_inter < g->bw_inter) g->bw_inter = r->bw_inter;
-    if (r->type_intra > g->type_intra) g->type_intra = r->type_intra;
-    if (r->type_inter > g->type_inter) g->type_inter = r->type_inter;
-    if (r->min_sm < g->min_sm) g->min_sm = r->min_sm;
-    if (r->max_sm > g->max_sm) g->max_sm = r->max_sm;
-    if (r->nvl_bw < g->nvl_bw) g->nvl_bw = r->nvl_bw;
-    if (r->nnics < g->nnics) g->nnics = r->nnics;
-    if (r->cpu_vendor == BRAID_CPU_VENDOR_AMD) g->cpu_vendor = r->cpu_vendor;
-    g->cross_nic |= r->cross_nic;
-    g->nvls &= r->nvls != 0;
-  }
-  if (l.nnodes == 1) g->bw_inter = 0;
-  g->nchannels = 2 * g->nrings;
-  int lo = clamp_param(BRAID_PARAM_MIN_NCHANNELS, 1), hi = clamp_param(BRAID_PARAM_MAX_NCHANNELS, BRAID_MAX_CHANNELS);
-  if (g->nchannels < lo) g->nchannels = lo;
-  if (g->nchannels > hi) g->nchannels = hi;
-  if (g->nrings > g->nchannels) g->nrings = g->nchannels;
+  merge_nodes(g, &l, infos);
+  int sm90_multi = !l.host && g->min_sm >= 90 && l.nnodes > 1 && g->bw_intra > 45.0f;
+  g->nchannels = channel_plan(g->nrings, sm90_multi, search, tree);
 
   size_t cells = (size_t)g->nchannels * nranks;
   BRAID_CALLOC_GOTO(g->ring, cells, res, out);
@@ -447,57 +352,22 @@ ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
   BRAID_CALLOC_GOTO(g->net_dev, cells, res, out);
   BRAID_CALLOC_GOTO(g->net_proxy, cells, res, out);
   BRAID_CALLOC_GOTO(g->tree_id, g->nchannels, res, out);
+  BRAID_CALLOC_GOTO(g->search_channel, g->nchannels, res, out);
   BRAID_CALLOC_GOTO(tree0, l.nnodes, res, out);
   BRAID_CALLOC_GOTO(tree1, l.nnodes, res, out);
   BRAID_CHECK_GOTO(node_trees(l.nnodes, tree0, tree1), res, out);
-  struct node_tree* trees[2] = {tree0, tree1};
-  for (int c = 0; c < g->nchannels; c++)
-    BRAID_CHECK_GOTO(lay_channel(g, c, l.node_ranks, l.count, infos, trees), res, out);
+  for (int c = 0; c < g->nchannels; c++) {
+    g->tree_id[c] = tree[c];
+    g->search_channel[c] = search[c];
+    lay_ring(g, c, &l, infos, search[c]);
+    lay_tree(g, c, &l, infos, search[c], tree[c] ? tree1 : tree0);
+  }
   *graph_p = g;
   g = NULL;
 out:
   braid_graph_free(g);
   free(tree0);
   free(tree1);
-  layout_free(&l);
-  return res;
-}
-
-ncclResult_t braid_graph_compute(const struct braid_topo_system* sys, int nranks, const struct braid_topo_rank* ranks,
-                                 struct braid_channel_graph** graph_p) {
-  ncclResult_t res = ncclSuccess;
-  struct layout l;
-  struct braid_topo_system* own = NULL;
-  const struct braid_topo_system* use = NULL;
-  struct braid_graph_node_info* infos = NULL;
-  int* dev = NULL;
-  if (sys == NULL || ranks == NULL || graph_p == NULL || nranks < 1) {
-    BRAID_WARN("braid_graph_compute: bad argument (sys %p, nranks %d, ranks %p, graph_p %p)", (const void*)sys, nranks,
-               (const void*)ranks, (void*)graph_p);
-    return ncclInvalidArgument;
-  }
-  BRAID_CHECK(layout_make(nranks, ranks, &l));
-  BRAID_CHECK_GOTO(prepare_sys(sys, &l, &use, &own), res, out);
-  BRAID_CALLOC_GOTO(dev, nranks, res, out);
-  BRAID_CALLOC_GOTO(infos, l.nnodes, res, out);
-  BRAID_CHECK_GOTO(map_devices(use, nranks, ranks, l.host, dev), res, out);
-  for (int k = 0; k < l.nnodes; k++) {
-    int same = -1; /* a node with the same devices as an earlier one has the same rings */
-    for (int j = 0; j < k && same < 0; j++) {
-      int eq = l.count[j] == l.count[k];
-      for (int i = 0; i < l.count[k] && eq; i++) eq = dev[l.node_ranks[j][i]] == dev[l.node_ranks[k][i]];
-      if (eq) same = j;
-    }
-    if (same >= 0)
-      memcpy(&infos[k], &infos[same], sizeof(infos[k]));
-    else
-      BRAID_CHECK_GOTO(search_one(use, &l, dev, k, &infos[k]), res, out);
-  }
-  BRAID_CHECK_GOTO(braid_graph_build(nranks, ranks, infos, graph_p), res, out);
-out:
-  free(infos);
-  free(dev);
-  braid_topo_free(own);
   layout_free(&l);
   return res;
 }

@@ -1,6 +1,7 @@
 /*
  * graph_log.c - the lines NCCL prints about its channels (reference section 10), from a
- * braid_channel_graph: the search result (GRAPH), `Channel 00/04 : 0 1 2 3` (INIT, rank 0),
+ * braid_channel_graph: the two search results (GRAPH: the ring graph, then the tree graph),
+ * `Channel 00/04 : 0 1 2 3` (INIT, rank 0),
  * `Ring 00 : 3 -> 0 -> 1` and `Tree 0 : -1 -> 0 -> 1/-1/-1` (GRAPH), `Trees [0] ...` (INIT).
  */
 #include <stdio.h>
@@ -28,7 +29,10 @@ void braid_graph_log(const struct braid_channel_graph* g, int rank, int nchannel
   int n = g->nranks;
   BRAID_INFO(BRAID_LOG_GRAPH, "Pattern %d, crossNic %d, nChannels %d, bw %f/%f, type %s/%s, sameChannels %d",
              g->pattern, g->cross_nic, g->nrings, g->bw_intra, g->bw_inter, braid_topo_path_name(g->type_intra),
-             braid_topo_path_name(g->type_inter), 0);
+             braid_topo_path_name(g->type_inter), g->same_channels);
+  BRAID_INFO(BRAID_LOG_GRAPH, "Pattern %d, crossNic %d, nChannels %d, bw %f/%f, type %s/%s, sameChannels %d",
+             g->tree_pattern, g->cross_nic, g->nrings, g->tree_bw_intra, g->tree_bw_inter,
+             braid_topo_path_name(g->tree_type_intra), braid_topo_path_name(g->tree_type_inter), g->tree_same_channels);
   if (rank == 0 && BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_LOG_INIT)) {
     int* order = malloc((size_t)n * sizeof(int));
     if (order == NULL) return;

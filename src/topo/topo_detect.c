@@ -13,7 +13,9 @@
  *   NICs      /sys/class/infiniband (rate, node GUID) when present, else the Ethernet
  *             interfaces with a PCI device (/sys/class/net/<if>/speed), numbered like the
  *             network plugin numbers its devices (sorted by name)
- * An optional root prefix lets tests run the detector on a fake sysfs tree.
+ * Every <pci> gets link_speed and link_width (empty / 0 when sysfs does not say) and every
+ * <gpu> a rank attribute, so that NCCL can load what braid dumps. An optional root prefix lets
+ * tests run the detector on a fake sysfs tree.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -84,7 +86,10 @@ static ncclResult_t detect_cpu(struct detect* d, int numa, const char* affinity)
   BRAID_CHECK(braid_topo_xml_new(d->sys, "cpu", &c));
   BRAID_CHECK(braid_topo_xml_setf(c, "numaid", "%d", numa));
   BRAID_CHECK(braid_topo_xml_set(c, "affinity", affinity));
-  BRAID_CHECK(braid_topo_xml_set(c, "arch", uname(&u) == 0 ? u.machine : "x86_64"));
+  const char* arch = uname(&u) == 0 ? u.machine : "x86_64";
+  if (strcmp(arch, "aarch64") == 0) arch = "arm64"; /* NCCL's names */
+  if (strncmp(arch, "ppc64", 5) == 0) arch = "ppc64";
+  BRAID_CHECK(braid_topo_xml_set(c, "arch", arch));
   cpuinfo_field(d, "vendor_id", vendor, sizeof(vendor));
   cpuinfo_field(d, "cpu family", family, sizeof(family));
   cpuinfo_field(d, "model\t", model, sizeof(model));
@@ -141,20 +146,20 @@ static ncclResult_t pci_attrs(struct detect* d, struct braid_topo_xml* x, const 
     snprintf(path, sizeof(path), "%s/%s", dir, attrs[i][0]);
     if (read_line(d, path, v, sizeof(v)) && v[0]) BRAID_CHECK(braid_topo_xml_set(x, attrs[i][1], v));
   }
+  /* NCCL's loader wants both attributes: "" and 0 when sysfs does not say (read as x16 at
+   * NCCL's default lane speed) */
   snprintf(path, sizeof(path), "%s/max_link_speed", dir);
-  if (read_line(d, path, v, sizeof(v)) && v[0] && strcmp(v, "Unknown") != 0) {
-    snprintf(path, sizeof(path), "%s/max_link_speed", down ? down : "");
-    if (down && read_line(d, path, dv, sizeof(dv)) && atof(dv) > 0 && atof(dv) < atof(v))
-      snprintf(v, sizeof(v), "%s", dv);
-    BRAID_CHECK(braid_topo_xml_set(x, "link_speed", v));
-  }
+  if (!read_line(d, path, v, sizeof(v)) || strcmp(v, "Unknown") == 0) v[0] = '\0';
+  snprintf(path, sizeof(path), "%s/max_link_speed", down ? down : "");
+  if (v[0] && down && read_line(d, path, dv, sizeof(dv)) && atof(dv) > 0 && atof(dv) < atof(v))
+    snprintf(v, sizeof(v), "%s", dv);
+  BRAID_CHECK(braid_topo_xml_set(x, "link_speed", v));
   snprintf(path, sizeof(path), "%s/max_link_width", dir);
-  if (read_line(d, path, v, sizeof(v)) && atoi(v) > 0) {
-    snprintf(path, sizeof(path), "%s/max_link_width", down ? down : "");
-    if (down && read_line(d, path, dv, sizeof(dv)) && atoi(dv) > 0 && atoi(dv) < atoi(v))
-      snprintf(v, sizeof(v), "%s", dv);
-    BRAID_CHECK(braid_topo_xml_set(x, "link_width", v));
-  }
+  if (!read_line(d, path, v, sizeof(v)) || atoi(v) <= 0) snprintf(v, sizeof(v), "0");
+  snprintf(path, sizeof(path), "%s/max_link_width", down ? down : "");
+  if (atoi(v) > 0 && down && read_line(d, path, dv, sizeof(dv)) && atoi(dv) > 0 && atoi(dv) < atoi(v))
+    snprintf(v, sizeof(v), "%s", dv);
+  BRAID_CHECK(braid_topo_xml_set(x, "link_width", v));
   return ncclSuccess;
 }
 
@@ -483,24 +488,15 @@ err_free:
 
 ncclResult_t braid_topo_detect(struct braid_topo_system** sys_p) {
   const char* file = braid_param_str(BRAID_PARAM_TOPO_FILE);
-  const char* dump = braid_param_str(BRAID_PARAM_TOPO_DUMP_FILE);
-  struct braid_topo_system* sys = NULL;
   if (sys_p == NULL) {
     BRAID_WARN("braid_topo_detect: sys_p is NULL");
     return ncclInvalidArgument;
   }
   if (file != NULL && file[0] != '\0') {
-    BRAID_CHECK(braid_topo_load_xml(file, &sys));
-  } else {
-    BRAID_CHECK(braid_topo_detect_ex(NULL, &sys));
+    if (access(file, R_OK) == 0) return braid_topo_load_merged(file, NULL, sys_p);
+    /* NCCL says so at INFO level and detects the machine; braid says it louder */
+    BRAID_WARN("NCCL_TOPO_FILE=%s cannot be read (%s); using the detected topology, as NCCL does", file,
+               strerror(errno));
   }
-  if (dump != NULL && dump[0] != '\0') {
-    ncclResult_t res = braid_topo_dump_xml(sys, dump);
-    if (res != ncclSuccess) {
-      braid_topo_free(sys);
-      return res;
-    }
-  }
-  *sys_p = sys;
-  return ncclSuccess;
+  return braid_topo_detect_ex(NULL, sys_p);
 }

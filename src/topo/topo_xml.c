@@ -123,39 +123,35 @@ const char* braid_topo_xml_get(const struct braid_topo_xml* x, const char* name)
   return NULL;
 }
 
-ncclResult_t braid_topo_xml_get_int(const struct braid_topo_xml* x, const char* name, int64_t def, int64_t* v_p) {
+int64_t braid_topo_xml_int(const struct braid_topo_xml* x, const char* name, int64_t def) {
   const char* s = braid_topo_xml_get(x, name);
   char* end = NULL;
   long long v;
-  if (s == NULL || s[0] == '\0') {
-    *v_p = def;
-    return ncclSuccess;
-  }
-  errno = 0;
+  if (s == NULL || s[0] == '\0') return def;
   v = strtoll(s, &end, 0);
-  if (errno != 0 || end == s || *end != '\0') {
-    BRAID_WARN("Topology XML line %d: <%s %s=\"%s\">: not an integer", x->line, x->name, name, s);
-    return ncclInvalidArgument;
-  }
-  *v_p = v;
-  return ncclSuccess;
+  if (end == s)
+    BRAID_INFO(BRAID_LOG_GRAPH, "Topology XML line %d: <%s %s=\"%s\">: not a number, read as 0 (as NCCL does)", x->line,
+               x->name, name, s);
+  return end == s ? 0 : v;
 }
 
-ncclResult_t braid_topo_xml_get_float(const struct braid_topo_xml* x, const char* name, double def, double* v_p) {
+double braid_topo_xml_float(const struct braid_topo_xml* x, const char* name, double def) {
   const char* s = braid_topo_xml_get(x, name);
   char* end = NULL;
   double v;
-  if (s == NULL || s[0] == '\0') {
-    *v_p = def;
-    return ncclSuccess;
-  }
-  errno = 0;
+  if (s == NULL) return def;
   v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0') {
-    BRAID_WARN("Topology XML line %d: <%s %s=\"%s\">: not a number", x->line, x->name, name, s);
-    return ncclInvalidArgument;
-  }
-  *v_p = v;
+  return end == s ? 0.0 : v;
+}
+
+ncclResult_t braid_topo_xml_copy(struct braid_topo_xml* parent, const struct braid_topo_xml* x,
+                                 struct braid_topo_xml** copy_p) {
+  struct braid_topo_xml* c = NULL;
+  BRAID_CHECK(braid_topo_xml_new(parent, x->name, &c));
+  c->line = x->line;
+  for (int i = 0; i < x->nattrs; i++) BRAID_CHECK(braid_topo_xml_set(c, x->attrs[i].name, x->attrs[i].value));
+  for (int i = 0; i < x->nkids; i++) BRAID_CHECK(braid_topo_xml_copy(c, x->kids[i], NULL));
+  if (copy_p) *copy_p = c;
   return ncclSuccess;
 }
 
@@ -206,7 +202,8 @@ static int xml_name_char(char c) {
   return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' || c == ':';
 }
 
-/* Decode entities of an attribute value in place; returns its new length or -1. */
+/* Decode the entities of an attribute value in place (anything else stays as written);
+ * returns its new length. */
 static int xml_unescape(char* s) {
   static const struct {
     const char* ent;
@@ -231,12 +228,13 @@ static int xml_unescape(char* s) {
     if (!done && r[1] == '#') {
       char* end = NULL;
       long c = r[2] == 'x' ? strtol(r + 3, &end, 16) : strtol(r + 2, &end, 10);
-      if (end == NULL || *end != ';' || c <= 0 || c > 127) return -1;
-      *w++ = (char)c;
-      r = end + 1;
-      done = 1;
+      if (end != NULL && *end == ';' && c > 0 && c <= 127) {
+        *w++ = (char)c;
+        r = end + 1;
+        done = 1;
+      }
     }
-    if (!done) return -1;
+    if (!done) *w++ = *r++; /* NCCL reads values verbatim: a lone '&' stays */
   }
   *w = '\0';
   return (int)(w - s);
@@ -279,16 +277,14 @@ static ncclResult_t xml_parse_attrs(struct xml_parser* ps, struct braid_topo_xml
     char* val = xml_strdup(v, (size_t)(ps->p - v));
     if (val == NULL) XML_FAIL(ps, "out of memory");
     ps->p++;
-    int vlen = xml_unescape(val);
-    if (vlen < 0) {
+    int vlen = xml_unescape(val), again = 0;
+    for (int i = 0; i < x->nattrs; i++)
+      again |= strlen(x->attrs[i].name) == alen && !strncmp(x->attrs[i].name, an, alen);
+    if (again) { /* NCCL keeps both and reads the first */
+      BRAID_INFO(BRAID_LOG_GRAPH, "Topology XML %s:%d: attribute %.*s repeated in <%s>, the first counts", ps->name,
+                 ps->line, (int)alen, an, x->name);
       free(val);
-      XML_FAIL(ps, "bad entity in attribute %.*s of <%s>", (int)alen, an, x->name);
-    }
-    for (int i = 0; i < x->nattrs; i++) {
-      if (strlen(x->attrs[i].name) == alen && strncmp(x->attrs[i].name, an, alen) == 0) {
-        free(val);
-        XML_FAIL(ps, "attribute %.*s repeated in <%s>", (int)alen, an, x->name);
-      }
+      continue;
     }
     ncclResult_t res = xml_set_n(x, an, alen, val, (size_t)vlen);
     free(val);
@@ -463,7 +459,7 @@ static void xml_put_escaped(struct xml_buf* b, const char* s) {
 }
 
 static void xml_print_node(struct xml_buf* b, const struct braid_topo_xml* x, int depth) {
-  for (int i = 0; i < depth; i++) xml_puts(b, " ");
+  for (int i = 0; i < depth; i++) xml_puts(b, "  ");
   xml_puts(b, "<");
   xml_puts(b, x->name);
   for (int i = 0; i < x->nattrs; i++) {
@@ -479,7 +475,7 @@ static void xml_print_node(struct xml_buf* b, const struct braid_topo_xml* x, in
   }
   xml_puts(b, ">\n");
   for (int i = 0; i < x->nkids; i++) xml_print_node(b, x->kids[i], depth + 1);
-  for (int i = 0; i < depth; i++) xml_puts(b, " ");
+  for (int i = 0; i < depth; i++) xml_puts(b, "  ");
   xml_puts(b, "</");
   xml_puts(b, x->name);
   xml_puts(b, ">\n");

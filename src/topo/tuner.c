@@ -6,7 +6,9 @@
  *   Ring   LL: min(LL ceiling, busBw/2)   LL128: min(.92 busBw, rings x LL128 per channel)
  *          Simple: busBw;  algBw = busBw x n / nsteps (AllReduce 2(n-1), AG/RS n-1, else n)
  *          lat = base + (nsteps - nInter) x max(intra step, net overhead) + nInter x net step
- *   Tree   (AllReduce) base = min(.92 busBw, rings x tree per channel); LL base/3.8,
+ *   Tree   (AllReduce) treeBw = rings x the tree search's speed (intra-node up to 2 nodes,
+ *          else the network's; host mode: busBw);
+ *          base = min(.92 treeBw, rings x tree per channel); LL base/3.8,
  *          LL128 base x 7/9 (one node) or 120/128; algBw = busBw / 2;
  *          lat = base + 2((ppn-1) x intra step + log2(nodes) x net step)
  *   NVLS / NVLSTree (AllReduce, NVSwitch sm90+), PAT (AllGather/ReduceScatter, one rank per
@@ -42,8 +44,14 @@ struct braid_tuner {
   char algo_env[128], proto_env[128];
 };
 
+static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
+#define BRAID_X(id, name, str, runs) [id] = runs,
+    BRAID_ALGOS(BRAID_X)
+#undef BRAID_X
+};
+
 int braid_tuner_implemented(int algo) {
-  return algo == BRAID_ALGO_RING || algo == BRAID_ALGO_TREE;
+  return algo >= 0 && algo < BRAID_NUM_ALGOS && algo_runs[algo];
 }
 
 void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
@@ -86,6 +94,11 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
   /* NCCL takes the intra-node speed up to 2 nodes; braid's search may raise it above the
    * network's, and a ring goes no faster than its slowest hop, so the smaller one. */
   float bus0 = (float)g->nrings * (nodes == 1 ? g->bw_intra : minf(g->bw_intra, g->bw_inter));
+  /* The tree runs on the tree search's channels: NCCL prices them at the intra-node speed up
+   * to two nodes (its search raises that up to twice the network's), else the network's. Host
+   * mode keeps the ring's figure, which its measured tree factor was calibrated against. */
+  float tree_bw = nodes <= 2 ? g->tree_bw_intra : g->tree_bw_inter;
+  float tree0 = g->host_mode || !(tree_bw > 0) ? bus0 : (float)g->nrings * tree_bw;
   int log2nodes = 0;
   while ((1 << (log2nodes + 1)) <= nodes) log2nodes++;
   int ll128 = ll128_default(g);
@@ -121,7 +134,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
             g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_TREE] : braid_tuner_base_lat[BRAID_ALGO_TREE];
         float tintra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_TREE][p];
         float tinter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_TREE][p];
-        float tbus = minf(bus0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
+        float tbus = minf(tree0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
         if (p == BRAID_PROTO_LL) tbus = minf(tbus / 3.8f, braid_tuner_ll_max_bw[arch][ncls]);
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
         t->lat[f][BRAID_ALGO_TREE][p] = tb[p] + 2.0f * ((float)(t->ppn - 1) * tintra + (float)log2nodes * tinter);

@@ -3,10 +3,10 @@
  * collective call, from the channel graph (graph.h): time = latency + bytes / bandwidth per
  * function x algorithm x protocol (reference section 7; constants in tuner_tables.h).
  *
- * Only Ring and Tree are run by braid's data path. The model also prices NVLS, NVLSTree
- * and PAT where the machine would support them (never in host mode; CollNet never, there is
- * no CollNet plugin), so tools can show them, clearly marked; braid_tuner_choose never picks
- * an algorithm the data path lacks.
+ * Which algorithms braid's data path runs is the last column of BRAID_ALGOS (kernels/axes.h;
+ * today Ring and Tree). The model also prices NVLS, NVLSTree and PAT where the machine would
+ * support them (never in host mode; CollNet never, there is no CollNet plugin), so tools can
+ * show them, clearly marked; braid_tuner_choose never picks an algorithm the data path lacks.
  *
  * NCCL_ALGO / NCCL_PROTO restrict the choice with NCCL's syntax (tuner_env.c): a list
  * ("Ring,Tree"), an exclusion ("^Tree"), and per-function entries after the first
@@ -55,7 +55,7 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled);
 /* The communicator runs at most `n` channels (host mode: fewer than the graph offers when
  * cores are few): choices and TUNING lines never name more. */
 void braid_tuner_cap_channels(struct braid_tuner* t, int n);
-/* Does the data path run this algorithm (Ring, Tree)? */
+/* Does the data path run this algorithm (BRAID_ALGOS' last column)? */
 int braid_tuner_implemented(int algo);
 
 /* Names: NCCL's spelling ("AllReduce", "Ring", "LL128"); "?" out of range. */

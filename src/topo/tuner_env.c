@@ -18,7 +18,7 @@ static const char* const func_names[BRAID_NUM_FUNCS] = {
 #undef BRAID_X
 };
 static const char* const algo_names[BRAID_NUM_ALGOS] = {
-#define BRAID_X(id, name, str) [id] = str,
+#define BRAID_X(id, name, str, runs) [id] = str,
     BRAID_ALGOS(BRAID_X)
 #undef BRAID_X
 };

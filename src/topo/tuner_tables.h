@@ -1,6 +1,6 @@
 /*
  * tuner_tables.h - the constants of the cost model (tuner.c), as tables with named indices
- * (STYLE.md 12). GPU values are NCCL's (reference section 7) unless marked "braid"; host-mode
+ * (docs/CONVENTIONS.md 12). GPU values are NCCL's (reference section 7) unless marked "braid"; host-mode
  * rows (shared memory inside a node, sockets between nodes) are braid's, sized from what a
  * host-mode channel worker does per step: one copy through a shared segment and a flag
  * handoff between two cores (SHM), or a send()/recv() pair over TCP (SOCKET).

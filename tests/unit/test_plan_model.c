@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "plan_coll.h"
 #include "plan_model.h"
 
 /* A 70B-class dense model (Llama 2/3 70B shape). */
@@ -233,12 +234,84 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* braid-plan --coll: issue 15's worked examples. */
+START_TEST(coll_mode_examples) {
+  struct braid_plan_coll_result r;
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 100e6, 1800, 0, &r), ncclSuccess);
+  ck_assert_double_eq_tol(r.ring.bytes, 175e6, 1);
+  ck_assert_double_eq_tol(r.ring.transfer_us, 97.22, 0.01); /* 0.097 ms */
+  ck_assert_double_eq_tol(r.ring.time_us * 80 / 1e3, 7.78, 0.01);
+  ck_assert_double_eq_tol(r.ring.busbw, 1800, 1e-6); /* busbw is the link's, algbw less */
+  ck_assert_double_eq_tol(r.ring.algbw, 1800 / 1.75, 1e-6);
+  ck_assert_int_eq(r.pick_tree, 0);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 100e6, 50, 0, &r), ncclSuccess);
+  ck_assert_double_eq_tol(r.ring.transfer_us, 3500, 1e-6);
+  ck_assert_double_eq_tol(r.ring.time_us * 80 / 1e3, 280, 1e-6);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 32, 64e3, 50, 2, &r), ncclSuccess);
+  ck_assert_int_eq(r.ring.steps, 62);
+  ck_assert_int_eq(r.tree.steps, 10);
+  ck_assert_double_eq_tol(r.ring.step_us, 124, 1e-9);
+  ck_assert_double_eq_tol(r.tree.step_us, 20, 1e-9);
+  ck_assert_int_eq(r.pick_tree, 1); /* small: the steps decide */
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 32, 1e9, 50, 2, &r), ncclSuccess);
+  ck_assert_int_eq(r.pick_tree, 0); /* large: the bytes decide */
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLGATHER, 8, 100e6, 50, 2, &r), ncclSuccess);
+  ck_assert(!r.tree.valid);
+  ck_assert_double_eq_tol(r.ring.bytes, 87.5e6, 1);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 1e6, 0, 2, &r), ncclInvalidArgument);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 0, 1e6, 50, 2, &r), ncclInvalidArgument);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, 1e6, 50, -1, &r), ncclInvalidArgument);
+  ck_assert_int_eq(braid_plan_coll_price(99, 8, 1e6, 50, 2, &r), ncclInvalidArgument);
+}
+END_TEST
+
+/* The pieces the worked examples rest on, and the printers braid-plan --coll uses: NCCL's
+ * bus-bandwidth factors, tree depth for a rank count that is no power of two, one rank, and
+ * the step-vs-transfer table's rows (tests/plan/run.sh checks the same through the tool). */
+START_TEST(coll_mode_parts) {
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_ALLREDUCE, 8), 1.75, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_ALLGATHER, 8), 0.875, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_REDUCESCATTER, 4), 0.75, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_SENDRECV, 8), 1.0, 1e-12);
+  ck_assert_double_eq_tol(braid_plan_coll_busbw_factor(BRAID_PLAN_ALLREDUCE, 1), 1.0, 1e-12);
+  struct braid_plan_coll_result r;
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 24, 1e6, 100, 1, &r), ncclSuccess);
+  ck_assert_int_eq(r.tree.steps, 10); /* ceil(log2 24) = 5 levels, up and down */
+  ck_assert_int_eq(r.ring.steps, 46);
+  ck_assert_double_eq_tol(r.tree.bytes, 2e6, 1e-6);
+  ck_assert_double_eq_tol(r.ring.time_us, 46 + 2e6 * 23 / 24 / 1e5, 1e-9);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 1, 1e6, 100, 1, &r), ncclSuccess);
+  ck_assert_int_eq(r.ring.steps, 0); /* one rank moves nothing */
+  ck_assert_double_eq(r.ring.bytes, 0);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_SENDRECV, 8, 1e6, 50, 2, &r), ncclSuccess);
+  ck_assert_int_eq(r.ring.steps, 1);
+  ck_assert_double_eq_tol(r.ring.time_us, 2 + 20, 1e-9);
+  ck_assert_double_eq_tol(r.ring.busbw, r.ring.algbw, 1e-12);
+  ck_assert_int_eq(braid_plan_coll_price(BRAID_PLAN_ALLREDUCE, 8, NAN, 50, 2, &r), ncclInvalidArgument);
+
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  ck_assert_ptr_nonnull(f);
+  const double sizes[] = {64e3, 1e9};
+  ck_assert_int_eq(braid_plan_coll_table(f, BRAID_PLAN_ALLREDUCE, 32, sizes, 2, 50, 2), ncclSuccess);
+  ck_assert_int_eq(braid_plan_coll_table(f, BRAID_PLAN_ALLREDUCE, 32, sizes, 2, -1, 2), ncclInvalidArgument);
+  fclose(f);
+  ck_assert_ptr_nonnull(strstr(buf, "Tree  steps\n"));    /* 64 KB: the steps decide */
+  ck_assert_ptr_nonnull(strstr(buf, "Ring  transfer\n")); /* 1 GB: the bytes decide */
+  ck_assert_ptr_null(strstr(buf, "-1 GB/s"));             /* a refused table prints nothing */
+  free(buf);
+}
+END_TEST
+
 Suite* plan_model_suite(void) {
   Suite* s = suite_create("plan_model");
   TCase* tc = tcase_create("textbook");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, textbook_tp_allreduce);
   tcase_add_test(tc, textbook_ring_vs_tree);
+  tcase_add_test(tc, coll_mode_examples);
+  tcase_add_test(tc, coll_mode_parts);
   tcase_add_test(tc, tp_inside_nodes);
   tcase_add_test(tc, search_tp16_slower);
   suite_add_tcase(s, tc);

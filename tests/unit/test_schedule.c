@@ -1,6 +1,6 @@
 /*
  * test_schedule.c - the schedules of src/algo walked step by step and simulated symbolically
- * (STYLE.md 10). A value is the vector of how many times each rank's contribution is in it,
+ * (docs/CONVENTIONS.md 10). A value is the vector of how many times each rank's contribution is in it,
  * tagged with its loop and chunk and whether the post-op ran; sends go into per-connection
  * FIFOs, receives take the head. For every rank count 1..64 (and every root) the simulation
  * checks that each output holds every contribution exactly once, is written exactly once, that

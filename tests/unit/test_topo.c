@@ -57,9 +57,12 @@ START_TEST(test_fixture_loads) {
   ck_assert_int_eq(s->nnics, fixtures[_i].nnics);
   ck_assert_int_eq(s->ncpus, fixtures[_i].ncpus);
   for (int a = 0; a < s->nnodes; a++)
-    for (int b = 0; b < s->nnodes; b++) { /* everything reaches everything (but the NVSwitch,
-                                              which only GPUs use), symmetric types */
-      if (a == s->nvs || b == s->nvs) continue;
+    for (int b = 0; b < s->nnodes; b++) { /* every device reaches every GPU, CPU and NIC (NCCL
+                                              keeps paths to those), symmetric types */
+      int ka = s->nodes[a].kind, kb = s->nodes[b].kind;
+      if (a == s->nvs || b == s->nvs || ka == BRAID_TOPO_PCI || ka == BRAID_TOPO_NICDEV || kb == BRAID_TOPO_PCI ||
+          kb == BRAID_TOPO_NICDEV)
+        continue;
       ck_assert_int_ne(ptype(s, a, b), BRAID_PATH_DIS);
       ck_assert_int_eq(braid_topo_path(s, a, b)->direct, braid_topo_path(s, b, a)->direct);
     }
@@ -80,8 +83,11 @@ START_TEST(test_dgx_paths) {
       }
   ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 0)), BRAID_PATH_PIX);
   ck_assert_float_eq_tol(braid_topo_path(s, gpu(s, 0), nic(s, 0))->bw, 48.0f, 0.01f); /* Gen5 x16 */
-  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 1)), BRAID_PATH_PHB);
-  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 4)), BRAID_PATH_SYS);
+  /* NIC1 is GPU1's: GPU0 reaches it through GPU1 (PXN), its own path being PHB */
+  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 1)), BRAID_PATH_PXN);
+  ck_assert_int_eq(braid_topo_path(s, gpu(s, 0), nic(s, 1))->direct, BRAID_PATH_PHB);
+  ck_assert_int_eq(braid_topo_path(s, gpu(s, 0), nic(s, 4))->direct, BRAID_PATH_SYS);
+  ck_assert_int_eq(ptype(s, nic(s, 4), gpu(s, 0)), BRAID_PATH_SYS); /* PXN only towards the NIC */
   ck_assert_int_eq(ptype(s, gpu(s, 0), gpu(s, 0)), BRAID_PATH_LOC);
   /* PXN: NIC1 through GPU1 */
   ck_assert_int_eq(s->pxn[0 * s->nnics + 1].relay, gpu(s, 1));
@@ -124,8 +130,9 @@ START_TEST(test_p2p_levels) {
   ck_assert_int_eq(ok, 1); /* PIX <= PXB */
   ck_assert_int_eq(braid_topo_p2p_allowed(s, b0, b2, &ok), ncclSuccess);
   ck_assert_int_eq(ok, 0); /* SYS */
-  /* beyond the level: the GPU pair goes through host memory */
-  ck_assert_int_eq(braid_topo_path(s, gpu(s, 0), gpu(s, 2))->relay, s->cpus[0]);
+  /* beyond the level: the GPU pair goes through host memory, the destination's CPU (NCCL) */
+  ck_assert_int_eq(braid_topo_path(s, gpu(s, 0), gpu(s, 2))->relay, braid_topo_node_cpu(s, gpu(s, 2)));
+  ck_assert_int_ne(braid_topo_node_cpu(s, gpu(s, 2)), braid_topo_node_cpu(s, gpu(s, 0)));
   ck_assert_int_eq(braid_topo_p2p_allowed(s, -1, -1, &ok), ncclSuccess);
   ck_assert_int_eq(ok, 0); /* host mode */
   setenv("NCCL_P2P_LEVEL", "SYS", 1);
@@ -189,16 +196,9 @@ static const struct {
     {"<system version=\"1\">\n <cpu numaid=\"0\">\n  <pci busid=\"0000:01:00.0\"\n </cpu>\n</system>\n", "t.xml:4:"},
     {"<system version=\"1\">\n <cpu numaid=\"0>\n </cpu>\n</system>\n", "t.xml:3:"},
     {"<system version=\"1\">\n\n <cpu numaid=\"0\">\n", "(line 3) is not closed"},
-    {"<system version=\"1\">\n <cpu numaid=\"0\" numaid=\"1\"/>\n</system>\n", "t.xml:2:"},
-    {"<system>\n <cpu>\n  <pci busid=\"0000:01:00.0\" link_width=\"16\">\n   <gpu dev=\"0\" sm=\"abc\"/>\n  </pci>\n "
-     "</cpu>\n</system>\n",
-     "line 4"},
-    {"<system>\n <cpu>\n  <pci busid=\"zz:01\">\n   <gpu dev=\"0\" sm=\"90\"/>\n  </pci>\n </cpu>\n</system>\n",
+    {"<system>\n <cpu>\n  <pci class=\"0x0604\">\n   <pci busid=\"0000:01:00.0\">\n    <gpu dev=\"0\"/>\n   "
+     "</pci>\n  </pci>\n </cpu>\n</system>\n",
      "line 3"},
-    {"<system>\n <cpu>\n  <pci busid=\"0000:01:00.0\">\n   <gpu dev=\"0\" sm=\"90\">\n    <nvlink target=\"x\" "
-     "count=\"2\"/>\n   </gpu>\n  </pci>\n </cpu>\n</system>\n",
-     "line 5"},
-    {"<system>\n <gpu dev=\"0\"/>\n</system>\n", "line 2"},
     {"<graphs/>\n", "no <system>"},
     {"text outside\n", "t.xml:1:"},
     {"", "no element"},
@@ -212,6 +212,54 @@ START_TEST(test_malformed_xml) {
   ck_assert_ptr_null(s);
   const char* err = braid_debug_last_error();
   ck_assert_msg(strstr(err, bad_xml[_i].where) != NULL, "case %d: expected '%s' in '%s'", _i, bad_xml[_i].where, err);
+}
+END_TEST
+
+/* What NCCL reads without complaint reads here too (strtol numbers, loose bus ids, unknown
+ * elements skipped, a repeated attribute: the first), with NCCL's values. */
+static const struct {
+  const char* text;
+  int ngpus, sm, nvs;
+} lenient_xml[] = {
+    {"<system version=\"1\">\n <cpu numaid=\"0\" numaid=\"1\"/>\n</system>\n", 0, 0, 0},
+    {"<system>\n <cpu>\n  <pci busid=\"0000:01:00.0\" link_width=\"16\">\n   <gpu dev=\"0\" sm=\"abc\"/>\n  </pci>\n "
+     "</cpu>\n</system>\n",
+     1, 0, 0},
+    {"<system>\n <cpu>\n  <pci busid=\"zz:01\">\n   <gpu dev=\"0\" sm=\"90.0\"/>\n  </pci>\n </cpu>\n</system>\n", 1,
+     90, 0},
+    {"<system>\n <cpu>\n  <pci busid=\"0000:01:00.0\">\n   <gpu dev=\"0\" sm=\"90\">\n    <nvlink target=\"x\" "
+     "count=\"2\"/>\n   </gpu>\n  </pci>\n </cpu>\n</system>\n",
+     1, 90, 1},
+    {"<system>\n <gpu dev=\"0\"/>\n <cpu><xgmi/><pci busid=\"0000:01:00.0\" link_speed=\"\"><gpu dev=\"0\" sm=\"80\">"
+     "<xgmi target=\"0000:02:00.0\" count=\"1\" tclass=\"0x120000\"/></gpu></pci></cpu>\n</system>\n",
+     1, 80, 0},
+};
+
+START_TEST(test_lenient_xml) {
+  env_reset();
+  struct braid_topo_system* s = NULL;
+  ck_assert_int_eq(braid_topo_load_xml_string(lenient_xml[_i].text, "l.xml", &s), ncclSuccess);
+  ck_assert_int_eq(s->ngpus, lenient_xml[_i].ngpus);
+  if (s->ngpus) ck_assert_int_eq(s->nodes[gpu(s, 0)].sm, lenient_xml[_i].sm);
+  ck_assert_int_eq(s->nvs >= 0, lenient_xml[_i].nvs);
+  braid_topo_free(s);
+}
+END_TEST
+
+/* Absurd numbers a damaged file may hold saturate; they never go negative (found by a
+ * sanitizer run over mutated real files: PCIe width x rate overflowed an int). */
+START_TEST(test_absurd_numbers) {
+  env_reset();
+  struct braid_topo_system* s = NULL;
+  const char* text =
+      "<system>\n <cpu numaid=\"0\">\n  <pci busid=\"0000:01:00.0\" link_speed=\"32.0 GT/s PCIe\" "
+      "link_width=\"99999999999\">\n   <gpu dev=\"0\" sm=\"90\"/>\n  </pci>\n  <pci busid=\"0000:02:00.0\" "
+      "link_width=\"16\">\n   <gpu dev=\"1\" sm=\"90\"/>\n  </pci>\n </cpu>\n</system>\n";
+  ck_assert_int_eq(braid_topo_load_xml_string(text, "absurd.xml", &s), ncclSuccess);
+  ck_assert_int_eq(s->ngpus, 2);
+  ck_assert(braid_topo_path(s, gpu(s, 0), s->cpus[0])->bw > 0);
+  ck_assert(braid_topo_path(s, gpu(s, 0), gpu(s, 1))->bw > 0);
+  braid_topo_free(s);
 }
 END_TEST
 
@@ -325,11 +373,23 @@ START_TEST(test_detect_here) {
   braid_param_reload();
   ck_assert_int_eq(braid_topo_detect(&s), ncclSuccess);
   ck_assert_int_eq(s->ngpus, 8);
+  ck_assert_int_eq(braid_topo_dump_env(s, 1, 0, NULL, NULL), ncclSuccess); /* rank 1: not the dumping rank */
+  ck_assert_int_ne(access(dump, F_OK), 0);
+  int64_t bus = s->nodes[gpu(s, 3)].id;
+  int rank = 11;
+  ck_assert_int_eq(braid_topo_dump_env(s, 0, 1, &bus, &rank), ncclSuccess);
   braid_topo_free(s);
   ck_assert_int_eq(braid_topo_load_xml(dump, &s), ncclSuccess);
   ck_assert_int_eq(s->ngpus, 8);
+  ck_assert_int_eq(s->nodes[gpu(s, 3)].rank, 11); /* the rank that uses the GPU, as NCCL's dump says */
   braid_topo_free(s);
   unlink(dump);
+  /* a NCCL_TOPO_FILE that does not exist: NCCL goes on with detection, so does braid */
+  setenv("NCCL_TOPO_FILE", "/nonexistent/topo.xml", 1);
+  braid_param_reload();
+  ck_assert_int_eq(braid_topo_detect(&s), ncclSuccess);
+  ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "/nonexistent/topo.xml"));
+  braid_topo_free(s);
 }
 END_TEST
 
@@ -408,7 +468,9 @@ START_TEST(test_detect_fake_sysfs) {
   ck_assert_str_eq(s->nodes[nic(s, 0)].name, "eth9");
   ck_assert_int_eq(s->nodes[nic(s, 0)].speed, 100000);
   ck_assert_int_eq(s->nodes[gpu(s, 0)].sm, 90);
-  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 0)), BRAID_PATH_PIX);                   /* one switch, two ports */
+  /* one switch, two ports; no GPUDirect RDMA module in this sysfs: the data goes through the CPU */
+  ck_assert_int_eq(braid_topo_path(s, gpu(s, 0), nic(s, 0))->direct, BRAID_PATH_PIX);
+  ck_assert_int_eq(ptype(s, gpu(s, 0), nic(s, 0)), BRAID_PATH_PHB);
   ck_assert_float_eq_tol(braid_topo_path(s, gpu(s, 0), nic(s, 0))->bw, 12.5f, 0.01f); /* 100 Gb/s */
   braid_topo_free(s);
   char cmd[128];
@@ -450,6 +512,8 @@ Suite* topo_suite(void) {
   tc = tcase_create("xml");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_malformed_xml, 0, sizeof(bad_xml) / sizeof(bad_xml[0]));
+  tcase_add_loop_test(tc, test_lenient_xml, 0, sizeof(lenient_xml) / sizeof(lenient_xml[0]));
+  tcase_add_test(tc, test_absurd_numbers);
   tcase_add_test(tc, test_missing_file);
   tcase_add_loop_test(tc, test_round_trip, 0, sizeof(fixtures) / sizeof(fixtures[0]));
   tcase_add_test(tc, test_escaping);

@@ -339,6 +339,40 @@ START_TEST(test_names_and_bad_init) {
 }
 END_TEST
 
+/* One list says which algorithms run (BRAID_ALGOS): the tuner never picks another. */
+START_TEST(test_algo_list) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  ck_assert(braid_tuner_implemented(BRAID_ALGO_RING) && braid_tuner_implemented(BRAID_ALGO_TREE));
+  ck_assert(!braid_tuner_implemented(-1) && !braid_tuner_implemented(BRAID_NUM_ALGOS));
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 2, 8, 0, &t, NULL), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  for (int f = 0; f < BRAID_FUNC_SendRecv; f++)
+    for (size_t b = 8; b <= (8ull << 30); b *= 4) ck_assert(braid_tuner_implemented(choose(t, f, b).algo));
+  braid_tuner_free(t);
+}
+END_TEST
+
+/* Tree rows are priced from the tree search's speed (NCCL: the intra-node one up to two
+ * nodes), ring rows from the ring search's. */
+START_TEST(test_tree_uses_tree_graph) {
+  env_reset();
+  struct braid_tuner *a = NULL, *b = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(make_tuner("dgx-h100.xml", 2, 8, 0, &a, &g), ncclSuccess);
+  g->tree_bw_intra /= 2;
+  ck_assert_int_eq(braid_tuner_init(g, g->nranks, g->nnodes, &b), ncclSuccess);
+  size_t big = 1ull << 30;
+  int ar = BRAID_FUNC_AllReduce, s = BRAID_PROTO_SIMPLE;
+  ck_assert_float_eq(braid_tuner_predict(a, ar, BRAID_ALGO_RING, s, big),
+                     braid_tuner_predict(b, ar, BRAID_ALGO_RING, s, big));
+  ck_assert(braid_tuner_predict(b, ar, BRAID_ALGO_TREE, s, big) > braid_tuner_predict(a, ar, BRAID_ALGO_TREE, s, big));
+  braid_tuner_free(a);
+  braid_tuner_free(b);
+  braid_graph_free(g);
+}
+END_TEST
+
 Suite* tuner_suite(void) {
   Suite* s = suite_create("tuner");
   TCase* tc = tcase_create("model");
@@ -346,6 +380,8 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_16_nodes_crossover);
   tcase_add_test(tc, test_one_node_protocols);
   tcase_add_test(tc, test_pcie_no_ll128);
+  tcase_add_test(tc, test_algo_list);
+  tcase_add_test(tc, test_tree_uses_tree_graph);
   tcase_add_test(tc, test_host_mode);
   tcase_add_test(tc, test_host_fake_nodes);
   suite_add_tcase(s, tc);

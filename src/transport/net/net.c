@@ -1,5 +1,5 @@
 /*
- * net.c - the network transport (DESIGN.md sections 3 step 5, and 5): connections between
+ * net.c - the network transport (docs/ARCHITECTURE.md 3 step 5, and 5): connections between
  * ranks that share no memory, i.e. ranks on different nodes (NCCL_HOSTID or hostname + boot
  * id differ), or any pair when NCCL_SHM_DISABLE=1. Tried after shm, it connects everything.
  *
