@@ -99,7 +99,7 @@
   X(P2P_READ_ENABLE, "NCCL_P2P_READ_ENABLE", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "P2P read mode instead of write")      \
   X(P2P_USE_CUDA_MEMCPY, "NCCL_P2P_USE_CUDA_MEMCPY", ACCEPTED, BOOL, 0, "copy engines for P2P")                        \
   X(SHM_DISABLE, "NCCL_SHM_DISABLE", LIVE, BOOL, 0, "1: never use shared-memory connections")                          \
-  X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket, IB, UCX)")                           \
+  X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \
   X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "external plugin library libnccl-net-<name>.so")                   \
   X(IB_DISABLE, "NCCL_IB_DISABLE", ACCEPTED, BOOL, 0, "1: do not use InfiniBand (braid has no IB transport)")          \
   X(IB_HCA, "NCCL_IB_HCA", ACCEPTED, STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")       \
