@@ -36,8 +36,8 @@ START_TEST(test_parse) {
 END_TEST
 
 static const char* const bad_values[] = {
-    "mlx5_0:x", "mlx5_0:-1", "mlx5_0:70000", "mlx5_0:1:2:3:4", "mlx5_0:1a",
-    "a234567890123456789012345678901234567890123456789012345678901234", /* 64 bytes */
+    "mlx5_0:x",       "mlx5_0:-1", "mlx5_0:70000",
+    "mlx5_0:1:2:3:4", "mlx5_0:1a", "a234567890123456789012345678901234567890123456789012345678901234", /* 64 bytes */
 };
 
 START_TEST(test_parse_bad) {
@@ -46,15 +46,15 @@ START_TEST(test_parse_bad) {
   ck_assert_int_eq(braid_ib_hca_parse(v, "NCCL_IB_HCA", &f), ncclInvalidArgument);
   ck_assert_int_eq(f.n, 0);
   const char* msg = braid_debug_last_error();
-  ck_assert_msg(strstr(msg, "NCCL_IB_HCA=") != NULL && strstr(msg, v) != NULL, "the WARN does not name %s: %s", v,
-                msg);
+  ck_assert_msg(strstr(msg, "NCCL_IB_HCA=") != NULL && strstr(msg, v) != NULL, "the WARN does not name %s: %s", v, msg);
 }
 END_TEST
 
 START_TEST(test_parse_too_many) {
   char v[40 * 8] = "";
   struct braid_ib_hca_filter f;
-  for (int i = 0; i < BRAID_IB_HCA_MAX + 1; i++) snprintf(v + strlen(v), sizeof(v) - strlen(v), "%smlx%d", i ? "," : "", i);
+  for (int i = 0; i < BRAID_IB_HCA_MAX + 1; i++)
+    snprintf(v + strlen(v), sizeof(v) - strlen(v), "%smlx%d", i ? "," : "", i);
   ck_assert_int_eq(braid_ib_hca_parse(v, "NCCL_IB_HCA", &f), ncclInvalidArgument);
   v[strrchr(v, ',') - v] = '\0'; /* exactly the maximum is fine */
   ck_assert_int_eq(braid_ib_hca_parse(v, "NCCL_IB_HCA", &f), ncclSuccess);
@@ -93,8 +93,8 @@ START_TEST(test_match) {
     for (int p = 1; p <= 2; p++) {
       int want = row->keep[d * 2 + p - 1] == '1', entry = -2;
       int got = braid_ib_hca_match(&f, devs[d], p, &entry);
-      ck_assert_msg(got == want, "NCCL_IB_HCA=%s: %s:%d %s, expected %s", row->value ? row->value : "(unset)",
-                    devs[d], p, got ? "kept" : "dropped", want ? "kept" : "dropped");
+      ck_assert_msg(got == want, "NCCL_IB_HCA=%s: %s:%d %s, expected %s", row->value ? row->value : "(unset)", devs[d],
+                    p, got ? "kept" : "dropped", want ? "kept" : "dropped");
       ck_assert_int_ge(entry, -1);
     }
 }
