@@ -126,7 +126,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! timeout 30 nvidia-smi -L >"$LOG_
   why=$(head -n 1 "$LOG_DIR/nvidia-smi.txt" 2>/dev/null)
   command -v nvidia-smi >/dev/null 2>&1 || why="nvidia-smi is not installed"
   result gpu SKIP "no GPU here (${why:-nvidia-smi lists no device}): nothing to build or run"
-  for part in build suite "all_reduce_perf" bandwidth; do result "$part" SKIP "no GPU"; done
+  for part in build suite "torch ddp" "all_reduce_perf" bandwidth; do result "$part" SKIP "no GPU"; done
   finish
 fi
 timeout 30 nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version,pci.bus_id,compute_mode \
@@ -206,6 +206,37 @@ if start_mps; then
 else
   result mps SKIP "no MPS: $MPS_WHY"
   result "suite procs" SKIP "no MPS: 2 and 4 processes sharing the GPU would time-slice every ring hop"
+fi
+
+# ---- 4b. PyTorch: its own `nccl` backend on braid (preloaded), a 2-rank DDP step on this GPU -----
+# The same steps on Gloo are the reference: the final losses must agree (summation order aside).
+ddp() { # ddp NAME SECONDS ENV... -- ARGS...: torchrun of tests/gpu/ddp_step.py, 2 ranks
+  local name=$1 secs=$2 envs=()
+  shift 2
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  run_step "$secs" "$LOG_DIR/ddp-$name.txt" env "${envs[@]}" python3 -m torch.distributed.run --nproc-per-node 2 \
+    --master-port $((29500 + RANDOM % 1000)) tests/gpu/ddp_step.py "$@"
+}
+if ! timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >"$LOG_DIR/torch.txt" 2>&1; then
+  result "torch ddp" SKIP "no torch with CUDA here ($(tail -n 1 "$LOG_DIR/torch.txt"))"
+else
+  lib=$(cd "$BUILD/lib" && pwd)/libnccl.so.2
+  ddp braid 75 BRAID_GPU_SHARING=1 LD_PRELOAD="$lib" NCCL_DEBUG=WARN -- --expect-lib "$lib"
+  rc=$?
+  ddp gloo 75 CUDA_VISIBLE_DEVICES=0 -- --backend gloo
+  lb=$(sed -nE 's/^final loss ([0-9.e+-]+).*/\1/p' "$LOG_DIR/ddp-braid.txt")
+  lg=$(sed -nE 's/^final loss ([0-9.e+-]+).*/\1/p' "$LOG_DIR/ddp-gloo.txt")
+  grep -E '^torch |^final loss|FAIL|Error|error' "$LOG_DIR/ddp-braid.txt" | head -n 8
+  if [ "$rc" -ne 0 ] || [ -z "$lb" ]; then
+    result "torch ddp" FAIL "init_process_group(\"nccl\") + DDP on braid failed (exit $rc; ddp-braid.txt)"
+  elif [ -z "$lg" ]; then
+    result "torch ddp" PASS "final loss $lb on braid (the Gloo reference did not run: ddp-gloo.txt)"
+  elif awk -v a="$lb" -v b="$lg" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (b < 0 ? -b : b) + 1e-6) }'; then
+    result "torch ddp" PASS "2 ranks, 1 GPU, 20 steps: final loss $lb on braid = $lg on Gloo"
+  else
+    result "torch ddp" FAIL "final loss $lb on braid, $lg on Gloo (ddp-*.txt)"
+  fi
 fi
 
 # ---- 5. measurements: cudaMemcpy, then all_reduce_perf with 1, 2 and 4 ranks --------------------
