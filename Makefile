@@ -78,7 +78,7 @@ endif
 # Parallel by default: the CUDA kernels are a dozen independent nvcc runs.
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch torch-backend test-torch-backend bench-torch
+.PHONY: all lib tools bench test demo clean bench-compare format format-check test-pytorch torch-backend test-torch-backend bench-torch nccl-tests
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
@@ -232,6 +232,11 @@ demo:
 # braid against Open MPI on this machine, same sizes, alternating runs, medians; table + plot.
 bench-compare: bench
 	BUILD=$(BUILD) bench/compare.sh
+
+# NVIDIA's nccl-tests, unmodified, built against braid's include/ and libnccl.so.2 only:
+# make nccl-tests NCCL_TESTS_DIR=/path/to/nccl-tests (a checkout; without one it says so).
+nccl-tests: lib
+	tests/compat/nccl-tests.sh "$(NCCL_TESTS_DIR)" $(BUILD)
 
 # Formatting: .clang-format is the rule; `make format` applies it to every C/CUDA source in git,
 # `make format-check` (part of `make test`) names the files that differ.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the whole test suite, as `make test` runs it: the Check suites (build/bin/braid-tests),
 # the network suite once more with BRAID_NET_DIRECT=0, the ABI and export checks, the CUDA
-# kernels' cubins and ptxas reports (spills), the GPU run's no-GPU path (it skips), the
+# kernels' cubins and ptxas reports (spills), nccl_device.h's device code (tests/cuda/devapi.sh), the GPU run's no-GPU path (it skips), the
 # benchmark output checks, a short fuzzing round (fuzz/), and last that the suite left nothing
 # of braid's in /dev/shm. Ends with one line
 # "N passed, N failed" summing every case of every part; exits non-zero if anything failed.
@@ -70,6 +70,8 @@ if [ $# -eq 0 ]; then
   [ -x tests/cuda/cubins.sh ] && part cubins tests/cuda/cubins.sh "$BUILD"
   # sm_100 still spills a few dozen bytes (docs/notes/2026-12-01-gpu-path.md): shown, not counted.
   [ -x tests/cuda/ptxas.sh ] && part ptxas env PTXAS_KNOWN_SPILLS=sm_100 tests/cuda/ptxas.sh "$BUILD"
+  # The device half of include/nccl_device.h, for every architecture (issue 19).
+  [ -x tests/cuda/devapi.sh ] && part devapi tests/cuda/devapi.sh
   # Without a GPU the GPU run only says what it skips (its parts count as skipped, not passed);
   # on a GPU machine it is run by hand (tests/gpu/README.md).
   command -v nvidia-smi >/dev/null 2>&1 || part gpu-run env BUILD="$BUILD/gpu" tests/gpu/run.sh

@@ -151,6 +151,10 @@
   X(PROTO, "NCCL_PROTO", PER_USE, STR, NULL, "allowed protocols: LL, LL128, Simple (same syntax)")                     \
   X(NVLS_ENABLE, "NCCL_NVLS_ENABLE", LIVE, INT(0, 2), 2, "NVLink SHARP: 0 off, 1 on, 2 automatic")                     \
   X(NVLS_NCHANNELS, "NCCL_NVLS_NCHANNELS", ACCEPTED, INT(1, 64), 16, "channels for NVLS")                              \
+  X(LSA_MAX_BYTES, "BRAID_LSA_MAX_BYTES", LIVE, SIZE, 524288,                                                          \
+    "host mode, one node: largest all-reduce for one-/two-shot (scratch: 4x per rank; 0 off)")                         \
+  X(LSA_VARIANT, "BRAID_LSA_VARIANT", LIVE, ENUM("AUTO|ONESHOT|TWOSHOT"), "AUTO",                                      \
+    "one-/two-shot all-reduce: the tuner's pick per size, or always one of them")                                      \
   X(COLLNET_ENABLE, "NCCL_COLLNET_ENABLE", ACCEPTED, BOOL, 0, "CollNet (in-network reduction)")                        \
   X(PAT_ENABLE, "NCCL_PAT_ENABLE", LIVE, INT(0, 2), 2, "PAT algorithm: 0 off, 1 on, 2 automatic")                      \
   X(TOPO_FILE, "NCCL_TOPO_FILE", PER_USE, STR, NULL, "XML file describing the system topology")                        \

@@ -291,6 +291,7 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   if (timeout_s > 0) braid_bootstrap_set_deadline(comm->bootstrap, braid_socket_deadline_ms(timeout_s * 1000));
   ncclResult_t res = init_connect(comm, &t_gather);
   if (res == ncclSuccess) res = braid_sym_init(comm); /* signal inboxes, mapped by local peers (src/core/sym/) */
+  if (res == ncclSuccess) res = braid_lsa_init(comm); /* one-/two-shot all-reduce scratch (src/core/sym/lsa.c) */
   /* Every sender has mapped its FIFO before any rank may return (and destroy, unlinking what a
    * slower peer has yet to map). */
   if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;

@@ -11,6 +11,7 @@
 #include "algo/alltoall.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "core/sym/sym.h"
 #include "kernels/prims.h"
 #include "topo/tuner.h"
 
@@ -24,6 +25,35 @@ static size_t task_bytes(const struct braid_task* t, int nranks) {
   return t->func == BRAID_FUNC_AllGather || t->func == BRAID_FUNC_ReduceScatter ? b * nranks : b;
 }
 
+/* One-shot / two-shot all-reduce (kernels/lsa.h): the whole call, one item on channel 0. */
+static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t, const struct braid_tuner_choice* c,
+                            int* nworks) {
+  struct braid_comm* comm = plan->comm;
+  uint64_t seq = 0;
+  const struct braid_lsa_view* v = braid_lsa_next(comm, &seq);
+  if (v == NULL) {
+    BRAID_WARN("rank %d: the tuner chose NVLS but the communicator has no one-/two-shot scratch", comm->rank);
+    return ncclInternalError;
+  }
+  struct braid_work* w = &plan->works[nworks[0]++];
+  memset(w, 0, sizeof(*w));
+  w->func = (uint8_t)t->func;
+  w->algo = BRAID_ALGO_NVLS;
+  w->proto = (uint8_t)c->proto;
+  w->dtype = (uint8_t)t->dtype;
+  w->redop = t->redop;
+  w->nranks = comm->nranks;
+  w->rank = comm->rank;
+  w->sendbuff = t->sendbuff;
+  w->recvbuff = t->recvbuff;
+  w->count = t->count;
+  w->chan_count = t->count;
+  w->lsa = v;
+  w->lsa_seq = (uint32_t)seq;
+  w->lsa_mode = (uint8_t)c->variant;
+  return ncclSuccess;
+}
+
 static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t, int* nworks) {
   struct braid_comm* comm = plan->comm;
   struct braid_tuner_choice choice;
@@ -34,6 +64,7 @@ static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t
   int proto = choice.proto;
   int nch = choice.nchannels < comm->nchannels ? choice.nchannels : comm->nchannels;
   if (nch < 1) nch = 1;
+  if (choice.algo == BRAID_ALGO_NVLS) return add_lsa(plan, t, &choice, nworks);
   if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
   if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads;
   uint32_t slot = comm->buff_bytes[proto] / BRAID_NSTEPS;

@@ -396,7 +396,7 @@ static void pack(struct braid_plan* plan, int dtype, struct launch_buf* b, int i
     for (int i = 0; i < job->nworks; i++) {
       if (job->works[i].dtype != dtype) continue;
       dst[k] = job->works[i];
-      if (dst[k].ops != NULL) dst[k].ops = ops_dev + (dst[k].ops - plan->ops);
+      if (dst[k].func == BRAID_FUNC_SendRecv && dst[k].ops != NULL) dst[k].ops = ops_dev + (dst[k].ops - plan->ops);
       k++;
     }
     if (k == first) continue;

@@ -122,6 +122,19 @@ struct braid_p2p_op {
 };
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
+/* The NVLS-style all-reduce's view of the LSA scratch (kernels/lsa.h, core/sym/lsa.c): every
+ * rank's segment as this rank maps it. Host mode only, so far. */
+#define BRAID_LSA_MAX_RANKS 64
+struct braid_lsa_view {
+  int nranks;
+  size_t slot_bytes; /* one input or result slot (the largest call it takes) */
+  char* const* seg;  /* [nranks] */
+};
+enum braid_lsa_mode {
+  BRAID_LSA_ONESHOT = 1, /* every rank loads every input and reduces all of it */
+  BRAID_LSA_TWOSHOT = 2, /* reduce-scatter by loads, then all-gather by loads */
+};
+
 struct braid_work {
   uint8_t func;  /* enum braid_func */
   uint8_t algo;  /* enum braid_algo */
@@ -134,13 +147,22 @@ struct braid_work {
   size_t count; /* elements per rank as the API counts them */
   /* This channel's share: elements [chan_off, chan_off + chan_count) of the per-chunk range. */
   size_t chan_off, chan_count;
-  uint32_t chunk_elems;     /* elements per step (at most one FIFO slot of payload) */
-  uint8_t exchange;         /* AllReduce of 2 ranks, small: swap whole inputs and reduce locally
-                               (one hop instead of the ring's two; the same bytes on the wire) */
-  uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */
-  /* SendRecv: the channel's p2p ops, run in order (sends and receives interleaved per round). */
-  int nops;
-  struct braid_p2p_op* ops;
+  uint32_t chunk_elems; /* elements per step (at most one FIFO slot of payload) */
+  uint8_t exchange;     /* AllReduce of 2 ranks, small: swap whole inputs and reduce locally
+                           (one hop instead of the ring's two; the same bytes on the wire) */
+  uint8_t lsa_mode;     /* algo NVLS: enum braid_lsa_mode */
+  union {               /* the kernel arguments hold many items in 4 KiB: the two never meet */
+    struct {
+      uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */
+      /* SendRecv: the channel's p2p ops, run in order (sends and receives interleaved per round). */
+      int nops;
+      struct braid_p2p_op* ops;
+    };
+    struct {
+      uint32_t lsa_seq; /* algo NVLS: this call's number on the communicator, mod 2^32 (1, 2, ...) */
+      const struct braid_lsa_view* lsa;
+    };
+  };
 };
 
 /* Bytes per element of an ncclDataType_t. */

@@ -42,6 +42,9 @@ struct braid_tuner {
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   char algo_env[128], proto_env[128];
+  size_t lsa_max_bytes; /* host one-/two-shot all-reduce up to this size; 0: none */
+  int lsa_cores;        /* CPUs the ranks' spinning shares */
+  int lsa_variant;      /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
 };
 
 static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
@@ -52,6 +55,28 @@ static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
 
 int braid_tuner_implemented(int algo) {
   return algo >= 0 && algo < BRAID_NUM_ALGOS && algo_runs[algo];
+}
+
+void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores) {
+  if (t == NULL || !t->host_mode) return;
+  t->lsa_max_bytes = max_bytes;
+  t->lsa_cores = ncores > 0 ? ncores : 1;
+  t->lsa_variant = (int)braid_param_int(BRAID_PARAM_LSA_VARIANT);
+}
+
+/* Host one-shot / two-shot (tuner_tables.h, LSA block): NCCL_ALGO names them NVLS. */
+static int lsa_offered(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
+  return a == BRAID_ALGO_NVLS && p == BRAID_PROTO_SIMPLE && f == BRAID_FUNC_AllReduce && t->host_mode &&
+         bytes <= t->lsa_max_bytes && t->algo_on[f][a] && t->proto_on[f][p];
+}
+static float lsa_time(const struct braid_tuner* t, size_t bytes, int* variant_p) {
+  /* more ranks than cores: the waits take turns on the cores */
+  float n = (float)t->nranks, over = n > (float)t->lsa_cores ? n / (float)t->lsa_cores : 1.0f;
+  float one = over * BRAID_TUNER_LSA_ONESHOT_LAT_US + (float)bytes * (1.0f + n) / (1000.0f * BRAID_TUNER_LSA_BW);
+  float two = over * BRAID_TUNER_LSA_TWOSHOT_LAT_US + (float)bytes * 3.0f / (1000.0f * BRAID_TUNER_LSA_BW);
+  int v = t->lsa_variant != 0 ? t->lsa_variant : one <= two ? 1 /* BRAID_LSA_ONESHOT */ : 2 /* BRAID_LSA_TWOSHOT */;
+  if (variant_p != NULL) *variant_p = v;
+  return v == 1 ? one : two;
 }
 
 void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
@@ -236,6 +261,7 @@ static int host_channels(const struct braid_tuner* t, size_t bytes) {
 
 static float model_time(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
   float bw = t->bw[f][a][p], lat = t->lat[f][a][p];
+  if (a == BRAID_ALGO_NVLS && t->host_mode) return lsa_offered(t, f, a, p, bytes) ? lsa_time(t, bytes, NULL) : -1.0f;
   if (bw <= 0) return -1.0f;
   if (t->host_mode) {
     /* the steps (all but the call's own cost) slow down with the channel threads sharing cores */
@@ -286,13 +312,13 @@ static void size_op(const struct braid_tuner* t, int a, int p, size_t bytes, str
 
 static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes, int implemented_only,
                             struct braid_tuner_choice* out) {
-  struct braid_tuner_choice best = {-1, -1, 0, 0, -1.0f};
+  struct braid_tuner_choice best = {-1, -1, 0, 0, -1.0f, 0};
   if (t == NULL || out == NULL || func < 0 || func >= BRAID_NUM_FUNCS || func == BRAID_FUNC_SendRecv) {
     BRAID_WARN("braid_tuner_choose: bad argument (tuner %p, func %d)", (const void*)t, func);
     return ncclInvalidArgument;
   }
   for (int a = 0; a < BRAID_NUM_ALGOS; a++) {
-    if (implemented_only && !braid_tuner_implemented(a)) continue;
+    if (implemented_only && !braid_tuner_implemented(a) && !(a == BRAID_ALGO_NVLS && t->lsa_max_bytes)) continue;
     for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
       float time = model_time(t, func, a, p, bytes);
       if (time >= 0 && (best.time_us < 0 || time < best.time_us)) {
@@ -309,6 +335,10 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
     return ncclInvalidUsage;
   }
   size_op(t, best.algo, best.proto, bytes, &best);
+  if (best.algo == BRAID_ALGO_NVLS && t->host_mode) {
+    lsa_time(t, bytes, &best.variant);
+    best.nchannels = 1; /* the calling thread does it all */
+  }
   *out = best;
   return ncclSuccess;
 }
@@ -316,9 +346,12 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
 ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out) {
   BRAID_CHECK(best_of(t, func, bytes, 1, out));
   if (t->log)
-    BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}",
+    BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}%s",
                braid_tuner_func_name(func), (long)bytes, braid_tuner_algo_name(out->algo),
-               braid_tuner_proto_name(out->proto), 0, out->nchannels - 1);
+               braid_tuner_proto_name(out->proto), 0, out->nchannels - 1,
+               out->variant == 1   ? " (one-shot)"
+               : out->variant == 2 ? " (two-shot)"
+                                   : "");
   return ncclSuccess;
 }
 

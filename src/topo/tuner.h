@@ -4,9 +4,11 @@
  * function x algorithm x protocol (reference section 7; constants in tuner_tables.h).
  *
  * Which algorithms braid's data path runs is the last column of BRAID_ALGOS (kernels/axes.h;
- * today Ring and Tree). The model also prices NVLS, NVLSTree and PAT where the machine would
- * support them (never in host mode; CollNet never, there is no CollNet plugin), so tools can
- * show them, clearly marked; braid_tuner_choose never picks an algorithm the data path lacks.
+ * today Ring and Tree); in host mode on one node also NVLS, as one-shot / two-shot all-reduces
+ * over shared memory, once braid_tuner_enable_lsa said so (its column stays 0: it runs only
+ * there). The model also prices NVLS, NVLSTree and PAT where the machine would support them
+ * (CollNet never, there is no CollNet plugin), so tools can show them, clearly marked;
+ * braid_tuner_choose never picks an algorithm the data path lacks.
  *
  * NCCL_ALGO / NCCL_PROTO restrict the choice with NCCL's syntax (tuner_env.c): a list
  * ("Ring,Tree"), an exclusion ("^Tree"), and per-function entries after the first
@@ -33,6 +35,7 @@ struct braid_tuner_choice {
   int nchannels;   /* channels 0..nchannels-1 of the graph */
   int nthreads;    /* threads per channel (1 in host mode) */
   float time_us;   /* predicted */
+  int variant;     /* algo NVLS: enum braid_lsa_mode (one-shot / two-shot); else 0 */
 };
 
 ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, int nnodes, struct braid_tuner** t_p);
@@ -55,8 +58,13 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled);
 /* The communicator runs at most `n` channels (host mode: fewer than the graph offers when
  * cores are few): choices and TUNING lines never name more. */
 void braid_tuner_cap_channels(struct braid_tuner* t, int n);
-/* Does the data path run this algorithm (BRAID_ALGOS' last column)? */
+/* Does the data path run this algorithm (BRAID_ALGOS' last column)? NVLS in host mode: only
+ * where braid_tuner_enable_lsa said so, for all-reduces up to its size (tuner.c). */
 int braid_tuner_implemented(int algo);
+/* Host mode, one node: the communicator has the one-/two-shot scratch (core/sym/lsa.c), so NVLS
+ * all-reduces up to max_bytes are offered, priced by the LSA rows of tuner_tables.h (ncores:
+ * the CPUs the ranks share; more ranks than that wait in turns). */
+void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores);
 
 /* Names: NCCL's spelling ("AllReduce", "Ring", "LL128"); "?" out of range. */
 const char* braid_tuner_func_name(int func);

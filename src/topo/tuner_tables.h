@@ -210,4 +210,14 @@ static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
 /* Host mode: a channel worker is one thread; it is worth it above this many bytes. braid */
 #define BRAID_TUNER_HOST_BYTES_PER_CHANNEL 32768
 
+/* ---- NVLS-style one-shot / two-shot all-reduce, host mode on one node (issue 19) ----------
+ * kernels/lsa.h over core/sym/lsa.c's shared scratch, on the calling thread: one-shot = one
+ * arrival handshake, then n loads reduced (bytes x (1 + n) through the core: the staging copy
+ * and n inputs); two-shot = two handshakes, bytes x 3 (staging, the chunk's n loads, the gather).
+ * Latencies are per call with no more ranks than cores (more: x ranks / cores, they spin in
+ * turns). Measured: see docs/notes/2026-12-01-nvls.md. braid */
+#define BRAID_TUNER_LSA_ONESHOT_LAT_US 1.0f
+#define BRAID_TUNER_LSA_TWOSHOT_LAT_US 2.0f
+#define BRAID_TUNER_LSA_BW 8.0f /* GB/s one core copies or reduces, from and to shared memory */
+
 #endif /* BRAID_TUNER_TABLES_H */

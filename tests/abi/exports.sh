@@ -47,18 +47,26 @@ else
   echo "PASS: all $nexp exported symbols are nccl*/pnccl* functions"
 fi
 
-header_functions "$header" >"$tmp/declared"
+# nccl_device.h's host entry points (its NCCL_EXTERN_C declarations; the rest is inline) and
+# their pnccl profiling names count as declared too.
+dev_header=$(dirname "$header")/nccl_device.h
+{
+  header_functions "$header"
+  if [ -f "$dev_header" ]; then
+    grep -A1 '^NCCL_EXTERN_C' "$dev_header" | grep -oE '\bnccl[A-Za-z0-9_]*\(' | tr -d '(' | sed 'p; s/^/p/'
+  fi
+} | sort -u >"$tmp/declared"
 missing=$(comm -23 "$tmp/declared" "$tmp/exported")
 extra=$(comm -13 "$tmp/declared" "$tmp/exported")
 if [ -n "$missing" ]; then
-  echo "FAIL: $(echo "$missing" | wc -l) of the $(wc -l <"$tmp/declared") functions declared in include/nccl.h are not exported:"
+  echo "FAIL: $(echo "$missing" | wc -l) of the $(wc -l <"$tmp/declared") functions declared in include/nccl.h and nccl_device.h are not exported:"
   printf "%s\n" "$missing" | indent
   failed=1
 else
-  echo "PASS: all $(wc -l <"$tmp/declared") functions declared in include/nccl.h are exported"
+  echo "PASS: all $(wc -l <"$tmp/declared") functions declared in include/nccl.h and nccl_device.h are exported"
 fi
 if [ -n "$extra" ]; then
-  echo "note: exported but not declared in include/nccl.h:"
+  echo "note: exported but not declared in include/nccl.h or nccl_device.h:"
   printf "%s\n" "$extra" | indent
 fi
 

@@ -10,7 +10,8 @@
 #   OUT=/some/dir tests/gpu/run.sh   # also copy the log, outputs and summary there
 #
 # Environment: BUILD (default build/gpu), BUDGET_S, PERF_S, BRAID_GPU_MPS=0 (never start an
-# MPS daemon: the multi-process parts are then skipped), OUT.
+# MPS daemon: the multi-process parts are then skipped), OUT, NCCL_TESTS_DIR (an nccl-tests
+# checkout: NVIDIA's all_reduce_perf on braid, section 7; allow BUDGET_S ~600 for its build).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build/gpu}
@@ -126,7 +127,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! timeout 30 nvidia-smi -L >"$LOG_
   why=$(head -n 1 "$LOG_DIR/nvidia-smi.txt" 2>/dev/null)
   command -v nvidia-smi >/dev/null 2>&1 || why="nvidia-smi is not installed"
   result gpu SKIP "no GPU here (${why:-nvidia-smi lists no device}): nothing to build or run"
-  for part in build suite "torch ddp" "all_reduce_perf" bandwidth; do result "$part" SKIP "no GPU"; done
+  for part in build suite "torch ddp" "all_reduce_perf" bandwidth nccl-tests; do result "$part" SKIP "no GPU"; done
   finish
 fi
 timeout 30 nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version,pci.bus_id,compute_mode \
@@ -286,4 +287,47 @@ else
 fi
 # More channels than the graph gives (the tuner caps at the communicator's): how it scales.
 NCCL_MIN_NCHANNELS=16 perf "1 proc x 2, 16 channels" 2 20 -g 2
+
+# ---- 7. NVIDIA's nccl-tests, unmodified, on braid (issue 19) ---------------------------------------
+# NCCL_TESTS_DIR: an nccl-tests checkout (the machine has no network: bring it along). nccl-tests
+# puts rank i of a process on GPU i, so ranks sharing the one GPU are MPI processes with
+# NCCL_TESTS_DEVICE=0: built with MPI=1 (MPI_HOME from mpicc), run with mpirun -np 2 and 4, then
+# with -R 2 -D 1 / -D 2 (its LSA device kernels: ncclDevCommCreate, LSA barriers, peer pointers).
+nccl_tests() {
+  if [ -z "${NCCL_TESTS_DIR:-}" ]; then result nccl-tests SKIP "NCCL_TESTS_DIR not set (an nccl-tests checkout)"; return; fi
+  if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
+    result nccl-tests SKIP "no MPI (mpicc, mpirun): nccl-tests cannot put several ranks on one GPU without it"
+    return
+  fi
+  local mpi_home
+  mpi_home=$(dirname "$(dirname "$(mpicc --showme:incdirs 2>/dev/null | awk '{print $1}')/x")")
+  [ -d "$mpi_home/include" ] || mpi_home=$(dirname "$(dirname "$(command -v mpicc)")")
+  if ! NVCC_GENCODE="$GENCODE" JOBS="$J" NCCL_TESTS_MAKE_ARGS="MPI=1 MPI_HOME=$mpi_home" OUTDIR="$BUILD/nccl-tests" \
+    run_step 240 "$LOG_DIR/nccl-tests-build.txt" tests/compat/nccl-tests.sh "$NCCL_TESTS_DIR" "$BUILD"; then
+    tail -n 20 "$LOG_DIR/nccl-tests-build.txt"
+    result "nccl-tests build" FAIL "tests/compat/nccl-tests.sh (nccl-tests-build.txt)"
+    return
+  fi
+  result "nccl-tests build" PASS "$(grep 'binaries:' "$LOG_DIR/nccl-tests-build.txt" | cut -c1-100)"
+  local n d args out small wrong
+  for n in 2 4; do
+    for d in 0 1 2; do
+      args=(-b 8 -e 16M -f 4 -c 1 -n 20 -w 5)
+      [ "$d" -gt 0 ] && args+=(-R 2 -D "$d")
+      out=$LOG_DIR/nccl-tests-ar-np$n-D$d.txt
+      run_step 60 "$out" mpirun --allow-run-as-root --oversubscribe -np "$n" -x NCCL_TESTS_DEVICE=0 \
+        -x LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BUILD/nccl-tests/build/all_reduce_perf" "${args[@]}"
+      local rc=$?
+      grep -E '^ +[0-9]+ ' "$out" | head -n 8
+      small=$(awk '$1 == 8 && NF >= 13 { print $6; exit }' "$out")
+      wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 { w += $9 + $13 } END { print w + 0 }' "$out")
+      if [ "$rc" -eq 0 ] && grep -q 'Out of bounds values : 0 OK' "$out" && [ "$wrong" = 0 ]; then
+        result "nccl-tests ar np$n D$d" PASS "#wrong 0; 8 B ${small:--} us (one-shot target < 10 us)"
+      else
+        result "nccl-tests ar np$n D$d" FAIL "exit $rc, #wrong $wrong ($(basename "$out"))"
+      fi
+    done
+  done
+}
+if [ "$MPS" = on ]; then nccl_tests; else result nccl-tests SKIP "no MPS: $MPS_WHY"; fi
 finish

@@ -24,6 +24,9 @@
  *           NCCL_LL128_BUFFSIZE) x protocol, float and bfloat16, 262147 elements, 3 ranks.
  *   algo    AllReduce with NCCL_ALGO=Ring / Tree x protocol (every datatype and op, 3 ranks);
  *           Tree at 1..8 ranks (threads), 3, 5, 8 processes, 6 as pairs.
+ *   nvls    AllReduce with NCCL_ALGO=NVLS (host one-shot / two-shot over the shared scratch):
+ *           both variants x threads (3) / processes (4) / pairs (4), every datatype and op; then
+ *           2..8 ranks as threads, 2, 3, 5, 8 processes, 6 as pairs, counts up to 65537.
  *   group   several collectives of different types, counts and roots in one group (threads,
  *           processes); one thread driving an ncclCommInitAll clique through groups.
  */
@@ -480,6 +483,68 @@ START_TEST(test_algo) {
 }
 END_TEST
 
+/* ---- NVLS-style one-shot / two-shot all-reduce (host mode, one node: kernels/lsa.h) ---- */
+
+static const char* const nvls_variant_env[2] = {"BRAID_LSA_VARIANT=ONESHOT", "BRAID_LSA_VARIANT=TWOSHOT"};
+static const struct ranks_mode nvls_modes[3] = {{3, HARNESS_THREADS}, {4, HARNESS_PROCS}, {4, HARNESS_PAIRS}};
+static const struct ranks_mode nvls_ranks[] = {{2, HARNESS_THREADS}, {3, HARNESS_THREADS}, {4, HARNESS_THREADS},
+                                               {5, HARNESS_THREADS}, {6, HARNESS_THREADS}, {7, HARNESS_THREADS},
+                                               {8, HARNESS_THREADS}, {2, HARNESS_PROCS},   {3, HARNESS_PROCS},
+                                               {5, HARNESS_PROCS},   {8, HARNESS_PROCS},   {6, HARNESS_PAIRS}};
+#define NNVLS_RANKS (int)(sizeof(nvls_ranks) / sizeof(nvls_ranks[0]))
+
+/* [0, 2 x 3): one-shot and two-shot x threads / processes / pairs, every datatype and op,
+ * in and out of place; then both variants at each entry of nvls_ranks (alternating). */
+START_TEST(test_nvls) {
+  struct coll_case c = {nvls_modes[_i % 3].nranks,
+                        nvls_modes[_i % 3].mode,
+                        "NCCL_ALGO=NVLS",
+                        nvls_variant_env[(_i / 3) % 2],
+                        BIT(C_ALLREDUCE),
+                        REF_ALL_DTYPES,
+                        REF_ALL_OPS,
+                        matrix_counts,
+                        PLACE_BOTH,
+                        0,
+                        700u + (uint32_t)_i};
+  if (_i >= 6) {
+    const struct ranks_mode* rm = &nvls_ranks[_i - 6];
+    c.env2 = nvls_variant_env[_i % 2];
+    c.nranks = rm->nranks;
+    c.mode = rm->mode;
+    c.dtypes = BIT(ncclFloat32) | BIT(ncclInt32) | BIT(ncclFloat16) | BIT(ncclBfloat16);
+    c.ops = BIT(REF_SUM) | BIT(REF_MAX) | BIT(REF_AVG) | BIT(REF_PMS_DEV);
+    c.counts = algo_counts;
+  }
+  run_case(&c);
+}
+END_TEST
+
+/* PreMulSum's scalar is each rank's own (refdata's cases give every rank the same one): rank r
+ * multiplies by r + 1, so 1.0 everywhere sums to n(n+1)/2. Both variants, threads and processes. */
+static int body_premul_per_rank(struct harness_rank* r) {
+  ncclComm_t comm;
+  ncclRedOp_t op;
+  enum { N = 1023 };
+  float buf[N], scalar = (float)(r->rank + 1), want = (float)(r->nranks * (r->nranks + 1) / 2);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+  for (int i = 0; i < N; i++) buf[i] = 1.0f;
+  RCHECK(r, ncclAllReduce(buf, buf, N, ncclFloat32, op, comm, NULL));
+  for (int i = 0; i < N; i++) REXPECT(r, buf[i] == want, "element %d: %g, want %g", i, (double)buf[i], (double)want);
+  RCHECK(r, ncclRedOpDestroy(op, comm));
+  RCHECK(r, ncclCommDestroy(comm));
+  return 0;
+}
+
+START_TEST(test_nvls_premul_per_rank) {
+  ref_env_apply("NCCL_ALGO=NVLS");
+  ref_env_apply(nvls_variant_env[_i % 2]);
+  ck_assert_int_eq(harness_run(3, _i < 2 ? HARNESS_THREADS : HARNESS_PROCS, body_premul_per_rank, NULL, RANK_TIMEOUT_S),
+                   0);
+}
+END_TEST
+
 /* ---- groups ---- */
 
 /* The calls of one group: different collectives, datatypes, ops, roots and sizes (so
@@ -668,6 +733,7 @@ Suite* coll_suite(void) {
       {"large", test_large, C_NUM, 2 * C_NUM},
       {"env", test_env, 3 * NENV, 3 * NENV},
       {"algo", test_algo, 6 + NALGO_RANKS, 6 + NALGO_RANKS},
+      {"nvls", test_nvls, 6 + NNVLS_RANKS, 6 + NNVLS_RANKS},
       {"group", test_group, 3, 3},
   };
   for (size_t i = 0; i < sizeof(tcs) / sizeof(tcs[0]); i++) {
@@ -676,7 +742,11 @@ Suite* coll_suite(void) {
     tcase_add_loop_test(tc, tcs[i].fn, 0, full ? tcs[i].n_full : tcs[i].n);
     suite_add_tcase(s, tc);
   }
-  TCase* tc = tcase_create("initall");
+  TCase* tc = tcase_create("nvls-premul");
+  tcase_set_timeout(tc, TCASE_TIMEOUT_S);
+  tcase_add_loop_test(tc, test_nvls_premul_per_rank, 0, 4);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("initall");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_test(tc, test_initall_one_thread);
   suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
 /*
  * test_sym.c - NCCL 2.30's memory API (src/core/sym/): windows on ncclMemAlloc memory,
  * one-sided ncclPutSignal / ncclSignal / ncclWaitSignal, ncclCommSuspend / ncclCommResume /
- * ncclCommMemStats, ncclCommGetUniqueId / ncclCommGrow, the device-API peer pointers.
+ * ncclCommMemStats, ncclCommGetUniqueId / ncclCommGrow, the device-API peer pointers
+ * (device communicators: test_devcomm.c).
  *
  * Every case runs across ranks as threads, processes, pairs of threads per process and fake
  * nodes (NCCL_HOSTID per process: the remote path of remote.c), and the window cases also on
@@ -355,24 +356,6 @@ START_TEST(test_grow) {
 }
 END_TEST
 
-/* ---- the device-API entry points ------------------------------------------------------------- */
-
-static int body_devapi(struct harness_rank* r) {
-  extern ncclResult_t ncclDevCommCreate(ncclComm_t, const void*, void*);
-  extern ncclResult_t ncclDevCommDestroy(ncclComm_t, const void*);
-  extern ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void**);
-  ncclComm_t comm;
-  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
-  char devcomm[256];
-  REXPECT(r, ncclDevCommCreate(comm, devcomm, devcomm) == ncclInvalidUsage, "ncclDevCommCreate");
-  REXPECT(r, strstr(ncclGetLastError(NULL), "ncclDevCommCreate") != NULL, "WARN names it: %s", ncclGetLastError(NULL));
-  REXPECT(r, ncclDevCommDestroy(comm, devcomm) == ncclInvalidUsage, "ncclDevCommDestroy");
-  void* p;
-  REXPECT(r, ncclGetLsaMultimemDevicePointer(NULL, 0, &p) == ncclInvalidUsage, "multimem pointer");
-  RCHECK(r, ncclCommDestroy(comm));
-  return 0;
-}
-
 /* A signal that never comes: BRAID_TIMEOUT ends the wait with ncclSystemError naming the peer.
  * Rank 1 waits outside braid meanwhile (a collective would meet BRAID_TIMEOUT itself). */
 static int body_timeout(struct harness_rank* r) {
@@ -408,12 +391,6 @@ START_TEST(test_wait_timeout) {
 }
 END_TEST
 
-START_TEST(test_devapi) {
-  use_mode(SYM_THREADS, 0);
-  ck_assert_int_eq(harness_run(2, HARNESS_THREADS, body_devapi, NULL, RANK_TIMEOUT_S), 0);
-}
-END_TEST
-
 /* ncclMemAlloc memory has no name: a process that exits without ncclMemFree leaves nothing
  * in /dev/shm (glob for its pid: other engineers' runs add entries of their own). */
 START_TEST(test_memalloc_exit) {
@@ -445,7 +422,6 @@ Suite* sym_suite(void) {
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_loop_test(tc, test_windows, 0, SYM_NMODES);
   tcase_add_loop_test(tc, test_badargs, 0, 2);
-  tcase_add_test(tc, test_devapi);
   tcase_add_test(tc, test_wait_timeout);
   tcase_add_test(tc, test_memalloc_exit);
   suite_add_tcase(s, tc);

@@ -18,9 +18,9 @@
 #include "topo/tuner.h"
 
 static void env_reset(void) {
-  const char* vars[] = {"NCCL_ALGO",          "NCCL_PROTO",      "NCCL_MIN_NCHANNELS",
-                        "NCCL_MAX_NCHANNELS", "NCCL_NTHREADS",   "NCCL_LL128_NTHREADS",
-                        "NCCL_NVLS_ENABLE",   "NCCL_PAT_ENABLE", "NCCL_CROSS_NIC"};
+  const char* vars[] = {"NCCL_ALGO",      "NCCL_PROTO",          "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+                        "NCCL_NTHREADS",  "NCCL_LL128_NTHREADS", "NCCL_NVLS_ENABLE",   "NCCL_PAT_ENABLE",
+                        "NCCL_CROSS_NIC", "BRAID_LSA_VARIANT"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
   braid_param_reload();
 }
@@ -168,6 +168,59 @@ START_TEST(test_host_mode) {
     braid_tuner_free(t);
     braid_graph_free(g);
   }
+}
+END_TEST
+
+/* Host mode on one node with the one-/two-shot scratch (core/sym/lsa.c): NVLS all-reduces up
+ * to its size, one-shot while latency dominates, two-shot once the n-fold loads cost more than
+ * a second handshake (never at 2 ranks); nothing else, nothing bigger, NCCL_ALGO and
+ * BRAID_LSA_VARIANT obeyed; without the scratch NVLS has no price in host mode. */
+static struct braid_tuner_choice lsa_tuner_choice(int ppn, size_t bytes, int func) {
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  struct braid_tuner_choice c;
+  ck_assert_int_eq(make_tuner("cpu-only.xml", 1, ppn, 1, &t, &g), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  ck_assert_float_eq(braid_tuner_predict(t, BRAID_FUNC_AllReduce, BRAID_ALGO_NVLS, BRAID_PROTO_SIMPLE, 8), -1.0f);
+  braid_tuner_enable_lsa(t, 512 << 10, 2);
+  ck_assert_int_eq(braid_tuner_choose(t, func, bytes, &c), ncclSuccess);
+  braid_tuner_free(t);
+  braid_graph_free(g);
+  return c;
+}
+
+START_TEST(test_host_lsa) {
+  env_reset();
+  struct braid_tuner_choice c = lsa_tuner_choice(2, 8, BRAID_FUNC_AllReduce);
+  ck_assert_int_eq(c.algo, BRAID_ALGO_NVLS);
+  ck_assert_int_eq(c.variant, 1); /* BRAID_LSA_ONESHOT */
+  ck_assert_int_eq(c.nchannels, 1);
+  for (size_t b = 8; b <= (512 << 10); b *= 4) {
+    c = lsa_tuner_choice(2, b, BRAID_FUNC_AllReduce);
+    ck_assert(c.algo != BRAID_ALGO_NVLS || c.variant == 1);
+  }
+  ck_assert_int_eq(lsa_tuner_choice(4, 8, BRAID_FUNC_AllReduce).variant, 1);
+  int twoshot = 0; /* 4 ranks: one-shot, then two-shot (BRAID_LSA_TWOSHOT), never back */
+  for (size_t b = 8; b <= (512 << 10); b *= 2) {
+    c = lsa_tuner_choice(4, b, BRAID_FUNC_AllReduce);
+    if (c.algo != BRAID_ALGO_NVLS) continue;
+    ck_assert(c.variant == 2 || !twoshot);
+    twoshot |= c.variant == 2;
+  }
+  ck_assert(twoshot);
+  ck_assert_int_ne(lsa_tuner_choice(2, (512 << 10) + 1, BRAID_FUNC_AllReduce).algo, BRAID_ALGO_NVLS);
+  ck_assert_int_ne(lsa_tuner_choice(2, 8, BRAID_FUNC_ReduceScatter).algo, BRAID_ALGO_NVLS);
+  ck_assert_int_eq(lsa_tuner_choice(2, 8, BRAID_FUNC_AllReduce).variant, 1);
+  setenv("NCCL_ALGO", "^NVLS", 1);
+  braid_param_reload();
+  ck_assert_int_ne(lsa_tuner_choice(2, 8, BRAID_FUNC_AllReduce).algo, BRAID_ALGO_NVLS);
+  setenv("NCCL_ALGO", "allreduce:nvls", 1);
+  setenv("BRAID_LSA_VARIANT", "twoshot", 1);
+  braid_param_reload();
+  c = lsa_tuner_choice(2, 8, BRAID_FUNC_AllReduce);
+  ck_assert_int_eq(c.algo, BRAID_ALGO_NVLS);
+  ck_assert_int_eq(c.variant, 2);
+  env_reset();
 }
 END_TEST
 
@@ -384,6 +437,7 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_tree_uses_tree_graph);
   tcase_add_test(tc, test_host_mode);
   tcase_add_test(tc, test_host_fake_nodes);
+  tcase_add_test(tc, test_host_lsa);
   suite_add_tcase(s, tc);
   tc = tcase_create("env");
   tcase_set_timeout(tc, 60);

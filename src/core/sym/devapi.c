@@ -1,11 +1,10 @@
 /*
- * devapi.c - the host entry points of NCCL's device API (nccl_device/core.h) that programs
- * bind at load time (PyTorch's libtorch_cuda.so imports four of them). The device API itself
- * is another change's (issue 19): until it lands, ncclDevCommCreate / ncclDevCommDestroy and
- * the multicast pointer query refuse with ncclInvalidUsage and a WARN naming the function.
- * The peer pointer queries are answered now from the windows (window.c): a peer's window as
- * this rank can load and store it, for peers in its LSA team (same process or node); NULL for
- * the others, as NCCL answers for peers outside the team.
+ * devapi.c - the device API's host-side pointer queries (include/nccl_device.h; PyTorch's
+ * libtorch_cuda.so imports them): a peer's window as this rank can load and store it, for
+ * peers it reaches by load/store (same process or node); NULL for the others, as NCCL answers
+ * for peers outside the team. Multicast pointers exist only for windows with a multicast
+ * mapping, which braid makes nowhere yet (no NVSwitch multicast object on any machine it has
+ * run on): those queries say so with ncclInvalidUsage. Device communicators: devcomm.c.
  */
 #include <stddef.h>
 
@@ -13,37 +12,36 @@
 #include "base/check.h"
 #include "core/sym/sym.h"
 
-/* nccl_device/core.h's types; only pointers to them cross here. */
-struct ncclDevCommRequirements;
-struct ncclDevComm;
+static ncclResult_t window_of(ncclWindow_t window, void** outPtr, const char* fn, struct ncclWindow_vidmem** w_p);
 
-#define DEVAPI_NOT_YET(fn)                                                                              \
-  do {                                                                                                  \
-    BRAID_WARN(                                                                                         \
-        "%s: the NCCL device API is not implemented in braid yet (device communicators, LSA barriers, " \
-        "GIN); use the host API",                                                                       \
-        fn);                                                                                            \
-    return ncclInvalidUsage;                                                                            \
-  } while (0)
-
-BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const struct ncclDevCommRequirements* reqs,
-                                         struct ncclDevComm* outDevComm) {
-  BRAID_CHECK(braid_comm_check(comm, "ncclDevCommCreate"));
-  DEVAPI_NOT_YET("ncclDevCommCreate");
+static ncclResult_t multimem_pointer(ncclWindow_t window, size_t offset, void** outPtr, const char* fn) {
+  struct ncclWindow_vidmem* w;
+  BRAID_CHECK(window_of(window, outPtr, fn, &w));
+  if (offset >= w->size) {
+    BRAID_WARN("%s: offset %zu is outside the window of %zu bytes", fn, offset, w->size);
+    return ncclInvalidArgument;
+  }
+  if (w->view.multimem == NULL) {
+    BRAID_WARN(
+        "%s: window %p has no multicast mapping: no NVSwitch multicast object exists on this system "
+        "(ncclCommQueryProperties: multimemSupport 0)",
+        fn, (void*)window);
+    return ncclInvalidUsage;
+  }
+  *outPtr = (char*)w->view.multimem + offset;
+  return ncclSuccess;
 }
-BRAID_PROFILE_ALIAS(ncclDevCommCreate)
-
-BRAID_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const struct ncclDevComm* devComm) {
-  BRAID_CHECK(braid_comm_check(comm, "ncclDevCommDestroy"));
-  DEVAPI_NOT_YET("ncclDevCommDestroy");
-}
-BRAID_PROFILE_ALIAS(ncclDevCommDestroy)
 
 BRAID_API ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr) {
-  BRAID_WARN("ncclGetLsaMultimemDevicePointer: no multicast memory in braid yet (NVLS is another change's)");
-  return ncclInvalidUsage;
+  return multimem_pointer(window, offset, outPtr, "ncclGetLsaMultimemDevicePointer");
 }
 BRAID_PROFILE_ALIAS(ncclGetLsaMultimemDevicePointer)
+
+BRAID_API ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem,
+                                                    void** outPtr) {
+  return multimem_pointer(window, offset, outPtr, "ncclGetMultimemDevicePointer");
+}
+BRAID_PROFILE_ALIAS(ncclGetMultimemDevicePointer)
 
 /* The window behind a handle, found through its communicator. */
 static ncclResult_t window_of(ncclWindow_t window, void** outPtr, const char* fn, struct ncclWindow_vidmem** w_p) {
@@ -81,17 +79,15 @@ BRAID_API ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offs
 }
 BRAID_PROFILE_ALIAS(ncclGetPeerDevicePointer)
 
-/* lsaRank: the index among the ranks this rank reaches by load/store, in rank order. */
+/* lsaRank: the index in this rank's LSA team (ncclTeamLsa). */
 BRAID_API ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
   const char* fn = "ncclGetLsaDevicePointer";
   struct ncclWindow_vidmem* w;
   BRAID_CHECK(window_of(window, outPtr, fn, &w));
-  int idx = 0;
-  for (int r = 0; r < w->comm->nranks; r++) {
-    if (!w->comm->sym->peer_local[r]) continue;
-    if (idx++ == lsaRank) return peer_pointer(w, offset, r, outPtr, fn);
+  if (lsaRank < 0 || lsaRank >= w->view.lsaSize) {
+    BRAID_WARN("%s: invalid lsaRank %d (this rank's LSA team has %d ranks)", fn, lsaRank, w->view.lsaSize);
+    return ncclInvalidArgument;
   }
-  BRAID_WARN("%s: invalid lsaRank %d (this rank's LSA team has %d ranks)", fn, lsaRank, idx);
-  return ncclInvalidArgument;
+  return peer_pointer(w, offset, w->view.worldLsa0 + lsaRank, outPtr, fn);
 }
 BRAID_PROFILE_ALIAS(ncclGetLsaDevicePointer)

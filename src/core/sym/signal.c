@@ -97,6 +97,7 @@ ncclResult_t braid_sym_init(struct braid_comm* comm) {
   pthread_mutex_init(&s->lock, NULL);
   comm->sym = s;
   s->nctx = comm->config.numRmaCtx;
+  braid_sym_lsa_team(comm);
   if (s->nctx <= 0) return ncclSuccess; /* one-sided operations off: no inbox */
   BRAID_CALLOC_GOTO(s->peer_local, n, res, out);
   BRAID_CALLOC_GOTO(s->peer_inbox, n, res, out);
@@ -146,6 +147,8 @@ void braid_sym_ready(struct braid_comm* comm) {
 void braid_sym_free(struct braid_comm* comm) {
   struct braid_sym* s = comm->sym;
   if (s == NULL) return;
+  braid_devcomm_free_all(comm);
+  braid_lsa_free(comm);
   braid_win_free_all(comm);
   for (int r = 0; s->peer_names != NULL && r < comm->nranks; r++) /* init never got to sym_ready */
     if (s->peer_names[r][0] != '\0') shm_unlink(s->peer_names[r]);

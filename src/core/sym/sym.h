@@ -17,6 +17,7 @@
 
 #include "core/comm.h"
 #include "device/device.h"
+#include "nccl_device.h"
 
 #define BRAID_SYM_NSIGNALS 8 /* signal indices per context (NCCL 2.30 itself accepts only 0) */
 #define BRAID_SYM_NAME_MAX 64
@@ -63,7 +64,8 @@ struct braid_win_info {
 /* The window handle (ncclWindow_t). Every rank holds its own for the same registration;
  * registrations are collective and ordered, so `id` is the same on every rank. */
 struct ncclWindow_vidmem {
-  uint64_t magic; /* BRAID_WIN_MAGIC while registered */
+  ncclWindow_vidmem_view_t view; /* first: what device code reads through the handle (nccl_device.h) */
+  uint64_t magic;                /* BRAID_WIN_MAGIC while registered */
   struct braid_comm* comm;
   struct ncclWindow_vidmem* next; /* the communicator's windows */
   uint64_t id;
@@ -75,8 +77,11 @@ struct ncclWindow_vidmem {
   void** unmap;                 /* [nranks] cookies of the mappings this rank made */
   size_t mapped_bytes;          /* bytes of peer mappings this window holds (memory statistics) */
   int mapped;                   /* peer mappings present (0 while suspended) */
+  int pinned;                   /* this struct (and view.lsaPtrs after it) is device-layer pinned memory */
 };
 
+/* ncclCommWindowRegister without the communicator check (collective; init uses it too). */
+ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 /* The window of comm whose handle is `win`, or NULL (with a WARN naming fn). */
 struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t win, const char* fn);
 /* The window with registration number id (remote puts name windows by id). */
@@ -102,7 +107,10 @@ struct braid_sym {
   uint64_t* waited;                       /* [nranks][nctx][NSIGNALS]: signals consumed by ncclWaitSignal */
   struct ncclWindow_vidmem* windows;
   uint64_t next_win_id;
-  pthread_mutex_t lock; /* windows list, remote sends */
+  int lsa0, lsa_size;             /* the LSA team: world ranks lsa0 .. lsa0 + lsa_size - 1 (devcomm.c) */
+  struct braid_devcomm* devcomms; /* ncclDevCommCreate's resources (devcomm.c) */
+  struct braid_lsa* lsa;          /* the NVLS-style all-reduce scratch, or NULL (lsa.c) */
+  pthread_mutex_t lock;           /* windows list, remote sends */
   /* ncclCommGrow */
   int grow_pending; /* ncclCommGetUniqueId made an id no grow has used yet */
   ncclUniqueId grow_id;
@@ -129,6 +137,27 @@ ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int
 /* Apply the next message from `peer` (blocking): a put lands in its window, a signal bumps
  * the inbox. */
 ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer);
+
+/* ---- device communicators (devcomm.c) ----------------------------------------------------- */
+
+/* The LSA team of every rank: the largest block size d dividing nranks such that each block of
+ * d consecutive ranks is mutually load/store reachable (the same answer on every rank: it is
+ * computed from the allgathered peer facts). Sets s->lsa0 / s->lsa_size. */
+void braid_sym_lsa_team(struct braid_comm* comm);
+/* Destroy what ncclDevCommCreate made and ncclDevCommDestroy did not (communicator teardown). */
+void braid_devcomm_free_all(struct braid_comm* comm);
+
+/* ---- the NVLS-style all-reduce's scratch (lsa.c) ----------------------------------------- */
+
+/* Host mode, when every rank is in one LSA team (one node) and NCCL_NVLS_ENABLE allows: a
+ * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES) per rank, and the tuner told it
+ * may pick one-shot / two-shot all-reduces up to that size. Collective (init). */
+ncclResult_t braid_lsa_init(struct braid_comm* comm);
+void braid_lsa_free(struct braid_comm* comm);
+struct braid_lsa_view;
+/* The view a work item of this call uses (peer mappings as they are now), and the call's
+ * number; NULL when the communicator has no scratch. */
+const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p);
 
 /* Memory statistics (suspend.c). */
 void braid_sym_mem_bytes(const struct braid_comm* comm, uint64_t* suspendable_p, uint64_t* persistent_p);

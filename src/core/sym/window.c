@@ -53,8 +53,58 @@ static void win_unmap(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
     w->unmap[r] = NULL;
     if (r != comm->rank) w->peer_ptr[r] = NULL;
   }
+  for (int i = 0; i < w->view.lsaSize; i++) w->view.lsaPtrs[i] = NULL;
   w->mapped_bytes = 0;
   w->mapped = 0;
+}
+
+/* The device's view (nccl_device.h): the LSA team's buffers, in LSA rank order. */
+static void win_view_fill(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  w->view.localPtr = w->user_ptr;
+  w->view.size = w->size;
+  for (int i = 0; i < w->view.lsaSize; i++) w->view.lsaPtrs[i] = w->peer_ptr[w->view.worldLsa0 + i];
+}
+
+/* The handle is read by device code: on a device, pinned mapped memory whose device address is
+ * its host address (UVA); elsewhere (host mode) plain memory. view.lsaPtrs follows the struct. */
+static ncclResult_t win_alloc(struct braid_comm* comm, struct ncclWindow_vidmem** w_p) {
+  const struct braid_sym* s = comm->sym;
+  size_t bytes = sizeof(struct ncclWindow_vidmem) + (size_t)s->lsa_size * sizeof(void*);
+  struct ncclWindow_vidmem* w = NULL;
+  int pinned = 0;
+  if (comm->device != NULL) {
+    void *h = NULL, *d = NULL;
+    if (comm->device->host_alloc(&h, &d, bytes) == ncclSuccess) {
+      if (h == d) {
+        w = h;
+        pinned = 1;
+      } else {
+        comm->device->host_free(h); /* no UVA: device code cannot use the handle (ncclDevCommCreate says so) */
+      }
+    }
+  }
+  if (w == NULL) w = calloc(1, bytes);
+  if (w == NULL) {
+    BRAID_WARN("ncclCommWindowRegister: out of memory (%zu bytes)", bytes);
+    return ncclSystemError;
+  }
+  w->pinned = pinned;
+  w->view.lsaPtrs = (void**)(w + 1);
+  w->view.lsaSize = s->lsa_size;
+  w->view.lsaRank = comm->rank - s->lsa0;
+  w->view.worldLsa0 = s->lsa0;
+  *w_p = w;
+  return ncclSuccess;
+}
+
+static void win_struct_free(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  free(w->infos);
+  free(w->peer_ptr);
+  free(w->unmap);
+  if (w->pinned)
+    comm->device->host_free(w);
+  else
+    free(w);
 }
 
 /* Peer mappings: same process -> its pointer; local other process -> map its share. */
@@ -75,6 +125,7 @@ static ncclResult_t win_map(struct braid_comm* comm, struct ncclWindow_vidmem* w
     }
     w->mapped_bytes += p->share.kind == BRAID_SHARE_SHM ? p->share.seg_bytes : p->size;
   }
+  win_view_fill(comm, w);
   w->mapped = 1;
   return ncclSuccess;
 }
@@ -144,17 +195,14 @@ static ncclResult_t my_info(struct braid_comm* comm, void* buff, size_t size, in
   return braid_mem_share(buff, size, me->on_device, &me->share);
 }
 
-BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, size_t size, ncclWindow_t* win,
-                                              int winFlags) {
+ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   const char* fn = "ncclCommWindowRegister";
   ncclResult_t res = ncclSuccess, mine;
-  BRAID_CHECK(braid_comm_check(handle, fn));
-  struct braid_comm* comm = braid_comm_of(handle);
   struct ncclWindow_vidmem* w = NULL;
   int *oks = NULL, n = comm->nranks;
   /* Bad arguments on one rank still take part in the allgathers (size 0 tells the others). */
   mine = win_args(comm, buff, size, win, winFlags);
-  BRAID_CALLOC_GOTO(w, 1, res, out);
+  BRAID_CHECK_GOTO(win_alloc(comm, &w), res, out);
   BRAID_CALLOC_GOTO(w->infos, n, res, out);
   BRAID_CALLOC_GOTO(w->peer_ptr, n, res, out);
   BRAID_CALLOC_GOTO(w->unmap, n, res, out);
@@ -189,23 +237,21 @@ BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, siz
   w = NULL;
 out:
   free(oks);
-  if (w != NULL) {
-    free(w->infos);
-    free(w->peer_ptr);
-    free(w->unmap);
-    free(w);
-  }
+  if (w != NULL) win_struct_free(comm, w);
   return res != ncclSuccess ? res : mine;
+}
+
+BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, size_t size, ncclWindow_t* win,
+                                              int winFlags) {
+  BRAID_CHECK(braid_comm_check(handle, "ncclCommWindowRegister"));
+  return braid_win_register(braid_comm_of(handle), buff, size, win, winFlags);
 }
 BRAID_PROFILE_ALIAS(ncclCommWindowRegister)
 
 static void win_destroy(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
   win_unmap(comm, w);
   w->magic = 0;
-  free(w->infos);
-  free(w->peer_ptr);
-  free(w->unmap);
-  free(w);
+  win_struct_free(comm, w);
 }
 
 BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t win) {

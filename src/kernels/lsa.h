@@ -1,0 +1,139 @@
+/*
+ * lsa.h - NVLS-style all-reduce over load/store-reachable memory (LSA: the ranks of a node),
+ * in the shared C / CUDA C subset of the data path. Host mode runs it over shared-memory
+ * segments every local rank maps (core/sym/lsa.c makes them); the same steps over CUDA IPC
+ * peer mappings, and over a multicast object (one multimem.ld_reduce / multimem.st instead of
+ * the loops over peers), are the device versions still to come.
+ *
+ * Each rank's segment: an arrival counter, a reduce-scatter counter (one cache line each),
+ * then two input slots and two result slots of slot_bytes, used alternately by odd and even
+ * calls. A call numbered seq (the same on every rank):
+ *   1. waits until every rank arrived at seq-1: they all finished reading what call seq-2 left
+ *      in the slot this call overwrites;
+ *   2. copies its input, with its own pre-op (PreMulSum's scalar is per rank), into its input
+ *      slot (user buffers need not be in a window) and publishes arrive = seq (release);
+ *   3. waits for every rank's arrive >= seq (acquire);
+ *   4. one-shot: loads every rank's input and reduces all of it into its output;
+ *      two-shot: reduces chunk `rank` of every input into its result slot, publishes rs = seq,
+ *      then loads every rank's reduced chunk into its output.
+ *   5. writes done[me] = seq into every segment: it reads nothing of them any more (a segment
+ *      may be unmapped once its done[] says every peer finished its last call: core/sym/lsa.c).
+ * Every rank reduces in rank order 0..n-1, so every rank's output has the same bits (and the
+ * two variants agree). PreMulSum's multiplier applies to each input once, by its owner,
+ * SumPostDiv's division after the last operand, as in the ring.
+ */
+#ifndef BRAID_KERNELS_LSA_H
+#define BRAID_KERNELS_LSA_H
+
+#include "kernels/prims.h"
+#include "kernels/reduce.h"
+#include "kernels/work.h"
+
+#define BRAID_LSA_ARRIVE_OFF 0
+#define BRAID_LSA_RS_OFF 64
+#define BRAID_LSA_DONE_OFF 128 /* [nranks]: the last call rank r finished reading this segment in */
+#define BRAID_LSA_DATA_OFF 4096
+/* Bytes of one rank's segment for slots of slot_bytes. */
+#define BRAID_LSA_SEG_BYTES(slot_bytes) (BRAID_LSA_DATA_OFF + 4 * (size_t)(slot_bytes))
+
+HD char* braid_lsa_in(const struct braid_lsa_view* v, int r, uint32_t seq) {
+  return v->seg[r] + BRAID_LSA_DATA_OFF + (size_t)(seq & 1) * v->slot_bytes;
+}
+HD char* braid_lsa_res(const struct braid_lsa_view* v, int r, uint32_t seq) {
+  return v->seg[r] + BRAID_LSA_DATA_OFF + (size_t)(2 + (seq & 1)) * v->slot_bytes;
+}
+HD volatile uint64_t* braid_lsa_flag(const struct braid_lsa_view* v, int r, size_t off) {
+  return (volatile uint64_t*)(v->seg[r] + off);
+}
+
+/* Step 5: tell every rank this one will not read its segment for call seq any more. */
+HD void braid_lsa_done(const struct braid_lsa_view* v, int me, uint32_t seq) {
+  for (int r = 0; r < v->nranks; r++) simt_st_release_u64(braid_lsa_flag(v, r, BRAID_LSA_DONE_OFF + 8 * me), seq);
+}
+
+/* Until the counter reached seq (mod 2^32, so call numbers may wrap): 0, or the abort flag's value. */
+HD int braid_lsa_wait(const volatile uint64_t* p, uint32_t seq, const volatile uint32_t* abort_flag) {
+  uint32_t spins = 0;
+  while ((int32_t)((uint32_t)simt_ld_acquire_u64(p) - seq) < 0) {
+    int st = braid_spin_check(&spins, abort_flag);
+    if (st) return st;
+  }
+  return 0;
+}
+HD int braid_lsa_wait_all(const struct braid_lsa_view* v, size_t off, uint32_t seq,
+                          const volatile uint32_t* abort_flag) {
+  for (int r = 0; r < v->nranks; r++) {
+    int st = braid_lsa_wait(braid_lsa_flag(v, r, off), seq, abort_flag);
+    if (st) return st;
+  }
+  return 0;
+}
+
+/* mm_ld_reduce over unicast pointers: dst[i] = op over src[0..nsrc)[i], the post-op after the
+ * last operand. The operands are staged inputs, whose pre-op (PreMulSum: each rank's own
+ * scalar) was applied by their owner (braid_lsa_stage). (Multicast: one multimem.ld_reduce.) */
+HD void braid_lsa_ld_reduce(const struct braid_redop* op, void* dst, const void* const* src, int nsrc, size_t n) {
+  if (nsrc == 1) {
+    braid_reduce_copy(op, dst, NULL, src[0], 0, NULL, 0, 1, n);
+    return;
+  }
+  braid_reduce_copy(op, dst, NULL, src[0], 0, src[1], 0, nsrc == 2, n);
+  for (int i = 2; i < nsrc; i++) braid_reduce_copy(op, dst, NULL, dst, 0, src[i], 0, i == nsrc - 1, n);
+}
+
+/* Step 2's copy: the input with this rank's pre-op (PreMulSum by its own scalar, rounded to
+ * the type as a ring's first hop sends it), no post-op. */
+HD void braid_lsa_stage(const struct braid_redop* op, void* dst, const void* src, size_t n) {
+  braid_reduce_copy(op, dst, NULL, src, 1, NULL, 0, 0, n);
+}
+
+/* Plain copy of n elements (the operator's pre- and post-ops do not apply). */
+HD void braid_lsa_copy(const struct braid_redop* op, void* dst, const void* src, size_t n) {
+  braid_reduce_copy(op, dst, NULL, src, 0, NULL, 0, 0, n);
+}
+
+/* Rank r's chunk of a two-shot call: [*lo, *lo + *n) elements. */
+HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, size_t* n) {
+  size_t unit = (size_t)(64 / es), per = (count + nranks - 1) / nranks; /* whole 64-byte lines */
+  per = (per + unit - 1) / unit * unit;
+  size_t a = (size_t)r * per;
+  *lo = a < count ? a : count;
+  *n = a < count ? (per < count - a ? per : count - a) : 0;
+}
+
+/* The all-reduce of work item w (algo NVLS, one channel). Host executor: one thread. */
+HD int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_work* w) {
+  const struct braid_lsa_view* v = w->lsa;
+  const int n = w->nranks, me = w->rank, es = p->esize;
+  const uint32_t seq = w->lsa_seq;
+  const volatile uint32_t* ab = p->abort_flag;
+  const void* src[BRAID_LSA_MAX_RANKS];
+  int st;
+  if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes)
+    return BRAID_EXEC_BAD_SCHEDULE;
+  if ((st = braid_lsa_wait_all(v, BRAID_LSA_ARRIVE_OFF, seq - 1, ab)) != 0) return st;
+  braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
+  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
+  if ((st = braid_lsa_wait_all(v, BRAID_LSA_ARRIVE_OFF, seq, ab)) != 0) return st;
+  if (w->lsa_mode == BRAID_LSA_ONESHOT) {
+    for (int r = 0; r < n; r++) src[r] = braid_lsa_in(v, r, seq);
+    braid_lsa_ld_reduce(&p->op, w->recvbuff, src, n, w->count);
+    braid_lsa_done(v, me, seq);
+    return 0;
+  }
+  if (w->lsa_mode != BRAID_LSA_TWOSHOT) return BRAID_EXEC_BAD_SCHEDULE;
+  size_t lo, len;
+  braid_lsa_chunk(w->count, n, me, es, &lo, &len);
+  for (int r = 0; r < n; r++) src[r] = braid_lsa_in(v, r, seq) + lo * es;
+  if (len > 0) braid_lsa_ld_reduce(&p->op, braid_lsa_res(v, me, seq) + lo * es, src, n, len);
+  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_RS_OFF), seq);
+  for (int r = 0; r < n; r++) {
+    if ((st = braid_lsa_wait(braid_lsa_flag(v, r, BRAID_LSA_RS_OFF), seq, ab)) != 0) return st;
+    braid_lsa_chunk(w->count, n, r, es, &lo, &len);
+    if (len > 0) braid_lsa_copy(&p->op, (char*)w->recvbuff + lo * es, braid_lsa_res(v, r, seq) + lo * es, len);
+  }
+  braid_lsa_done(v, me, seq);
+  return 0;
+}
+
+#endif /* BRAID_KERNELS_LSA_H */
