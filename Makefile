@@ -25,7 +25,10 @@ CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread -fvisibility=hidden
 LDLIBS   := -pthread -lrt -ldl -lm
 
-LIB_SRCS := $(shell find src -name '*.c' | sort)
+# src/transport/net/plugin/export/ is libnccl-net-braid.so's own code (NCCL's net plugin ABI
+# over braid's Socket network), linked with the static library, never into libnccl.so.2.
+NET_EXPORT_DIR := src/transport/net/plugin/export
+LIB_SRCS := $(filter-out $(NET_EXPORT_DIR)/%,$(shell find src -name '*.c' | sort))
 # UCX (src/transport/net/ucx/): built when its headers are found (Debian: libucx-dev), UCX=0
 # builds without; libucp is dlopened at run time, so libnccl.so.2 loads where UCX is absent.
 UCX     ?= $(if $(wildcard /usr/include/ucp/api/ucp.h),1,0)
@@ -82,7 +85,16 @@ MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
 .SECONDARY:
 all: lib tools bench $(ALL_CUDA)
 
-lib: $(SO) $(BUILD)/lib/libnccl.so $(STATIC)
+NET_BRAID := $(BUILD)/lib/libnccl-net-braid.so
+NET_EXPORT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(NET_EXPORT_DIR)/*.c))
+lib: $(SO) $(BUILD)/lib/libnccl.so $(STATIC) $(NET_BRAID)
+
+# braid's Socket network as an NCCL net plugin (ncclNetPlugin_v11/_v10): for NCCL users, and
+# loaded by braid's own NCCL-ABI adapter in the tests. Only the export map's symbols leave it.
+$(NET_BRAID): $(NET_EXPORT_OBJS) $(STATIC) $(NET_EXPORT_DIR)/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=$(NET_EXPORT_DIR)/exports.map -Wl,-z,defs -Wl,--exclude-libs,ALL \
+	  -o $@ $(NET_EXPORT_OBJS) $(STATIC) $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -80,6 +80,7 @@ if [ $# -eq 0 ]; then
   [ -x tests/topo/run.sh ] && part topo-cli tests/topo/run.sh "$BUILD"
   [ -x tests/param/run.sh ] && part param tests/param/run.sh "$BUILD"
   [ -x tests/net/plugin.sh ] && part net-plugin tests/net/plugin.sh "$BUILD"
+  [ -x tests/plugins/run.sh ] && part plugins tests/plugins/run.sh "$BUILD"
   [ -x tests/net/netns.sh ] && part netns tests/net/netns.sh "$BUILD"
   # a short round of every libFuzzer target (make fuzz runs them longer)
   [ -d "$BUILD/fuzz/bin" ] && part fuzz fuzz/run.sh "$BUILD/fuzz" "${FUZZ_SECONDS:-5}"

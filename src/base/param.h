@@ -100,7 +100,7 @@
   X(P2P_USE_CUDA_MEMCPY, "NCCL_P2P_USE_CUDA_MEMCPY", ACCEPTED, BOOL, 0, "copy engines for P2P")                        \
   X(SHM_DISABLE, "NCCL_SHM_DISABLE", LIVE, BOOL, 0, "1: never use shared-memory connections")                          \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \
-  X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "external plugin library libnccl-net-<name>.so")                   \
+  X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "net plugin libraries: names, paths, a comma list")                \
   X(IB_DISABLE, "NCCL_IB_DISABLE", ACCEPTED, BOOL, 0, "1: do not use InfiniBand (braid has no IB transport)")          \
   X(IB_VERBS_LIBRARY, "BRAID_IB_VERBS_LIBRARY", LIVE, STR, NULL,                                                       \
     "tests: the verbs library to dlopen instead of libibverbs.so.1 (tests/ibemu/)")                                    \
@@ -167,7 +167,7 @@
     "the rank that writes NCCL_GRAPH_DUMP_FILE")                                                                       \
   X(NVB_DISABLE, "NCCL_NVB_DISABLE", LIVE, BOOL, 0, "no NVLink paths through an intermediate GPU")                     \
   /* plugins */                                                                                                        \
-  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", ACCEPTED, STR, NULL, "external tuner plugin library (not loaded yet)")          \
+  X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", LIVE, STR, NULL, "tuner plugin library: a name, a path, none")                  \
   X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", ACCEPTED, STR, NULL, "external profiler plugin (not loaded yet)")         \
   /* other NCCL knobs */                                                                                               \
   X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", ACCEPTED, ENUM("PARALLEL|GROUP"), "PARALLEL",                                     \

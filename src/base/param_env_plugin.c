@@ -16,6 +16,7 @@
 
 #include "base/debug.h"
 #include "base/env_plugin.h"
+#include "base/plugin_open.h"
 
 static struct braid_env_v2 plugin_v2;        /* the plugin's table, v1 adapted */
 static const struct braid_env_v1* plugin_v1; /* a v1 plugin's own table (its init) */
@@ -33,37 +34,6 @@ static void plugin_log(int level, unsigned long flags, const char* file, int lin
 static ncclResult_t v1_init(uint8_t major, uint8_t minor, uint8_t patch, const char* suffix, braid_env_logger_t log) {
   (void)log;
   return plugin_v1->init(major, minor, patch, suffix);
-}
-
-/* dlopen, saying at INFO why not (a missing file is collected into `missing`). */
-static void* try_open(const char* lib, char* missing, size_t len) {
-  void* dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-  if (dl != NULL) return dl;
-  const char* why = dlerror();
-  if (why == NULL || strstr(why, "No such file") != NULL) {
-    size_t used = strlen(missing);
-    snprintf(missing + used, len - used, " %s", lib);
-  } else {
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_ENV, "ENV/Plugin: %s: %s", lib, why);
-  }
-  return NULL;
-}
-
-static void* find_library(const char* setting, char* lib, size_t len) {
-  char missing[1024] = "";
-  if (setting == NULL || setting[0] == '\0')
-    snprintf(lib, len, "libnccl-env.so");
-  else
-    snprintf(lib, len, "%s", setting);
-  void* dl = try_open(lib, missing, sizeof(missing));
-  size_t n = setting ? strlen(setting) : 0;
-  int lib_name = n >= 3 && strncmp(setting, "lib", 3) == 0 && strcmp(setting + n - 3, ".so") == 0;
-  if (dl == NULL && n > 0 && strchr(setting, '/') == NULL && !lib_name) {
-    snprintf(lib, len, "libnccl-env-%s.so", setting);
-    dl = try_open(lib, missing, sizeof(missing));
-  }
-  if (dl == NULL && missing[0]) BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_ENV, "ENV/Plugin: Could not find:%s", missing);
-  return dl;
 }
 
 /* The table of the newest ABI the library exports, or NULL. */
@@ -95,7 +65,7 @@ int braid_env_plugin_open(const char* setting) {
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_ENV, "ENV/Plugin: NCCL_ENV_PLUGIN=none, reading the environment");
     return 0;
   }
-  void* dl = find_library(setting, lib, sizeof(lib));
+  void* dl = braid_plugin_open("ENV", "libnccl-env", BRAID_LOG_INIT | BRAID_LOG_ENV, setting, lib, sizeof(lib));
   if (dl == NULL) return 0;
   const struct braid_env_v2* p = table_of(dl, lib);
   if (p == NULL) goto err_close;

@@ -146,6 +146,7 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   for (int r = n - 1; r >= 0; r--) by_node[comm->rank_to_node[r]] = infos[r];
   BRAID_CHECK_GOTO(braid_graph_build(n, ranks, by_node, &comm->graph), res, out);
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
+  BRAID_CHECK_GOTO(braid_tuner_attach_plugin(comm->tuner, comm->comm_hash), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
   comm->topo = sys; /* the transports decide on its paths (P2P levels) */
   sys = NULL;

@@ -30,6 +30,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "plugin/tuner_plugin.h"
 #include "topo/tuner_tables.h"
 
 struct braid_tuner {
@@ -42,9 +43,10 @@ struct braid_tuner {
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   char algo_env[128], proto_env[128];
-  size_t lsa_max_bytes; /* host one-/two-shot all-reduce up to this size; 0: none */
-  int lsa_cores;        /* CPUs the ranks' spinning shares */
-  int lsa_variant;      /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
+  size_t lsa_max_bytes;              /* host one-/two-shot all-reduce up to this size; 0: none */
+  int lsa_cores;                     /* CPUs the ranks' spinning shares */
+  int lsa_variant;                   /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
+  struct braid_tuner_plugin* plugin; /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL */
 };
 
 static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
@@ -88,7 +90,24 @@ void braid_tuner_cap_channels(struct braid_tuner* t, int n) {
 }
 
 void braid_tuner_free(struct braid_tuner* t) {
+  if (t != NULL) braid_tuner_plugin_close(t->plugin);
   free(t);
+}
+
+ncclResult_t braid_tuner_attach_plugin(struct braid_tuner* t, uint64_t comm_id) {
+  struct braid_tuner_plugin_shape s;
+  memset(&s, 0, sizeof(s));
+  s.comm_id = comm_id;
+  s.nranks = t->nranks;
+  s.nnodes = t->nnodes;
+  s.nvl_domains = t->nnodes; /* one NVLink domain per node (braid sees no multi-node NVLink) */
+  s.min_ranks_per_nvl_domain = s.max_ranks_per_nvl_domain = t->ppn;
+  for (int a = 0; a < BRAID_NUM_ALGOS && a < BRAID_TUNER_PLUGIN_ALGOS; a++)
+    for (int p = 0; p < BRAID_NUM_PROTOS && p < BRAID_TUNER_PLUGIN_PROTOS; p++) {
+      s.base_lat[a][p] = t->host_mode ? braid_tuner_base_lat_host[a][p] : braid_tuner_base_lat[a][p];
+      for (int h = 0; h < 3; h++) s.hw_lat[h][a][p] = braid_tuner_hw_lat[h][a][p];
+    }
+  return braid_tuner_plugin_open(&s, &t->plugin);
 }
 
 static int arch_of(const struct braid_channel_graph* g) {
@@ -310,24 +329,60 @@ static void size_op(const struct braid_tuner* t, int a, int p, size_t bytes, str
   c->nthreads = nt;
 }
 
+/* The model's costs of every pair (-1: not allowed, or not implemented when asked). */
+static void cost_table(const struct braid_tuner* t, int func, size_t bytes, int implemented_only,
+                       float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]) {
+  for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+    for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+      cost[a][p] = implemented_only && !braid_tuner_implemented(a) && !(a == BRAID_ALGO_NVLS && t->lsa_max_bytes)
+                       ? -1.0f
+                       : model_time(t, func, a, p, bytes);
+}
+
+static struct braid_tuner_choice cheapest(float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]) {
+  struct braid_tuner_choice best = {-1, -1, 0, 0, -1.0f, 0};
+  for (int a = 0; a < BRAID_NUM_ALGOS; a++)
+    for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+      if (cost[a][p] >= 0 && (best.time_us < 0 || cost[a][p] < best.time_us)) {
+        best.algo = a;
+        best.proto = p;
+        best.time_us = cost[a][p];
+      }
+  return best;
+}
+
+/* NCCL_TUNER_PLUGIN, when one is loaded: it sees the costs of what braid can run here and may
+ * change them and the channel count (plugin/tuner_plugin.h validates what comes back). */
+static void plugin_choice(const struct braid_tuner* t, int func, size_t bytes,
+                          float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS], struct braid_tuner_choice* best) {
+  int nch = best->nchannels;
+  if (!braid_tuner_plugin_apply(t->plugin, func, bytes, cost, &nch, t->nchannels)) return;
+  struct braid_tuner_choice tuned = cheapest(cost);
+  if (tuned.algo < 0) {
+    BRAID_INFO(BRAID_LOG_TUNING, "TUNER/Plugin: %s left %s no algorithm and protocol; braid's choice is kept",
+               braid_tuner_plugin_name(t->plugin), braid_tuner_func_name(func));
+    return;
+  }
+  if (tuned.algo != best->algo || tuned.proto != best->proto) {
+    size_op(t, tuned.algo, tuned.proto, bytes, &tuned);
+  } else {
+    tuned.nchannels = best->nchannels;
+    tuned.nthreads = best->nthreads;
+  }
+  if (nch != best->nchannels) tuned.nchannels = nch;
+  tuned.time_us = model_time(t, func, tuned.algo, tuned.proto, bytes); /* the model's prediction */
+  *best = tuned;
+}
+
 static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes, int implemented_only,
                             struct braid_tuner_choice* out) {
-  struct braid_tuner_choice best = {-1, -1, 0, 0, -1.0f, 0};
+  float cost[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   if (t == NULL || out == NULL || func < 0 || func >= BRAID_NUM_FUNCS || func == BRAID_FUNC_SendRecv) {
     BRAID_WARN("braid_tuner_choose: bad argument (tuner %p, func %d)", (const void*)t, func);
     return ncclInvalidArgument;
   }
-  for (int a = 0; a < BRAID_NUM_ALGOS; a++) {
-    if (implemented_only && !braid_tuner_implemented(a) && !(a == BRAID_ALGO_NVLS && t->lsa_max_bytes)) continue;
-    for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
-      float time = model_time(t, func, a, p, bytes);
-      if (time >= 0 && (best.time_us < 0 || time < best.time_us)) {
-        best.algo = a;
-        best.proto = p;
-        best.time_us = time;
-      }
-    }
-  }
+  cost_table(t, func, bytes, implemented_only, cost);
+  struct braid_tuner_choice best = cheapest(cost);
   if (best.algo < 0) {
     BRAID_WARN("Error : no algorithm/protocol available for function %s.%s%s%s%s%s", braid_tuner_func_name(func),
                t->algo_env[0] ? " NCCL_ALGO was set to " : "", t->algo_env, t->algo_env[0] ? "." : "",
@@ -335,6 +390,7 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
     return ncclInvalidUsage;
   }
   size_op(t, best.algo, best.proto, bytes, &best);
+  if (implemented_only) plugin_choice(t, func, bytes, cost, &best);
   if (best.algo == BRAID_ALGO_NVLS && t->host_mode) {
     lsa_time(t, bytes, &best.variant);
     best.nchannels = 1; /* the calling thread does it all */

@@ -40,6 +40,9 @@ struct braid_tuner_choice {
 
 ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, int nnodes, struct braid_tuner** t_p);
 void braid_tuner_free(struct braid_tuner* t);
+/* NCCL_TUNER_PLUGIN (plugin/tuner_plugin.h): this communicator's plugin context, when a plugin
+ * is loaded; from then on braid_tuner_choose hands each call's cost table to it. */
+ncclResult_t braid_tuner_attach_plugin(struct braid_tuner* t, uint64_t comm_id);
 
 /* The fastest allowed and implemented choice for `bytes` (max of send and receive size) of
  * function `func` (enum braid_func, not SendRecv). Logs NCCL's TUNING line

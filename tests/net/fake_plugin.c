@@ -1,7 +1,8 @@
 /*
  * fake_plugin.c - net plugin libraries for tests/net/plugin.sh, one per -D choice:
- *   FAKE_NCCL_ABI   exports only NCCL's symbol (ncclNetPlugin_v8): braid must say it does not
- *                   load that ABI and use its own Socket network;
+ *   FAKE_NCCL_ABI   exports only NCCL's ABI (ncclNetPlugin_v8, "FakeNccl", no device): braid
+ *                   loads it through its adapter (v8), finds no device and uses Socket;
+ *   FAKE_NCCL_V12   exports only ncclNetPlugin_v12 (newer than braid's v11): unsupported;
  *   FAKE_BROKEN     a braid plugin ("Broken") whose init fails: skipped, Socket used;
  *   FAKE_NODEV      a braid plugin ("Nodev") with no device: skipped, Socket used; NCCL_NET=Nodev
  *                   then fails with a clear error.
@@ -12,8 +13,25 @@
 #include "transport/net/net.h"
 
 #if defined(FAKE_NCCL_ABI)
+#include "transport/net/plugin/nccl_net_abi.h"
+static ncclResult_t fake_init(nccl_abi_logger_t log) {
+  log(3, 0x10, __FILE__, __LINE__, "NET/FakeNccl : init through NCCL's v8 logger");
+  return ncclSuccess;
+}
+static ncclResult_t fake_devices(int* ndev) {
+  *ndev = 0;
+  return ncclSuccess;
+}
+static ncclResult_t fake_unused(void) {
+  return ncclInternalError; /* never called: no device */
+}
+#define U (void*)fake_unused
+__attribute__((visibility("default"))) const struct nccl_net_v8 ncclNetPlugin_v8 = {
+    "FakeNccl", fake_init, fake_devices, U, U, U, U, U, U, U, U, U, U, U, U, U, U, U, U,
+};
+#elif defined(FAKE_NCCL_V12)
 /* Only the symbol matters: braid must not call into it. */
-__attribute__((visibility("default"))) const char ncclNetPlugin_v8[256] = "not a braid plugin";
+__attribute__((visibility("default"))) const char ncclNetPlugin_v12[256] = "newer than braid";
 #else
 #if defined(FAKE_BROKEN)
 #define FAKE_NAME "Broken"

@@ -2,7 +2,7 @@
 # plugin.sh - NCCL_NET_PLUGIN and NCCL_NET: external net plugin libraries are looked for, loaded
 # or refused with an INFO line saying why, and the built-in Socket network takes over; a
 # NCCL_NET naming a network that cannot start fails with a clear error instead of hanging.
-# Builds the fake plugins of tests/net/fake_plugin.c, then runs 2 ranks on 2 fake nodes
+# Builds the fake plugins of tests/net/fake_plugin.c (and uses $BUILD/lib/libnccl-net-braid.so), then runs 2 ranks on 2 fake nodes
 # (all_reduce_perf through NCCL_COMM_ID) once per case.
 #
 # Usage: tests/net/plugin.sh [BUILD]    Prints "N passed, N failed"; exits non-zero on failure.
@@ -14,7 +14,7 @@ CC=${CC:-cc}
 [ -x "$BIN" ] || { echo "plugin: SKIPPED: $BIN is missing: build first"; echo "0 passed, 0 failed"; exit 0; }
 OUT=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$OUT"' EXIT
-for v in NCCL_ABI:ncclabi BROKEN:broken NODEV:nodev; do
+for v in NCCL_ABI:ncclabi NCCL_V12:v12 BROKEN:broken NODEV:nodev; do
   $CC -shared -fPIC -fvisibility=hidden -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -DFAKE_${v%%:*} \
     -o "$OUT/libnccl-net-${v##*:}.so" tests/net/fake_plugin.c || { echo "plugin: cannot build the fake plugins"; echo "0 passed, 1 failed"; exit 1; }
 done
@@ -32,7 +32,7 @@ case_run() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
     echo $((20000 + RANDOM % 12000)))
   for r in 0 1; do
-    env $env LD_LIBRARY_PATH="$OUT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=$r WORLD_SIZE=2 \
+    env $env LD_LIBRARY_PATH="$OUT:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=$r WORLD_SIZE=2 \
       NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-plugin-node$r NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO \
       NCCL_DEBUG_SUBSYS=INIT,NET timeout 60 "$BIN" -b 8 -e 64K -f 8 -c 1 -w 1 -n 2 >"$OUT/$name.$r" 2>&1 &
     pids+=($!)
@@ -52,10 +52,19 @@ case_run() {
   fi
 }
 
-case_run default 0 "" "NET/Plugin: Could not find: libnccl-net.so." "Using network Socket" "via NET/Socket/0"
-case_run missing 0 "NCCL_NET_PLUGIN=braid_nothere" "Could not find: libnccl-net-braid_nothere.so." "Using network Socket"
+case_run default 0 "" "NET/Plugin: Could not find: libnccl-net.so\$" "Using network Socket" "via NET/Socket/0"
+case_run missing 0 "NCCL_NET_PLUGIN=braid_nothere" "Could not find: braid_nothere libnccl-net-braid_nothere.so" "Using network Socket"
 case_run none 0 "NCCL_NET_PLUGIN=none" "NCCL_NET_PLUGIN=none" "Using network Socket"
-case_run nccl-abi 0 "NCCL_NET_PLUGIN=ncclabi" "exports ncclNetPlugin_v8 (NCCL's net plugin ABI)" "Using network Socket"
+case_run nccl-abi 0 "NCCL_NET_PLUGIN=ncclabi" "NET/Plugin: Loaded net plugin FakeNccl (v8)" "init through NCCL's v8 logger" \
+  "NET/FakeNccl : No device found." "Using network Socket"
+case_run nccl-v12 0 "NCCL_NET_PLUGIN=v12" "External network plugin .*libnccl-net-v12.so is unsupported (it exports ncclNetPlugin_v12" \
+  "Using network Socket"
+# a list (NCCL 2.27+): the first that starts wins, the rest is not opened
+case_run list 0 "NCCL_NET_PLUGIN=braid_nothere,nodev,ncclabi,broken" "Could not find: braid_nothere" \
+  "NET/Nodev : No device found." "NET/FakeNccl : No device found." "Loaded net plugin Broken" "Using network Socket"
+# braid's own Socket network under NCCL's ABI (libnccl-net-braid.so, found by its short name)
+case_run braid 0 "NCCL_NET_PLUGIN=braid" "NET/Plugin: Loaded net plugin BraidSocket (v11)" "Using network BraidSocket" \
+  "via NET/BraidSocket/0"
 case_run broken 0 "NCCL_NET_PLUGIN=broken" "Loaded net plugin Broken" "Using network Socket"
 case_run nodev 0 "NCCL_NET_PLUGIN=nodev" "NET/Nodev : No device found." "Using network Socket"
 case_run nodev-forced fail "NCCL_NET_PLUGIN=nodev NCCL_NET=Nodev" "NCCL_NET=Nodev could not start"

@@ -37,8 +37,9 @@
  *     fails must write nothing more into memory the user got back.
  * A plugin that declares neither still carries everything, through the FIFO's slots.
  *
- * A plugin library is `libnccl-net-<name>.so` (NCCL_NET_PLUGIN=<name>), or
- * `libnccl-net.so` when NCCL_NET_PLUGIN is unset, exporting `braidNetPlugin_v1`. NCCL_NET
+ * A plugin library is `libnccl-net-<name>.so` (NCCL_NET_PLUGIN=<name>, NCCL's search rules:
+ * net_plugin.c), or `libnccl-net.so` when NCCL_NET_PLUGIN is unset, exporting
+ * `braidNetPlugin_v1`, or NCCL's `ncclNetPlugin_v6`..`_v11` (plugin/nccl_adapt.h). NCCL_NET
  * picks a network by name; the built-in one is "Socket" (net_socket.c).
  *
  * The rest of braid reaches the network transport only through its vtable
