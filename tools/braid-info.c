@@ -6,9 +6,14 @@
  * ignores without a row of its own (src/base/param_nccl.h). Linked against the static library,
  * so it calls the internal parameter accessors.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/param.h"
 #include "base/version.h"
@@ -17,7 +22,7 @@
 
 static void usage(FILE* out) {
   fprintf(out,
-          "usage: braid-info [--help] [--version] [--all]\n"
+          "usage: braid-info [--help] [--version] [--all] [--dump PID]\n"
           "\n"
           "Prints braid's version, the NCCL API version it implements, the build options and the\n"
           "table of environment parameters: name, status, type, default, current value, where the\n"
@@ -28,6 +33,8 @@ static void usage(FILE* out) {
           "then /etc/nccl.conf.\n"
           "\n"
           "  --all       also list the names NCCL reads that braid ignores without a row of its own\n"
+          "  --dump PID  print the flight recorder of every communicator of process PID (it\n"
+          "              writes $TMPDIR/braid-flight-PID.txt on SIGUSR1; same TMPDIR needed)\n"
           "  --version   print only the version line\n"
           "  --help      print this help\n");
 }
@@ -97,6 +104,42 @@ static void print_params(int all) {
   if (hidden) printf("\n%d more names NCCL reads are ACCEPTED and ignored (braid-info --all lists them).\n", hidden);
 }
 
+/* SIGUSR1 to pid, then print the file its flight recorder writes (core/flight.c). */
+static int dump_pid(const char* arg) {
+  char* end = NULL;
+  long pid = strtol(arg, &end, 10);
+  char path[512];
+  if (end == arg || *end != '\0' || pid <= 0) {
+    fprintf(stderr, "braid-info: --dump: invalid argument PID '%s'\n", arg);
+    return 2;
+  }
+  const char* dir = getenv("TMPDIR");
+  snprintf(path, sizeof(path), "%s/braid-flight-%ld.txt", dir != NULL && dir[0] ? dir : "/tmp", pid);
+  unlink(path);
+  if (kill((pid_t)pid, SIGUSR1) != 0) {
+    fprintf(stderr, "braid-info: --dump: cannot signal process %ld: %s\n", pid, strerror(errno));
+    return 1;
+  }
+  for (int i = 0; i < 500; i++) { /* 5 s */
+    FILE* f = fopen(path, "r");
+    if (f != NULL) {
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof(buf), f)) > 0) fwrite(buf, 1, n, stdout);
+      fclose(f);
+      unlink(path);
+      return 0;
+    }
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  fprintf(stderr,
+          "braid-info: --dump: process %ld wrote no %s within 5 s (no braid communicator, BRAID_FLIGHT_CALLS=0, "
+          "or SIGUSR1 is the application's)\n",
+          pid, path);
+  return 1;
+}
+
 int main(int argc, char** argv) {
   int all = 0;
   for (int i = 1; i < argc; i++) {
@@ -107,6 +150,13 @@ int main(int argc, char** argv) {
     if (strcmp(argv[i], "--version") == 0) {
       print_version();
       return 0;
+    }
+    if (strcmp(argv[i], "--dump") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "braid-info: --dump needs a PID\n");
+        return 2;
+      }
+      return dump_pid(argv[i + 1]);
     }
     if (strcmp(argv[i], "--all") == 0) {
       all = 1;

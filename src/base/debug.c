@@ -235,7 +235,14 @@ void braid_debug_log(int level, uint64_t subsys, const char* file, int line, con
   va_end(ap);
 }
 
+static __thread int debug_quiet;
+
+void braid_debug_set_quiet(int quiet) {
+  debug_quiet = quiet;
+}
+
 void braid_debug_vlog(int level, uint64_t subsys, const char* file, int line, const char* fmt, va_list ap) {
+  if (debug_quiet && level == BRAID_LOG_WARN) level = BRAID_LOG_INFO; /* neither recorded nor a WARN */
   int cur = __atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE);
   if (cur < 0) {
     braid_debug_init();

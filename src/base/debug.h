@@ -70,6 +70,9 @@ void braid_debug_vlog(int level, uint64_t subsys, const char* file, int line, co
 void braid_debug_write_stdout(const char* text, size_t len);
 /* The text of the last WARN of this process (ncclGetLastError). */
 const char* braid_debug_last_error(void);
+/* On this thread, until called with 0: WARNs are INFO lines, not recorded (best-effort work
+ * after an error was decided, such as telling peers about it, must not replace its text). */
+void braid_debug_set_quiet(int quiet);
 /* The CUDA device shown in the `[dev]` field of this thread's log lines (-1: host). */
 void braid_debug_set_device(int dev);
 /* Prints the version banner once per process (rank 0, or any rank when level >= INFO). */

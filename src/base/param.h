@@ -85,6 +85,10 @@
     "host identity (default hostname + boot id); ranks with equal ids share a node")                                   \
   X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300, "seconds init waits for missing ranks")          \
   X(TIMEOUT, "BRAID_TIMEOUT", LIVE, INT(0, INT32_MAX), 0, "seconds a collective may wait for a peer (0: no limit)")    \
+  X(FLIGHT_CALLS, "BRAID_FLIGHT_CALLS", LIVE, INT(0, 4096), 64,                                                        \
+    "calls each communicator's flight recorder keeps (0: off); dumped on failure, SIGUSR1, braid-info --dump")         \
+  X(CHECK_MISMATCH, "BRAID_CHECK_MISMATCH", LIVE, BOOL, 0,                                                             \
+    "1: ranks compare each group's collectives (function, type, count, op, root) before running them")                 \
   X(COMM_BLOCKING, "NCCL_COMM_BLOCKING", LIVE, BOOL, BRAID_PARAM_UNSET, "default of config.blocking")                  \
   X(HOST_MODE, "BRAID_HOST_MODE", LIVE, BOOL, 0, "1: run on host memory even when a GPU is usable")                    \
   X(GPU_SHARING, "BRAID_GPU_SHARING", LIVE, BOOL, 0, "1: allow several ranks on one GPU")                              \
@@ -185,6 +189,8 @@
   X(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", ACCEPTED, INT(1, INT32_MAX), 1, "reliability service timeouts")     \
   /* braid's host executor and test hooks */                                                                           \
   X(SPIN_COUNT, "BRAID_SPIN_COUNT", LIVE, INT(0, INT32_MAX), 32, "polls before a waiting host thread starts to yield") \
+  X(SPIN_SLEEP_AFTER, "BRAID_SPIN_SLEEP_AFTER", LIVE, INT(0, 1 << 30), 200000,                                         \
+    "yielding polls before a host wait without progress sleeps between polls (10 us doubling to 1 ms; 0: never)")      \
   X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", LIVE, INT(0, INT32_MAX), 0,                                                  \
     "microseconds the net proxy thread keeps polling after its last work before it sleeps")                            \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", LIVE, STR, NULL,                                                               \

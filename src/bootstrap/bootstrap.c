@@ -42,7 +42,12 @@
 #define BS_WATCH_MS 1000     /* waiting this long for a silent peer: check that it is alive */
 #define BS_HUP_GRACE_MS 1000 /* after a peer's socket closed: its last bytes may still come */
 
+/* A thread telling its peers why its communicator failed (bootstrap_notice.c) sends although
+ * the communicator's abort flag is up. */
+__thread int bs_ignore_abort;
+
 int bs_aborted(const struct braid_bootstrap* bs) {
+  if (bs_ignore_abort) return 0;
   volatile uint32_t* flag = __atomic_load_n(&bs->abort_flag, __ATOMIC_ACQUIRE);
   return __atomic_load_n(&bs->abort, __ATOMIC_ACQUIRE) != 0 ||
          (flag != NULL && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0);
@@ -225,8 +230,8 @@ static ncclResult_t bs_wait_writable(struct braid_bootstrap* bs, struct braid_so
   return res;
 }
 
-static ncclResult_t bs_send(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag, const void* data,
-                            size_t size, int64_t deadline) {
+ncclResult_t bs_send(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag, const void* data, size_t size,
+                     int64_t deadline) {
   struct bs_peer* p = &bs->peers[peer];
   struct bs_hdr hdr = {kind, 0, tag, size};
   struct iovec iov[2] = {{&hdr, sizeof(hdr)}, {(void*)data, size}};

@@ -80,6 +80,14 @@ void braid_bootstrap_watch(struct braid_bootstrap* bs, braid_bootstrap_death_fn 
 /* The watch's test, run now by the caller: a rank whose connection with this one closed or
  * broke, or -1 when none is known. */
 int braid_bootstrap_dead_peer(struct braid_bootstrap* bs);
+/* Failure notices (bootstrap_notice.c): a rank whose communicator failed tells every other
+ * rank why, before it may leave, so that a rank that sees it go can tell "it failed because of
+ * someone else" from "it died". tell sends `size` bytes to every peer not known gone, within
+ * budget_ms in all, although the abort flags are up; 1 when it reached every peer tried. notice
+ * takes peer's notice into data (size bytes): 1 when there is one, waiting up to wait_ms for
+ * it while peer's connection to this rank stays open, 0 when none came. */
+int braid_bootstrap_tell(struct braid_bootstrap* bs, const void* data, size_t size, int budget_ms);
+int braid_bootstrap_notice(struct braid_bootstrap* bs, int peer, void* data, size_t size, int wait_ms);
 /* Free everything: sockets, memory. No thread of the bootstrap outlives it. */
 void braid_bootstrap_close(struct braid_bootstrap* bs);
 

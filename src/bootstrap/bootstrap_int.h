@@ -29,6 +29,7 @@ enum bs_kind {
   BS_KIND_BARRIER,    /* tag: sequence number << 6 | round */
   BS_KIND_SPLIT_UP,   /* split: entries to the new rank 0; tag: the split's */
   BS_KIND_SPLIT_DOWN, /* split: secret + table from the new rank 0 */
+  BS_KIND_NOTICE,     /* why a rank's communicator failed (bootstrap_notice.c); tag 0 */
 };
 
 struct bs_hdr {
@@ -102,6 +103,10 @@ struct braid_bootstrap {
 
 /* bootstrap.c */
 int bs_aborted(const struct braid_bootstrap* bs);
+extern __thread int bs_ignore_abort; /* this thread's sends and waits ignore the abort flags */
+/* One message to peer (deadline 0: the bootstrap's); connects on first use. */
+ncclResult_t bs_send(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag, const void* data, size_t size,
+                     int64_t deadline);
 
 /* bootstrap_conn.c: the incoming side, bs->lock held unless said otherwise. */
 void bs_in_free(struct bs_in* in);

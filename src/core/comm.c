@@ -20,6 +20,8 @@
 #include "base/api.h"
 #include "base/check.h"
 #include "base/param.h"
+#include "core/blame.h"
+#include "core/flight.h"
 #include "core/sym/sym.h"
 #include "device/launch.h"
 
@@ -45,6 +47,7 @@ void braid_comm_registry_add(struct braid_comm* comm) {
   }
   if (registry_len < registry_cap) registry[registry_len++] = comm;
   pthread_mutex_unlock(&registry_mutex);
+  braid_flight_signal_setup();
 }
 
 void braid_comm_registry_remove(struct braid_comm* comm) {
@@ -55,11 +58,19 @@ void braid_comm_registry_remove(struct braid_comm* comm) {
       break;
     }
   }
-  if (registry_len == 0) {
+  int last = registry_len == 0;
+  if (last) {
     free(registry);
     registry = NULL;
     registry_cap = 0;
   }
+  pthread_mutex_unlock(&registry_mutex);
+  if (last) braid_flight_signal_stop();
+}
+
+void braid_comm_registry_foreach(void (*fn)(struct braid_comm* comm, void* arg), void* arg) {
+  pthread_mutex_lock(&registry_mutex);
+  for (int i = 0; i < registry_len; i++) fn(registry[i], arg);
   pthread_mutex_unlock(&registry_mutex);
 }
 
@@ -92,21 +103,39 @@ int braid_comm_registry_take(struct braid_comm* comm) {
       }
     }
   }
+  int last = mine && registry_len == 0;
   pthread_mutex_unlock(&registry_mutex);
+  if (last) braid_flight_signal_stop();
   return mine;
 }
 
 static pthread_mutex_t raise_mutex = PTHREAD_MUTEX_INITIALIZER;
 
-int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...) {
-  int raised = 0;
+/* The reason when `peer` was resolved to `blamed` (blame.c): the blamed rank first. */
+static void blame_compose(struct braid_comm* comm, char* out, size_t len, int peer, int blamed, const char* why,
+                          const char* msg) {
+  char who[160];
+  if (blamed != peer)
+    snprintf(out, len, "rank %d: %s failed first; %s; seen here: %s", comm->rank,
+             braid_transport_peer_name(&comm->tctx, blamed, who, sizeof(who)), why, msg);
+  else if (why[0])
+    snprintf(out, len, "%s; %s", msg, why);
+  else
+    snprintf(out, len, "%s", msg);
+}
+
+static int comm_vraise(struct braid_comm* comm, int status, ncclResult_t res, int peer, int wait, const char* fmt,
+                       va_list ap) {
+  int raised = 0, blamed = peer;
+  char msg[256], why[256] = "";
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  /* a peer that left may have left because of another one: its notice says */
+  if (wait && status == BRAID_EXEC_PEER_FAILED && __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0)
+    blamed = braid_blame_resolve(comm, peer, BRAID_BLAME_WAIT_MS, why, sizeof(why));
   pthread_mutex_lock(&raise_mutex);
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(comm->abort_reason, sizeof(comm->abort_reason), fmt, ap);
-    va_end(ap);
-    comm->failed_peer = peer;
+    blame_compose(comm, comm->abort_reason, sizeof(comm->abort_reason), peer, blamed, why, msg);
+    comm->failed_peer = blamed;
     if (res != ncclSuccess) comm->async_error = res;
     __atomic_store_n(&comm->abort_flag, (uint32_t)status, __ATOMIC_RELEASE);
     raised = 1;
@@ -114,7 +143,37 @@ int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int 
     braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
   }
   pthread_mutex_unlock(&raise_mutex);
+  if (raised && comm->flight != NULL) braid_flight_dump(comm, comm->abort_reason, -1); /* it ran calls */
+  if (raised && wait) braid_blame_tell(comm); /* before the failing call can return */
   return raised;
+}
+
+int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int raised = comm_vraise(comm, status, res, peer, 1, fmt, ap);
+  va_end(ap);
+  return raised;
+}
+
+int braid_comm_raise_nowait(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int raised = comm_vraise(comm, status, res, peer, 0, fmt, ap);
+  va_end(ap);
+  return raised;
+}
+
+void braid_comm_reblame(struct braid_comm* comm, int peer, int blamed, const char* why) {
+  char old[sizeof(comm->abort_reason)];
+  pthread_mutex_lock(&raise_mutex);
+  if (comm->failed_peer == peer) {
+    memcpy(old, comm->abort_reason, sizeof(old));
+    blame_compose(comm, comm->abort_reason, sizeof(comm->abort_reason), peer, blamed, why, old);
+    comm->failed_peer = blamed;
+    braid_debug_log(BRAID_LOG_WARN, BRAID_LOG_INIT, __FILE__, __LINE__, "rank %d: %s", comm->rank, comm->abort_reason);
+  }
+  pthread_mutex_unlock(&raise_mutex);
 }
 
 int braid_comm_pid_gone(int pid) {

@@ -84,6 +84,7 @@ struct braid_comm {
   char abort_reason[256]; /* why braid itself raised abort_flag (braid_comm_raise: a transport,
                              the watchdog): the message the failed call repeats */
   int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
+  int failure_told;       /* its peers were told why it failed (core/blame.c) */
   pthread_t init_thread;  /* non-blocking init */
   int init_thread_running;
   int blocking_init_active; /* a blocking init runs on the caller's thread (under mutex) */
@@ -98,8 +99,10 @@ struct braid_comm {
   size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
   struct braid_transport_ctx tctx;     /* what the transports see of this communicator (connect.c) */
   struct braid_watchdog* watchdog;     /* dead peers, BRAID_TIMEOUT (core/watchdog.c) */
+  struct braid_flight* flight;         /* its last calls (core/flight.c), from its first call */
 
   uint64_t op_count;     /* collectives issued (logs) */
+  uint64_t mismatch_seq; /* groups run on it: tags BRAID_CHECK_MISMATCH's messages (mismatch.c) */
   volatile int inflight; /* group runs using this comm now: abort waits for them */
   pthread_mutex_t mutex; /* redops, registrations */
   struct braid_user_redop* redops;
@@ -137,6 +140,8 @@ int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen);
 /* The registry of live communicators: catches use after destroy and garbage handles. */
 void braid_comm_registry_add(struct braid_comm* comm);
 void braid_comm_registry_remove(struct braid_comm* comm);
+/* fn(comm, arg) for every live communicator, under the registry lock (none is freed meanwhile). */
+void braid_comm_registry_foreach(void (*fn)(struct braid_comm* comm, void* arg), void* arg);
 /* ncclCommAbort: 1 if comm is live and now ours to free (raises its abort flag), else 0. */
 int braid_comm_registry_claim(struct braid_comm* comm);
 /* A failed blocking init: 1 if nobody claimed comm (it is unregistered; caller frees). */
@@ -154,6 +159,16 @@ ncclResult_t braid_comm_check_resumable(ncclComm_t comm, const char* fn);
  * later call repeats the reason. Later callers change nothing. 1 when this call raised it. */
 int braid_comm_raise(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Blame (core/blame.h): before raising BRAID_EXEC_PEER_FAILED, braid_comm_raise looks for
+ * `peer`'s failure notice (up to BRAID_BLAME_WAIT_MS) and blames the rank that made it fail
+ * instead, and once raised it tells every peer (up to BRAID_BLAME_TELL_MS): the caller must be
+ * able to wait that long and use the bootstrap. A thread that cannot (the bootstrap's service
+ * thread) calls braid_comm_raise_nowait, and the thread that reports the failure calls
+ * braid_blame_settle later. */
+int braid_comm_raise_nowait(struct braid_comm* comm, int status, ncclResult_t res, int peer, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* If comm still blames `peer`: blame `blamed` instead, the reason saying why (blame.c). */
+void braid_comm_reblame(struct braid_comm* comm, int peer, int blamed, const char* why);
 /* A process of this machine that no longer runs (gone, or a zombie). */
 int braid_comm_pid_gone(int pid);
 

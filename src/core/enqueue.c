@@ -15,7 +15,9 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "core/exec_status.h"
+#include "core/flight.h"
 #include "core/group.h"
+#include "core/mismatch.h"
 #include "core/plan.h"
 #include "device/launch.h"
 #include "kernels/executor.h"
@@ -141,12 +143,24 @@ static ncclResult_t launch_plans(struct braid_plan* plans, int nplans, struct br
   return ncclSuccess;
 }
 
+/* The flight recorder's state of every task (channels: its plan's jobs, host mode). */
+static void flight_set_all(struct braid_plan* plans, int nplans, struct braid_task* tasks, int state) {
+  for (struct braid_task* t = tasks; t != NULL; t = t->next) {
+    int nch = -1;
+    for (int i = 0; i < nplans; i++)
+      if (plans[i].comm == t->comm && t->comm->device == NULL) nch = plans[i].njobs;
+    braid_flight_set(t->comm, t->flight_id, state, nch);
+  }
+}
+
 ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_plan* plans = NULL;
   int nplans = 0;
   BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
   for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
+  /* BRAID_CHECK_MISMATCH: the ranks agree on what the group does before anything moves */
+  if (braid_mismatch_enabled()) BRAID_CHECK_GOTO(braid_mismatch_check(plans, nplans, tasks), res, out_plans);
   for (int i = 0; i < nplans; i++) BRAID_CHECK_GOTO(braid_plan_build(&plans[i], tasks), res, out_plans);
   /* Connect new peers, each phase over every communicator before the next (comm.h). */
   for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++)
@@ -160,8 +174,13 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
     goto out_plans;
   }
   for (int i = 0; i < nplans; i++) braid_plan_self_copies(&plans[i]);
+  flight_set_all(plans, nplans, tasks, BRAID_FLIGHT_RUNNING);
   res = run_plans(plans, nplans);
 out_plans:
+  flight_set_all(plans, nplans, tasks,
+                 res != ncclSuccess              ? BRAID_FLIGHT_FAILED
+                 : plans[0].comm->device != NULL ? BRAID_FLIGHT_LAUNCHED
+                                                 : BRAID_FLIGHT_DONE);
   for (int i = 0; i < nplans; i++) {
     struct braid_comm* comm = plans[i].comm;
     braid_plan_free(&plans[i]);

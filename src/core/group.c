@@ -10,6 +10,7 @@
 
 #include "base/api.h"
 #include "base/check.h"
+#include "core/flight.h"
 #include "core/init_internal.h"
 #include "topo/tuner.h"
 
@@ -62,6 +63,7 @@ int braid_group_depth(void) {
 ncclResult_t braid_group_add(struct braid_task* task) {
   task->next = NULL;
   if (task->comm_gen == 0) task->comm_gen = task->comm->handle_gen; /* the comm it is queued on now */
+  task->flight_id = braid_flight_add(task);
   if (depth == 0) return braid_enqueue_run(task);
   if (tail != NULL)
     tail->next = task;

@@ -28,6 +28,7 @@ struct braid_task {
   int root;                 /* collectives with a root; peer for send/recv */
   struct braid_redop redop; /* resolved at enqueue time (PreMulSum scalars are read then) */
   int on_stack;             /* a lone call's task lives on its caller's stack: not freed */
+  uint64_t flight_id;       /* its entry in comm's flight recorder (core/flight.h), 0: none */
   cudaStream_t stream;      /* the user's stream (device mode: the kernel runs there) */
 };
 

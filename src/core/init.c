@@ -14,7 +14,9 @@
 #include "base/fault.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
+#include "core/blame.h"
 #include "core/comm.h"
+#include "core/flight.h"
 #include "core/group.h"
 #include "core/init_internal.h"
 #include "core/sym/sym.h"
@@ -242,9 +244,10 @@ static void log_init_complete(struct braid_comm* comm, const char* fn, double t_
  * network accept, a peer's shared memory) will never come. */
 static void init_peer_died(void* arg, int rank) {
   struct braid_comm* comm = arg;
-  braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, rank,
-                   "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", rank,
-                   braid_bootstrap_peer_host(comm->bootstrap, rank), comm->peers != NULL ? comm->peers[rank].pid : -1);
+  braid_comm_raise_nowait(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, rank,
+                          "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", rank,
+                          braid_bootstrap_peer_host(comm->bootstrap, rank),
+                          comm->peers != NULL ? comm->peers[rank].pid : -1);
 }
 
 /* Identities, nodes, channels, connections. Bootstrap waits watch the peer they wait for
@@ -279,7 +282,22 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   int dead = res != ncclSuccess && comm->abort_flag == 0 ? braid_bootstrap_dead_peer(comm->bootstrap) : -1;
   braid_bootstrap_watch(comm->bootstrap, NULL, NULL);
   if (dead >= 0) init_peer_died(comm, dead);
+  if (res != ncclSuccess) braid_blame_settle(comm); /* whom to blame, then tell the others */
   return res;
+}
+
+/* A bootstrap wait of init failed (an allgather, the last barrier) without a raise: if a peer
+ * left, blame it, or the rank whose death made it leave (its notice), and tell the others. */
+static void init_blame_left(struct braid_comm* comm) {
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0 && comm->bootstrap != NULL) {
+    int dead = braid_bootstrap_dead_peer(comm->bootstrap);
+    if (dead >= 0)
+      braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, dead,
+                       "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", dead,
+                       braid_bootstrap_peer_host(comm->bootstrap, dead),
+                       comm->peers != NULL ? comm->peers[dead].pid : -1);
+  }
+  braid_blame_settle(comm);
 }
 
 /* Everything after the bootstrap exists. Every bootstrap wait is bounded by
@@ -298,6 +316,7 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;
   if (res == ncclSuccess) res = braid_bootstrap_barrier(comm->bootstrap);
   braid_bootstrap_set_deadline(comm->bootstrap, 0);
+  if (res != ncclSuccess) init_blame_left(comm);
   if (res == ncclSuccess) braid_sym_ready(comm); /* every peer mapped the inbox: its name goes */
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res != ncclSuccess) return res;
@@ -442,6 +461,7 @@ void braid_comm_free(struct braid_comm* comm) {
     free(r);
   }
   free(comm->redops);
+  braid_flight_free(comm);
   braid_tuner_free(comm->tuner);
   braid_graph_free(comm->graph);
   braid_topo_free(comm->topo);
@@ -494,6 +514,7 @@ static void init_forget_dead(struct braid_comm* comm) {
 static ncclResult_t init_failed(struct braid_comm* comm, const char* fn, ncclResult_t res) {
   uint32_t flag = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE);
   int consequence = res == ncclInvalidUsage || res == ncclRemoteError || res == ncclSystemError;
+  if (flag != BRAID_EXEC_ABORTED) braid_blame_tell(comm); /* the others learn why this rank leaves */
   if (flag != 0 && flag != BRAID_EXEC_ABORTED && comm->abort_reason[0] && consequence) {
     BRAID_WARN("%s: rank %d: initialization failed: %s", fn, comm->rank, comm->abort_reason);
     res = ncclRemoteError;

@@ -39,6 +39,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "core/blame.h"
 #include "core/init_internal.h"
 #include "device/launch.h"
 #include "transport/progress.h"
@@ -287,6 +288,52 @@ static int describe_wait(struct braid_watchdog* w, char* buf, size_t len) {
   return s.best.peer;
 }
 
+static int comm_busy(struct braid_comm* comm);
+
+/* ---- the flight recorder's view ----------------------------------------------------------- */
+
+struct describe_pass {
+  char* buf;
+  size_t len, n;
+  int shown, hidden;
+};
+
+static void visit_describe(void* arg, const struct watch_conn* wc) {
+  struct describe_pass* d = arg;
+  if (d->shown >= 32) {
+    d->hidden++;
+    return;
+  }
+  uint64_t tail = __atomic_load_n(&wc->ctrl->tail, __ATOMIC_ACQUIRE);
+  uint64_t head = __atomic_load_n(&wc->ctrl->head, __ATOMIC_ACQUIRE);
+  d->shown++;
+  if (d->n < d->len)
+    d->n +=
+        (size_t)snprintf(d->buf + d->n, d->len - d->n, "  channel %d %s %s rank %d: %llu steps sent, %llu consumed\n",
+                         wc->channel, wc->kind, wc->is_send ? "send to" : "receive from", wc->peer,
+                         (unsigned long long)tail, (unsigned long long)head);
+}
+
+size_t braid_watchdog_describe(struct braid_comm* comm, char* buf, size_t len) {
+  struct describe_pass d = {buf, len, 0, 0, 0};
+  char what[400];
+  if (len == 0) return 0;
+  buf[0] = '\0';
+  visit_conns(comm, visit_describe, &d);
+  if (d.hidden > 0 && d.n < len) d.n += (size_t)snprintf(buf + d.n, len - d.n, "  (%d more connections)\n", d.hidden);
+  pthread_mutex_lock(&peers_lock);
+  if (comm->watchdog != NULL && d.n < len) {
+    /* the engine thread owns (and reallocates) the track: without it, on a copy */
+    struct braid_watchdog w = *comm->watchdog;
+    w.track = NULL;
+    w.ntrack = 0;
+    describe_wait(&w, what, sizeof(what));
+    d.n += (size_t)snprintf(buf + d.n, len - d.n, "  now: %s\n", comm_busy(comm) ? what : "idle");
+  }
+  pthread_mutex_unlock(&peers_lock);
+  return d.n < len ? d.n : len - 1;
+}
+
 /* ---- the tick ------------------------------------------------------------------------------ */
 
 static int comm_busy(struct braid_comm* comm) {
@@ -327,10 +374,14 @@ static void tick(struct braid_watchdog* w, int64_t now) {
     return;
   }
   if (limit > 0 && still >= limit * 1000000000LL) {
+    char chain[256];
     int peer = describe_wait(w, what, sizeof(what));
+    /* the others time out too: their notices say whom they wait for, down to the one rank
+     * that waits for nobody (blame.c) */
+    braid_blame_wait_chain(comm, peer, what, chain, sizeof(chain));
     braid_comm_raise(comm, BRAID_EXEC_TIMEOUT, ncclSystemError, peer,
-                     "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; %s", comm->rank, (long long)limit,
-                     (double)still * 1e-9, what);
+                     "rank %d: BRAID_TIMEOUT=%lld s: no progress for %.1f s; %s; %s", comm->rank, (long long)limit,
+                     (double)still * 1e-9, chain, what);
   }
 }
 

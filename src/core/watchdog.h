@@ -16,6 +16,10 @@ void braid_watchdog_stop(struct braid_comm* comm);
 /* The peer of comm on this machine seen dead first (checked again now), or -1. */
 int braid_watchdog_dead_peer(struct braid_comm* comm);
 
+/* The counters of comm's connections the host can read and what it waits for now, as lines
+ * of the flight recorder's dump (core/flight.c); returns the length written. */
+size_t braid_watchdog_describe(struct braid_comm* comm, char* buf, size_t len);
+
 /* The rank braid blamed when it failed comm (braid_comm_raise), or -1. */
 int braid_comm_blamed_peer(const struct braid_comm* comm);
 

@@ -27,6 +27,7 @@ struct worker {
 };
 
 int braid_spin_before_yield = BRAID_SPIN_BEFORE_YIELD;
+int braid_spin_before_sleep = BRAID_SPIN_BEFORE_HOST_SLEEP;
 
 static pthread_mutex_t pool_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct worker* idle; /* workers ready for a job */
@@ -177,7 +178,9 @@ out:
 void braid_host_pool_retain(void) {
   int64_t spins = braid_param_int(BRAID_PARAM_SPIN_COUNT);
   pthread_mutex_lock(&pool_mutex);
+  int64_t sleep_after = braid_param_int(BRAID_PARAM_SPIN_SLEEP_AFTER);
   if (spins >= 0 && spins <= 1 << 30) braid_spin_before_yield = (int)spins;
+  if (sleep_after >= 0 && sleep_after <= 1 << 30) braid_spin_before_sleep = (int)sleep_after;
   pool_refs++;
   pthread_mutex_unlock(&pool_mutex);
 }

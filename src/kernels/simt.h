@@ -58,6 +58,7 @@
 #else
 #define BRAID_DEVICE_COMPILE 0
 #include <sched.h>
+#include <time.h>
 #endif
 
 /* Host: polls that only `pause` before each poll calls sched_yield() (ranks may be more
@@ -73,6 +74,17 @@
 #ifndef BRAID_SPIN_SLEEP_NS
 #define BRAID_SPIN_SLEEP_NS 100
 #endif
+/* Host: yielding polls before a wait without progress starts sleeping (BRAID_SPIN_SLEEP_AFTER:
+ * ~0.1 s of sched_yield on an idle core), then the sleep per poll: it doubles from
+ * BRAID_HOST_SLEEP_MIN_NS up to BRAID_HOST_SLEEP_MAX_NS every BRAID_HOST_SLEEP_STEP polls, so
+ * a rank stuck on a peer that never comes costs almost no CPU, and an ordinary wait (well
+ * under the threshold) none of the latency. */
+#ifndef BRAID_SPIN_BEFORE_HOST_SLEEP
+#define BRAID_SPIN_BEFORE_HOST_SLEEP 200000
+#endif
+#define BRAID_HOST_SLEEP_MIN_NS 10000
+#define BRAID_HOST_SLEEP_MAX_NS 1000000
+#define BRAID_HOST_SLEEP_STEP 64
 
 /* Floating-point code between BRAID_FP_STRICT_BEGIN and _END is never contracted into FMAs
  * by gcc (GNU C dialects default to -ffp-contract=fast, which fuses a*b+c wherever the target
@@ -299,6 +311,8 @@ HD void simt_st_v16(void* p, const uint64_t* w) {
  * host executor; BRAID_SPIN_BEFORE_YIELD until then). Few: a rank waits for a peer that may
  * share its core, and every pause is ~40 ns. */
 extern int braid_spin_before_yield;
+/* Host: polls after which a wait sleeps between polls (BRAID_SPIN_SLEEP_AFTER; 0: never). */
+extern int braid_spin_before_sleep;
 #endif
 
 /* Call once per iteration of every wait loop, with a counter the loop set to 0 when it started
@@ -326,8 +340,14 @@ HD void simt_spin_pause(uint32_t* spins) {
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
-  } else {
+  } else if (braid_spin_before_sleep <= 0 ||
+             n < (uint32_t)braid_spin_before_yield + (uint32_t)braid_spin_before_sleep) {
     sched_yield();
+  } else { /* no progress for a long while: back off to sleeping waits */
+    uint32_t k = (n - (uint32_t)braid_spin_before_yield - (uint32_t)braid_spin_before_sleep) / BRAID_HOST_SLEEP_STEP;
+    long ns = BRAID_HOST_SLEEP_MIN_NS << (k < 7 ? k : 7);
+    struct timespec ts = {0, ns < BRAID_HOST_SLEEP_MAX_NS ? ns : BRAID_HOST_SLEEP_MAX_NS};
+    nanosleep(&ts, NULL);
   }
 #endif
 }

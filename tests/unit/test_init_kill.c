@@ -9,9 +9,9 @@
  *     peer learns the name;
  *   - stopped: the victim stops (SIGSTOP, sockets open) before init's last barrier, so only
  *     the barrier's deadline (BRAID_INIT_TIMEOUT=3) ends the survivors' wait.
- * Blame: every survivor names a peer that left, and one names the victim; one that fails
- * after another survivor left may name that survivor instead (nothing tells the others why it
- * left yet: issue 16 item 3, whose fix should make this test require the victim everywhere).
+ * Blame: every survivor names the victim first (the first "rank N (host" of its error), even
+ * one that fails after another survivor left: a survivor tells the others why it failed before
+ * it leaves (core/blame.c), so its departure is not taken for the first death.
  */
 #include <check.h>
 #include <dirent.h>
@@ -47,7 +47,7 @@ static const struct kill_case cases[] = {
 struct shared {
   volatile int victim_pid;
   volatile int done;
-  volatile int named_victim; /* survivors whose error names the victim */
+  volatile int named_victim; /* survivors whose error names the victim first */
 };
 static struct shared* sh;
 
@@ -84,12 +84,19 @@ static int body(struct harness_rank* r) {
   const char* e = ncclGetLastError(NULL);
   printf("%s: rank %d failed after %.2f s: %s\n", k->name, r->rank, waited, e);
   int named = -1;
-  for (int q = 0; q < r->nranks && named < 0; q++) {
+  const char* first = NULL;
+  for (int q = 0; q < r->nranks; q++) {
     char who[32];
     snprintf(who, sizeof(who), "rank %d (host", q);
-    if (q != r->rank && strstr(e, who) != NULL) named = q;
+    const char* at = q != r->rank ? strstr(e, who) : NULL;
+    if (at != NULL && (first == NULL || at < first)) {
+      first = at;
+      named = q;
+    }
   }
   REXPECT(r, named >= 0, "rank %d: the last error names no peer: %s", r->rank, e);
+  REXPECT(r, named == VICTIM, "rank %d: the last error blames rank %d, not the victim %d: %s", r->rank, named, VICTIM,
+          e);
   if (named == VICTIM) __atomic_add_fetch(&sh->named_victim, 1, __ATOMIC_SEQ_CST);
   return 0;
 }
@@ -116,7 +123,8 @@ START_TEST(test_kill_in_init) {
   int left = shm_of(sh->victim_pid);
   ck_assert_msg(failed == 1, "%s: %d ranks failed (the victim and %d survivors)", k->name, failed, failed - 1);
   ck_assert_msg(left == 0, "%s: the dead rank left %d segments in /dev/shm", k->name, left);
-  ck_assert_msg(sh->named_victim >= 1, "%s: no survivor named rank %d", k->name, VICTIM);
+  ck_assert_msg(sh->named_victim == NRANKS - 1, "%s: %d of %d survivors named rank %d first", k->name, sh->named_victim,
+                NRANKS - 1, VICTIM);
   munmap(sh, sizeof(*sh));
 }
 END_TEST

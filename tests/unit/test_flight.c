@@ -1,0 +1,139 @@
+/*
+ * test_flight.c - the flight recorder (core/flight.c) and the BRAID_TIMEOUT message that
+ * names the rank the whole communicator waits for (core/blame.c braid_blame_wait_chain):
+ *   timeout  three ranks, rank 0 skips the fourth all-reduce, BRAID_TIMEOUT=2: ranks 1 and 2
+ *            dump their record on stderr (three calls done, the fourth running, the
+ *            connections' counters) and both errors say the communicator waits for rank 0,
+ *            although rank 2 itself waits for rank 1 (its ring predecessor);
+ *   sigusr1  SIGUSR1 dumps every communicator of the process into
+ *            $TMPDIR/braid-flight-<pid>.txt (what braid-info --dump PID prints).
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/param.h"
+#include "harness.h"
+#include "nccl.h"
+
+#define HARNESS_TIMEOUT_S 60
+
+static char* slurp(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  char* buf = calloc(1, 1 << 20);
+  if (buf != NULL) (void)!fread(buf, 1, (1 << 20) - 1, f);
+  fclose(f);
+  return buf;
+}
+
+static int count_of(const char* text, const char* what) {
+  int n = 0;
+  for (const char* p = text; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
+  return n;
+}
+
+static volatile int* others_done; /* shared: ranks 1 and 2 finished the failing call */
+
+static int body_timeout(struct harness_rank* r) {
+  ncclComm_t comm;
+  char path[64];
+  float* buf = calloc(1024, sizeof(float));
+  REXPECT(r, buf != NULL, "out of memory");
+  setenv("BRAID_TIMEOUT", "2", 1);
+  setenv("NCCL_MAX_NCHANNELS", "1", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 3; i++) RCHECK(r, ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, NULL));
+  if (r->rank == 0) { /* never joins the fourth */
+    for (int i = 0; i < 6000 && __atomic_load_n(others_done, __ATOMIC_ACQUIRE) < 2; i++) usleep(10000);
+    ncclCommAbort(comm);
+    return 0;
+  }
+  snprintf(path, sizeof(path), "/tmp/braid-test-flight-%d.err", (int)getpid());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REXPECT(r, fd >= 0, "cannot open %s", path);
+  int saved = dup(2);
+  dup2(fd, 2);
+  ncclResult_t res = ncclAllReduce(buf, buf, 1024, ncclFloat, ncclSum, comm, NULL);
+  dup2(saved, 2);
+  close(fd);
+  const char* e = ncclGetLastError(comm);
+  __atomic_add_fetch(others_done, 1, __ATOMIC_ACQ_REL);
+  char* dump = slurp(path);
+  unlink(path);
+  REXPECT(r, res != ncclSuccess, "rank %d: the all-reduce without rank 0 succeeded", r->rank);
+  REXPECT(r, dump != NULL, "rank %d: no stderr captured", r->rank);
+  fprintf(stderr, "rank %d error: %s\nrank %d dump:\n%s", r->rank, e, r->rank, dump);
+  REXPECT(r, strstr(e, "the communicator waits for rank 0 (host") != NULL,
+          "rank %d: the timeout does not say the communicator waits for rank 0: %s", r->rank, e);
+  REXPECT(r, strstr(dump, "braid flight recorder") != NULL && strstr(dump, "end of braid flight recorder") != NULL,
+          "rank %d: no flight recorder block on stderr", r->rank);
+  REXPECT(r, count_of(dump, "AllReduce") >= 4, "rank %d: the dump lists %d all-reduces, expected 4", r->rank,
+          count_of(dump, "AllReduce"));
+  REXPECT(r, count_of(dump, " done ") >= 3 && strstr(dump, " running ") != NULL,
+          "rank %d: the dump does not show 3 calls done and one running", r->rank);
+  REXPECT(r, strstr(dump, "steps sent") != NULL, "rank %d: the dump shows no connection counters", r->rank);
+  free(dump);
+  ncclCommAbort(comm);
+  free(buf);
+  return 0;
+}
+
+START_TEST(test_flight_timeout) {
+  others_done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert_ptr_ne((void*)others_done, MAP_FAILED);
+  *others_done = 0;
+  ck_assert_int_eq(harness_run(3, HARNESS_PROCS, body_timeout, NULL, HARNESS_TIMEOUT_S), 0);
+  munmap((void*)others_done, sizeof(int));
+}
+END_TEST
+
+static int body_sigusr1(struct harness_rank* r) {
+  ncclComm_t comm;
+  char path[64];
+  float* buf = calloc(256, sizeof(float));
+  REXPECT(r, buf != NULL, "out of memory");
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 2; i++) RCHECK(r, ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, NULL));
+  RCHECK(r, ncclBroadcast(buf, buf, 77, ncclInt8, 1, comm, NULL));
+  if (r->rank == 0) {
+    snprintf(path, sizeof(path), "/tmp/braid-flight-%d.txt", (int)getpid());
+    unlink(path);
+    raise(SIGUSR1);
+    char* dump = NULL;
+    for (int i = 0; i < 500 && (dump = slurp(path)) == NULL; i++) usleep(10000);
+    REXPECT(r, dump != NULL, "SIGUSR1 wrote no %s", path);
+    unlink(path);
+    REXPECT(r, strstr(dump, "SIGUSR1") != NULL && strstr(dump, "rank 0 of 2") != NULL,
+            "the dump does not name its trigger and rank:\n%s", dump);
+    REXPECT(r, count_of(dump, "AllReduce") == 2 && strstr(dump, "Broadcast") != NULL && count_of(dump, " done ") == 3,
+            "the dump does not show 2 all-reduces and a broadcast done:\n%s", dump);
+    REXPECT(r, strstr(dump, "    77 ") != NULL, "the broadcast's count is not in the dump:\n%s", dump);
+    free(dump);
+  }
+  RCHECK(r, ncclCommDestroy(comm));
+  free(buf);
+  return 0;
+}
+
+START_TEST(test_flight_sigusr1) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_sigusr1, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+Suite* flight_suite(void);
+Suite* flight_suite(void) {
+  Suite* s = suite_create("flight");
+  TCase* tc = tcase_create("dump");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_test(tc, test_flight_timeout);
+  tcase_add_test(tc, test_flight_sigusr1);
+  suite_add_tcase(s, tc);
+  return s;
+}

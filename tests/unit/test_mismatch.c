@@ -1,0 +1,196 @@
+/*
+ * test_mismatch.c - BRAID_CHECK_MISMATCH=1 (core/mismatch.c): every kind of mismatched
+ * collective of issue 16 item 6 fails on every rank with ncclInvalidUsage and a WARN naming
+ * both calls and the ranks that make each; nothing runs, so the communicator stays usable (a
+ * matching all-reduce afterwards gives the right sum). Without the check the same calls run:
+ * 1,000 vs 2,000 floats "succeeds" with half the output one rank's data (the issue's finding),
+ * which the control case shows is what the check prevents. Three ranks as processes; rank 1
+ * is the odd one out.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/param.h"
+#include "harness.h"
+#include "nccl.h"
+
+#define NRANKS 3
+#define ODD 1
+#define HARNESS_TIMEOUT_S 60
+#define MAXCOUNT 4096
+
+enum { AR = 0, BC, RD, AG, RS, SELF_P2P };
+
+struct call {
+  int what;
+  size_t count;
+  ncclDataType_t dt;
+  ncclRedOp_t op;
+  int root;
+  int twice; /* two of it in one group */
+};
+
+struct mm_case {
+  const char* name;
+  struct call common, odd;
+  const char* want_common; /* in every rank's error: what ranks 0,2 call */
+  const char* want_odd;    /* and what rank 1 calls */
+};
+
+static const struct mm_case cases[] = {
+    {"count",
+     {AR, 1000, ncclFloat, ncclSum, 0, 0},
+     {AR, 2000, ncclFloat, ncclSum, 0, 0},
+     "ranks 0,2 call AllReduce(count 1000, float, sum)",
+     "rank 1 calls AllReduce(count 2000, float, sum)"},
+    {"function",
+     {AR, 1000, ncclFloat, ncclSum, 0, 0},
+     {BC, 1000, ncclFloat, ncclSum, 0, 0},
+     "ranks 0,2 call AllReduce(count 1000, float, sum)",
+     "rank 1 calls Broadcast(count 1000, float, root 0)"},
+    {"datatype",
+     {AR, 1000, ncclFloat, ncclSum, 0, 0},
+     {AR, 1000, ncclInt32, ncclSum, 0, 0},
+     "AllReduce(count 1000, float, sum)",
+     "rank 1 calls AllReduce(count 1000, int32, sum)"},
+    {"op",
+     {AR, 1000, ncclFloat, ncclSum, 0, 0},
+     {AR, 1000, ncclFloat, ncclMax, 0, 0},
+     "AllReduce(count 1000, float, sum)",
+     "rank 1 calls AllReduce(count 1000, float, max)"},
+    {"broadcast root",
+     {BC, 64, ncclInt8, ncclSum, 0, 0},
+     {BC, 64, ncclInt8, ncclSum, 2, 0},
+     "ranks 0,2 call Broadcast(count 64, int8, root 0)",
+     "rank 1 calls Broadcast(count 64, int8, root 2)"},
+    {"reduce root",
+     {RD, 64, ncclDouble, ncclProd, 0, 0},
+     {RD, 64, ncclDouble, ncclProd, 1, 0},
+     "Reduce(count 64, double, prod, root 0)",
+     "Reduce(count 64, double, prod, root 1)"},
+    {"allgather vs reducescatter",
+     {AG, 100, ncclFloat, ncclSum, 0, 0},
+     {RS, 100, ncclFloat, ncclSum, 0, 0},
+     "ranks 0,2 call AllGather(count 100, float)",
+     "rank 1 calls ReduceScatter(count 100, float, sum)"},
+    {"group of two vs one",
+     {AR, 10, ncclFloat, ncclSum, 0, 1},
+     {AR, 10, ncclFloat, ncclSum, 0, 0},
+     "ranks 0,2 call 2 collectives, #2 AllReduce(count 10, float, sum)",
+     "rank 1 calls 1 collective"},
+    {"collective vs point-to-point only",
+     {AR, 10, ncclFloat, ncclSum, 0, 0},
+     {SELF_P2P, 10, ncclFloat, ncclSum, 0, 0},
+     "ranks 0,2 call AllReduce(count 10, float, sum)",
+     "rank 1 calls no collective"},
+};
+
+static char* sbuf;
+static char* rbuf;
+
+static ncclResult_t one(const struct call* c, ncclComm_t comm, int rank) {
+  switch (c->what) {
+    case AR:
+      return ncclAllReduce(sbuf, rbuf, c->count, c->dt, c->op, comm, NULL);
+    case BC:
+      return ncclBroadcast(sbuf, rbuf, c->count, c->dt, c->root, comm, NULL);
+    case RD:
+      return ncclReduce(sbuf, rbuf, c->count, c->dt, c->op, c->root, comm, NULL);
+    case AG:
+      return ncclAllGather(sbuf, rbuf, c->count, c->dt, comm, NULL);
+    case RS:
+      return ncclReduceScatter(sbuf, rbuf, c->count, c->dt, c->op, comm, NULL);
+    default:
+      ncclSend(sbuf, c->count, c->dt, rank, comm, NULL);
+      return ncclRecv(rbuf, c->count, c->dt, rank, comm, NULL);
+  }
+}
+
+static ncclResult_t run(const struct call* c, ncclComm_t comm, int rank) {
+  ncclResult_t res = ncclGroupStart();
+  if (res == ncclSuccess) res = one(c, comm, rank);
+  if (res == ncclSuccess && c->twice) res = one(c, comm, rank);
+  ncclResult_t end = ncclGroupEnd();
+  return res != ncclSuccess ? res : end;
+}
+
+/* A matching all-reduce after the failure: the communicator still works. */
+static int still_works(struct harness_rank* r, ncclComm_t comm) {
+  float* f = (float*)sbuf;
+  for (int i = 0; i < 16; i++) f[i] = (float)(r->rank + 1);
+  RCHECK(r, ncclAllReduce(sbuf, rbuf, 16, ncclFloat, ncclSum, comm, NULL));
+  for (int i = 0; i < 16; i++)
+    REXPECT(r, ((float*)rbuf)[i] == 6.0f, "after the mismatch: element %d is %g, expected 6", i, ((float*)rbuf)[i]);
+  return 0;
+}
+
+static int body(struct harness_rank* r) {
+  const struct mm_case* k = r->arg;
+  ncclComm_t comm;
+  setenv("BRAID_CHECK_MISMATCH", "1", 1);
+  braid_param_reload();
+  sbuf = calloc(MAXCOUNT * NRANKS, 8);
+  rbuf = calloc(MAXCOUNT * NRANKS, 8);
+  REXPECT(r, sbuf != NULL && rbuf != NULL, "out of memory");
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  ncclResult_t res = run(r->rank == ODD ? &k->odd : &k->common, comm, r->rank);
+  const char* e = ncclGetLastError(comm);
+  REXPECT(r, res == ncclInvalidUsage, "%s: rank %d: the mismatched call returned %d (%s), expected ncclInvalidUsage",
+          k->name, r->rank, (int)res, ncclGetErrorString(res));
+  REXPECT(r, strstr(e, "Mismatched collective") != NULL, "%s: rank %d: error is not a mismatch: %s", k->name, r->rank,
+          e);
+  REXPECT(r, strstr(e, k->want_common) != NULL, "%s: rank %d: error lacks \"%s\": %s", k->name, r->rank, k->want_common,
+          e);
+  REXPECT(r, strstr(e, k->want_odd) != NULL, "%s: rank %d: error lacks \"%s\": %s", k->name, r->rank, k->want_odd, e);
+  if (still_works(r, comm)) return 1;
+  RCHECK(r, ncclCommDestroy(comm));
+  free(sbuf);
+  free(rbuf);
+  return 0;
+}
+
+START_TEST(test_mismatch_kind) {
+  ck_assert_int_eq(harness_run(NRANKS, HARNESS_PROCS, body, (void*)&cases[_i], HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+/* Control: with the check off, 1,000 vs 2,000 floats does not fail (the silent wrong result
+ * the check exists for); with it on, matching calls pass and compute the right sums. */
+static int body_control(struct harness_rank* r) {
+  int on = *(const int*)r->arg;
+  ncclComm_t comm;
+  setenv("BRAID_CHECK_MISMATCH", on ? "1" : "0", 1);
+  braid_param_reload();
+  float* s = calloc(2000, sizeof(float));
+  float* d = calloc(2000, sizeof(float));
+  REXPECT(r, s != NULL && d != NULL, "out of memory");
+  for (int i = 0; i < 2000; i++) s[i] = (float)(r->rank + 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  size_t count = on || r->rank != ODD ? 1000 : 2000;
+  RCHECK(r, ncclAllReduce(s, d, count, ncclFloat, ncclSum, comm, NULL));
+  if (on)
+    for (int i = 0; i < 1000; i++) REXPECT(r, d[i] == 6.0f, "element %d is %g, expected 6", i, d[i]);
+  RCHECK(r, ncclCommDestroy(comm));
+  free(s);
+  free(d);
+  return 0;
+}
+
+START_TEST(test_mismatch_control) {
+  int on = _i;
+  ck_assert_int_eq(harness_run(NRANKS, HARNESS_PROCS, body_control, &on, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+Suite* mismatch_suite(void);
+Suite* mismatch_suite(void) {
+  Suite* s = suite_create("mismatch");
+  TCase* tc = tcase_create("kinds");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_mismatch_kind, 0, sizeof(cases) / sizeof(cases[0]));
+  tcase_add_loop_test(tc, test_mismatch_control, 0, 2);
+  suite_add_tcase(s, tc);
+  return s;
+}
