@@ -29,6 +29,22 @@ LDLIBS   := -pthread -lrt -ldl -lm
 # over braid's Socket network), linked with the static library, never into libnccl.so.2.
 NET_EXPORT_DIR := src/transport/net/plugin/export
 LIB_SRCS := $(filter-out $(NET_EXPORT_DIR)/%,$(shell find src -name '*.c' | sort))
+# UCX (src/transport/net/ucx/): built when its headers are found (Debian: libucx-dev), UCX=0
+# builds without; libucp is dlopened at run time, so libnccl.so.2 loads where UCX is absent.
+UCX     ?= $(if $(wildcard /usr/include/ucp/api/ucp.h),1,0)
+ifeq ($(UCX),1)
+CPPFLAGS += -DBRAID_UCX_BUILT=1
+else
+LIB_SRCS := $(filter-out src/transport/net/ucx/%,$(LIB_SRCS))
+endif
+# InfiniBand verbs (src/transport/net/ib/): libibverbs is dlopened; its headers (Debian:
+# libibverbs-dev) give the types. IB=0 builds without (the NCCL_IB_HCA parser stays).
+IB      ?= $(if $(wildcard /usr/include/infiniband/verbs.h),1,0)
+ifeq ($(IB),1)
+CPPFLAGS += -DBRAID_IB_BUILT=1
+else
+LIB_SRCS := $(filter-out $(filter-out src/transport/net/ib/ib_hca.c,$(filter src/transport/net/ib/%,$(LIB_SRCS))),$(LIB_SRCS))
+endif
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CU_SRCS  := $(wildcard src/kernels/*.cu)
 CU_OBJS  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
@@ -138,7 +154,8 @@ $(BUILD)/bin/%_perf: $(BUILD)/obj/bench/%_perf.o $(BENCH_COMMON) $(SO) $(BUILD)/
 # NCCL_OS_LINUX: the tests call the deprecated ncclResetDebugInit, which NCCL 2.30's nccl.h
 # declares only then (elsewhere it is a no-op macro).
 TEST_CPPFLAGS = -Iinclude -iquote src -iquote tools/lib -I$(BUILD)/gen -Itests/unit -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE \
-  -DNCCL_OS_LINUX -Wno-deprecated-declarations
+  -DNCCL_OS_LINUX -Wno-deprecated-declarations $(if $(filter 1,$(UCX)),-DBRAID_UCX_BUILT=1) \
+  $(if $(filter 1,$(IB)),-DBRAID_IB_BUILT=1)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt -lpthread)
 $(BUILD)/gen/suites.h: $(TEST_SRCS)
 	@mkdir -p $(dir $@)
@@ -148,7 +165,13 @@ $(BUILD)/obj/tests/unit/main.o: $(BUILD)/gen/suites.h
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA)
+# The emulated verbs provider (tests/ibemu/): the tests load it through BRAID_IB_VERBS_LIBRARY.
+IBEMU := $(if $(filter 1,$(IB)),$(BUILD)/lib/libbraid-ibemu.so)
+$(BUILD)/lib/libbraid-ibemu.so: $(wildcard tests/ibemu/*.c)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -o $@ $^
+
+$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA) $(IBEMU)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 
@@ -159,9 +182,10 @@ $(BUILD)/bin/braid-gpu-tests: $(GPU_TEST_SRCS) $(STATIC) $(ALL_CUDA) tests/gpu/c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CPPFLAGS) -DBRAID_CHECK_SHIM -Itests/gpu $(CFLAGS) -o $@ $(GPU_TEST_SRCS) $(STATIC) $(CUDA_LIBS) $(LDLIBS)
 
-test: all
-	@tests/ensure-deps.sh check clang-format libfuzzer
-	$(MAKE) --no-print-directory $(BUILD)/bin/braid-tests fuzz-build
+# The dependencies first, then a fresh make: UCX (like CUDA) is detected when make starts.
+test:
+	@tests/ensure-deps.sh check clang-format libfuzzer ucx ibverbs
+	$(MAKE) --no-print-directory all $(BUILD)/bin/braid-tests fuzz-build
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
 
 # PyTorch (torch 2.11.0 and the newest) imports with braid preloaded: tests/pytorch/run.sh.

@@ -18,6 +18,7 @@
 #   --warmup N     warm-up iterations per size (default 5)                        [WARMUP]
 #   --net          ranks on two fake nodes: braid with a different NCCL_HOSTID per rank (so
 #                  it must use its network transport), MPI with --mca btl tcp,self  [BENCH_NET=1]
+#   --net-plugin NAME  --net with braid's network NCCL_NET=NAME (Socket, UCX)   [BENCH_NET_PLUGIN]
 #   --build DIR    the build directory (default build)                            [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,7 @@ NP=${NP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 NET=${BENCH_NET:-0}
+NET_PLUGIN=${BENCH_NET_PLUGIN:-}
 BUILD=${BUILD:-build}
 RUN_TIMEOUT=${RUN_TIMEOUT:-1800}
 
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
     --iters) ITERS=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
     --net) NET=1; shift ;;
+    --net-plugin) NET=1; NET_PLUGIN=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -73,7 +76,7 @@ ARGS=(-b "$MINBYTES" -e "$MAXBYTES" -f 2 -n "$ITERS" -w "$WARMUP" -c 1)
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NP" --mca pml ob1)
 if [ "$NET" = 1 ]; then
   MPIRUN+=(--mca btl "tcp,self")
-  MODE="two fake nodes (braid: NCCL_HOSTID per rank; MPI: btl tcp,self)"
+  MODE="two fake nodes (braid: NCCL_HOSTID per rank${NET_PLUGIN:+, NCCL_NET=$NET_PLUGIN}; MPI: btl tcp,self)"
 else
   MPIRUN+=(--mca btl "self,$SHM_BTL")
   MODE="one node (braid: -P $NP; MPI: btl self,$SHM_BTL)"
@@ -88,6 +91,7 @@ run_braid() {
     return
   fi
   local port pids=() r rc=0
+  [ -z "$NET_PLUGIN" ] || export NCCL_NET=$NET_PLUGIN # (Open MPI ignores it)
   port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   for ((r = 1; r < NP; r++)); do
     RANK=$r WORLD_SIZE=$NP LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-fake-node-$r \

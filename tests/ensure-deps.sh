@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ensure-deps.sh PKG... - install the Debian packages the tests or benchmarks need when they
-# are missing, and say so. Known names: check, clang-format, libfuzzer, mpi, matplotlib.
+# are missing, and say so. Known names: check, clang-format, libfuzzer, mpi, matplotlib, ucx,
+# ibverbs.
 set -euo pipefail
 need=()
 for what in "$@"; do
@@ -11,6 +12,8 @@ for what in "$@"; do
       { command -v clang >/dev/null 2>&1 &&
         ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; } ||
         need+=(clang libclang-rt-14-dev) ;;
+    ucx) [ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev ucx-utils) ;; # the UCX net plugin
+    ibverbs) [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev) ;;
     mpi) command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev) ;;
     matplotlib) python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib) ;;
     *) echo "ensure-deps: unknown dependency '$what'" >&2; exit 2 ;;

@@ -107,9 +107,11 @@
     "host mode: vector loops of reductions and copies (AUTO: AVX2 where the CPU has it)")                              \
   X(SHM_DIRECT, "BRAID_SHM_DIRECT", LIVE, ENUM("AUTO|ON|OFF"), "AUTO",                                                 \
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
-  X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket, IB, UCX)")                           \
+  X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \
   X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "net plugin libraries: names, paths, a comma list")                \
   X(IB_DISABLE, "NCCL_IB_DISABLE", ACCEPTED, BOOL, 0, "1: do not use InfiniBand (braid has no IB transport)")          \
+  X(IB_VERBS_LIBRARY, "BRAID_IB_VERBS_LIBRARY", LIVE, STR, NULL,                                                       \
+    "tests: the verbs library to dlopen instead of libibverbs.so.1 (tests/ibemu/)")                                    \
   X(IB_HCA, "NCCL_IB_HCA", ACCEPTED, STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")       \
   X(IB_GID_INDEX, "NCCL_IB_GID_INDEX", ACCEPTED, INT(-1, 255), -1, "RoCE GID index (-1: automatic)")                   \
   X(IB_TIMEOUT, "NCCL_IB_TIMEOUT", ACCEPTED, INT(0, 31), 20, "IB QP timeout exponent (4.096 us x 2^n)")                \

@@ -69,5 +69,18 @@ case_run broken 0 "NCCL_NET_PLUGIN=broken" "Loaded net plugin Broken" "Using net
 case_run nodev 0 "NCCL_NET_PLUGIN=nodev" "NET/Nodev : No device found." "Using network Socket"
 case_run nodev-forced fail "NCCL_NET_PLUGIN=nodev NCCL_NET=Nodev" "NCCL_NET=Nodev could not start"
 case_run unknown fail "NCCL_NET=Bogus" "NCCL_NET=Bogus: no network of that name"
+# UCX (when built: src/transport/net/ucx/): chosen by name only, loaded with dlopen, so
+# libnccl.so.2 itself needs no UCX (nor verbs) library to load.
+if grep -q "NET/UCX" "$BUILD/lib/libnccl.so.2"; then
+  case_run ucx 0 "NCCL_NET=UCX" "NET/UCX : Loaded UCX" "Using network UCX" "via NET/UCX/0"
+else
+  echo "plugin: ucx: SKIPPED: built without UCX (UCX=0 or no libucx-dev headers)"
+fi
+if readelf -d "$BUILD/lib/libnccl.so.2" | grep -E "NEEDED.*(libuc[pst]|libibverbs)"; then
+  echo "plugin: needed: FAILED: libnccl.so.2 links a UCX or verbs library (it must dlopen them)"
+  failed=$((failed + 1))
+else
+  passed=$((passed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -33,6 +33,9 @@
  *            is: Socket's functions under another name without BRAID_NET_PTR_HOST_ANY and
  *            recvInline stage every step through the FIFO; under another name with them,
  *            they send from and receive into user memory.
+ * Plugins: colls (the cases marked every_net), kill, abort, timeout and garbage run over every
+ * net plugin of net_plugins[] (Socket, and UCX when built), NCCL_NET naming it; adding a plugin
+ * is one line there.
  * The Socket plugin on its own: test_net_socket.c.
  */
 #include <check.h>
@@ -54,6 +57,9 @@
 #include "nccl.h"
 #include "transport/net/net_internal.h"
 #include "transport/net/socket/net_socket.h"
+#if BRAID_UCX_BUILT
+#include "transport/net/ucx/ucx.h"
+#endif
 
 #define HARNESS_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 240
@@ -68,6 +74,43 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- the net plugins every failure case runs over ------------------------------------------ */
+
+/* A plugin under test: its NCCL_NET name, and (white box, for the garbage case) the descriptor
+ * of a connection's byte stream that garbage can be written onto (NULL: the case is skipped,
+ * and says so). */
+struct net_plugin_case {
+  const char* name;
+  int (*stream_fd)(void* net_comm);
+  const char* kill_full_only; /* non-NULL: kill -9 cases only with BRAID_TEST_TIER=full, and why */
+};
+
+static int socket_stream_fd(void* c) {
+  return ((struct sock_comm*)c)->ctrl.fd;
+}
+#if BRAID_UCX_BUILT
+static int ucx_stream_fd(void* c) {
+  return ((struct ucx_comm*)c)->ctrl.fd; /* the control socket: UCX's own data path has no stream */
+}
+#endif
+
+static const struct net_plugin_case net_plugins[] = {
+    {"Socket", socket_stream_fd, NULL},
+#if BRAID_UCX_BUILT
+    /* UCX 1.13.1 sometimes aborts a survivor inside ucp_worker_progress after a peer's kill -9
+     * (ucp_rndv_receive: "Assertion (*ep_p)->worker == worker failed"; 1 in about 10 runs) */
+    {"UCX", ucx_stream_fd, "UCX 1.13 may abort a survivor in ucp_rndv_receive after a peer's kill -9"},
+#endif
+};
+#define NPLUGINS NELEMS(net_plugins)
+
+/* Select plugin p for the ranks this test starts (they inherit the environment). */
+static const struct net_plugin_case* use_plugin(int p) {
+  setenv("NCCL_NET", net_plugins[p].name, 1);
+  braid_param_reload();
+  return &net_plugins[p];
 }
 
 /* This process's rank lives on fake node rank / per_node (per_node 0: all on one node); the
@@ -261,26 +304,28 @@ struct coll_case {
   const char* env; /* for every rank: "A=1 B=2" */
   int loop_protos; /* processes: run every protocol (NCCL_PROTO) in turn */
   const char* name;
+  int every_net; /* also over every other plugin of net_plugins[] (Socket runs every case) */
 };
 
 static const struct coll_case coll_cases[] = {
-    {2, HARNESS_PROCS, 1, NULL, 1, "2 ranks, 2 nodes"},
+    {2, HARNESS_PROCS, 1, NULL, 1, "2 ranks, 2 nodes", 1},
     /* host mode gives each rank a channel per core it has (here usually one): two, as on a
      * larger machine, so that several channels' sockets and steps interleave */
-    {2, HARNESS_PROCS, 1, "NCCL_MIN_NCHANNELS=2", 0, "2 ranks, 2 nodes, 2 channels"},
-    {4, HARNESS_PROCS, 2, "NCCL_MIN_NCHANNELS=2 NCCL_SHM_DISABLE=1", 0, "4 ranks, 2 nodes, 2 channels, sockets only"},
-    {3, HARNESS_PROCS, 1, NULL, 1, "3 ranks, 3 nodes"},
-    {4, HARNESS_PROCS, 1, NULL, 1, "4 ranks, 4 nodes"},
+    {2, HARNESS_PROCS, 1, "NCCL_MIN_NCHANNELS=2", 0, "2 ranks, 2 nodes, 2 channels", 0},
+    {4, HARNESS_PROCS, 2, "NCCL_MIN_NCHANNELS=2 NCCL_SHM_DISABLE=1", 0, "4 ranks, 2 nodes, 2 channels, sockets only",
+     1},
+    {3, HARNESS_PROCS, 1, NULL, 1, "3 ranks, 3 nodes", 0},
+    {4, HARNESS_PROCS, 1, NULL, 1, "4 ranks, 4 nodes", 1},
     /* nodes of 2 and 1 ranks: every rank must still agree on the channel count */
-    {3, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "3 ranks, 2 nodes, sockets only"},
-    {4, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "4 ranks, 2 nodes, sockets only"},
-    {4, HARNESS_PROCS, 2, NULL, 1, "4 ranks, 2 nodes, shm inside"},
-    {3, HARNESS_PROCS, 2, NULL, 0, "3 ranks, nodes of 2 and 1, shm inside"},
-    {2, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo", 0, "2 threads, sockets"},
-    {3, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_PROTO=LL", 0, "3 threads, sockets, LL"},
+    {3, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "3 ranks, 2 nodes, sockets only", 0},
+    {4, HARNESS_PROCS, 2, "NCCL_SHM_DISABLE=1", 1, "4 ranks, 2 nodes, sockets only", 0},
+    {4, HARNESS_PROCS, 2, NULL, 1, "4 ranks, 2 nodes, shm inside", 1},
+    {3, HARNESS_PROCS, 2, NULL, 0, "3 ranks, nodes of 2 and 1, shm inside", 0},
+    {2, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo", 0, "2 threads, sockets", 1},
+    {3, HARNESS_THREADS, 0, "NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo NCCL_PROTO=LL", 0, "3 threads, sockets, LL", 0},
     {2, HARNESS_PROCS, 1, "NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=2 NCCL_PROTO=Simple", 0,
-     "2 nodes, 4 data sockets"},
-    {3, HARNESS_PROCS, 3, NULL, 0, "control: 3 ranks on one node (shared memory only)"},
+     "2 nodes, 4 data sockets", 0},
+    {3, HARNESS_PROCS, 3, NULL, 0, "control: 3 ranks on one node (shared memory only)", 0},
 };
 
 static const char* const protos[] = {"LL", "LL128", "Simple"};
@@ -314,12 +359,18 @@ static int skip_case(int i) {
   return only != NULL && *only && atoi(only) != i;
 }
 
+/* (plugin, case) pairs of the colls TCase: every case over Socket, the every_net ones over the
+ * other plugins too (filled by net_suite). */
+static struct { int plugin, kase; } coll_runs[NELEMS(coll_cases) * NPLUGINS];
+static int ncoll_runs;
+
 START_TEST(test_colls) {
-  const struct coll_case* k = &coll_cases[_i];
-  if (skip_case(_i)) return;
+  const struct coll_case* k = &coll_cases[coll_runs[_i].kase];
+  if (skip_case(coll_runs[_i].kase)) return;
+  const struct net_plugin_case* p = use_plugin(coll_runs[_i].plugin);
   if (k->mode == HARNESS_THREADS) apply_env(k->env), braid_param_reload();
   int failed = harness_run(k->nranks, k->mode, body_colls, (void*)k, HARNESS_TIMEOUT_S);
-  ck_assert_msg(failed == 0, "%s: %d ranks failed", k->name, failed);
+  ck_assert_msg(failed == 0, "%s over %s: %d ranks failed", k->name, p->name, failed);
 }
 END_TEST
 
@@ -400,12 +451,19 @@ static const struct kill_case kill_cases[] = {
 };
 
 START_TEST(test_kill) {
-  const struct kill_case* k = &kill_cases[_i];
-  if (skip_case(_i)) return;
+  const struct kill_case* k = &kill_cases[_i % NELEMS(kill_cases)];
+  if (skip_case(_i % NELEMS(kill_cases))) return;
+  const struct net_plugin_case* p = use_plugin(_i / NELEMS(kill_cases));
+  if (p->kill_full_only != NULL && !full_tier()) {
+    fprintf(stderr, "net kill over %s: NOT RUN in the default tier (BRAID_TEST_TIER=full runs it): %s\n", p->name,
+            p->kill_full_only);
+    return;
+  }
   int shm0 = harness_count_shm();
   int failed = harness_run(4, HARNESS_PROCS, body_kill, (void*)k, HARNESS_TIMEOUT_S);
-  ck_assert_msg(failed == 1, "kill of rank %d (%s, %d ranks per node): %d processes failed (only the victim should)",
-                k->victim, k->env ? k->env : "shared memory inside nodes", k->per_node, failed);
+  ck_assert_msg(failed == 1,
+                "kill of rank %d over %s (%s, %d ranks per node): %d processes failed (only the victim should)",
+                k->victim, p->name, k->env ? k->env : "shared memory inside nodes", k->per_node, failed);
   ck_assert_int_le(harness_count_shm(), shm0);
 }
 END_TEST
@@ -454,6 +512,7 @@ static int body_abort(struct harness_rank* r) {
 }
 
 START_TEST(test_abort) {
+  use_plugin(_i);
   int* returned = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(returned, MAP_FAILED);
   *returned = 0;
@@ -526,6 +585,7 @@ static int body_timeout_connect(struct harness_rank* r) {
 }
 
 START_TEST(test_timeout_connect) {
+  use_plugin(_i);
   int* failed = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(failed, MAP_FAILED);
   *failed = 0;
@@ -536,7 +596,9 @@ START_TEST(test_timeout_connect) {
 END_TEST
 
 START_TEST(test_timeout) {
-  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout, (void*)&timeout_per_node[_i], HARNESS_TIMEOUT_S), 0);
+  use_plugin(_i / NELEMS(timeout_per_node));
+  const int* per_node = &timeout_per_node[_i % NELEMS(timeout_per_node)];
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout, (void*)per_node, HARNESS_TIMEOUT_S), 0);
 }
 END_TEST
 
@@ -618,23 +680,36 @@ END_TEST
 
 /* ---- garbage on a data socket -------------------------------------------------------------- */
 
-/* Rank 0 writes garbage straight onto the socket of its channel-0 ring send connection (white
- * box: through the communicator's internals); rank 1 must fail its next call naming rank 0 and
- * the garbage, and rank 0 must fail too (rank 1 aborts), neither hangs nor crashes. */
+/* Rank 0 writes garbage straight onto the byte stream of its channel-0 ring send connection
+ * (white box: through the communicator's internals and the plugin's stream_fd); rank 1 must
+ * fail its next call naming rank 0 and the garbage, and rank 0 must fail too (rank 1 aborts),
+ * neither hangs nor crashes. */
+struct garbage_arg {
+  const struct net_plugin_case* plugin;
+  int* warm; /* shared: ranks whose first all-reduce returned */
+};
+
 static int body_garbage(struct harness_rank* r) {
+  const struct garbage_arg* g = r->arg;
+  const struct net_plugin_case* p = g->plugin;
   ncclComm_t comm;
   int32_t x = 1;
   fake_node(r, 1);
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL));
+  /* Garbage only once both ranks are done with the first call: a plugin whose data and control
+   * travel apart (UCX) does not order the garbage after data that was sent before it. */
+  __atomic_add_fetch(g->warm, 1, __ATOMIC_ACQ_REL);
+  for (int i = 0; i < 6000 && __atomic_load_n(g->warm, __ATOMIC_ACQUIRE) < 2; i++) usleep(10000);
   if (r->rank == 0) {
     struct braid_connector* c = &braid_comm_of(comm)->channels[0].ring_send;
     REXPECT(r, c->transport != NULL && strcmp(c->transport->name, "NET") == 0,
             "the ring connection is not a network one");
     struct net_res* res = c->res;
-    struct sock_comm* sc = res->net_comm;
     static const char junk[64] = "GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE GARBAGE";
-    REXPECT(r, write(sc->ctrl.fd, junk, sizeof(junk)) == (ssize_t)sizeof(junk), "cannot write the garbage");
+    REXPECT(r, strcmp(res->net->name, p->name) == 0, "the connection uses %s, not %s", res->net->name, p->name);
+    REXPECT(r, write(p->stream_fd(res->net_comm), junk, sizeof(junk)) == (ssize_t)sizeof(junk),
+            "cannot write the garbage");
   }
   double t0 = now_s();
   ncclResult_t res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL);
@@ -658,7 +733,18 @@ static int body_garbage(struct harness_rank* r) {
 }
 
 START_TEST(test_garbage) {
-  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_garbage, NULL, HARNESS_TIMEOUT_S), 0);
+  const struct net_plugin_case* p = use_plugin(_i);
+  if (p->stream_fd == NULL) {
+    fprintf(stderr, "net garbage over %s: SKIPPED: the plugin has no byte stream to write garbage onto\n", p->name);
+    return;
+  }
+  int* warm = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert_ptr_ne(warm, MAP_FAILED);
+  *warm = 0;
+  struct garbage_arg g = {p, warm};
+  int res = harness_run(2, HARNESS_PROCS, body_garbage, &g, HARNESS_TIMEOUT_S);
+  munmap(warm, sizeof(int));
+  ck_assert_int_eq(res, 0);
 }
 END_TEST
 
@@ -845,24 +931,28 @@ static TCase* tcase(const char* name, int timeout_s) {
 
 Suite* net_suite(void) {
   Suite* s = suite_create("net");
+  ncoll_runs = 0;
+  for (int p = 0; p < NPLUGINS; p++)
+    for (int k = 0; k < NELEMS(coll_cases); k++)
+      if (p == 0 || coll_cases[k].every_net) coll_runs[ncoll_runs].plugin = p, coll_runs[ncoll_runs++].kase = k;
   TCase* tc = tcase("colls", TCASE_TIMEOUT_S);
-  tcase_add_loop_test(tc, test_colls, 0, NELEMS(coll_cases));
+  tcase_add_loop_test(tc, test_colls, 0, ncoll_runs);
   suite_add_tcase(s, tc);
   tc = tcase("kill", TCASE_TIMEOUT_S);
-  tcase_add_loop_test(tc, test_kill, 0, NELEMS(kill_cases));
+  tcase_add_loop_test(tc, test_kill, 0, NELEMS(kill_cases) * NPLUGINS);
   suite_add_tcase(s, tc);
   tc = tcase("abort", 60);
-  tcase_add_test(tc, test_abort);
+  tcase_add_loop_test(tc, test_abort, 0, NPLUGINS);
   suite_add_tcase(s, tc);
   tc = tcase("timeout", 60);
-  tcase_add_loop_test(tc, test_timeout, 0, NELEMS(timeout_per_node));
-  tcase_add_test(tc, test_timeout_connect);
+  tcase_add_loop_test(tc, test_timeout, 0, NELEMS(timeout_per_node) * NPLUGINS);
+  tcase_add_loop_test(tc, test_timeout_connect, 0, NPLUGINS);
   suite_add_tcase(s, tc);
   tc = tcase("abandon", 60);
   tcase_add_test(tc, test_abandon);
   suite_add_tcase(s, tc);
   tc = tcase("garbage", 60);
-  tcase_add_test(tc, test_garbage);
+  tcase_add_loop_test(tc, test_garbage, 0, NPLUGINS);
   suite_add_tcase(s, tc);
   tc = tcase("env", 90);
   tcase_add_loop_test(tc, test_env, 0, NELEMS(env_cases));

@@ -139,7 +139,11 @@ struct braid_net_v1 {
   ncclResult_t (*recvInline)(void* recvComm, int* yes);
 };
 
-/* The built-in plugin (net_socket.c). */
+/* The built-in plugins: Socket (socket/), and UCX (ucx/, built when UCX's headers were found:
+ * BRAID_UCX_BUILT; libucp is dlopened at run time). */
 extern const struct braid_net_v1 braid_net_socket;
+#if BRAID_UCX_BUILT
+extern const struct braid_net_v1 braid_net_ucx;
+#endif
 
 #endif /* BRAID_NET_H */

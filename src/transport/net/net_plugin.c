@@ -2,7 +2,9 @@
  * net_plugin.c - which network this process uses, decided once at its first network
  * connection (a failed choice is tried again next time).
  *
- * Candidates, in order: an external plugin, then the built-in Socket network. External
+ * Candidates, in order: an external plugin, the built-in Socket network, then UCX (built when
+ * UCX's headers were found; like NCCL, which has UCX only as an external plugin, braid uses it
+ * only when NCCL_NET=UCX names it, since Socket always has a device). External
  * libraries come from NCCL_NET_PLUGIN with NCCL's rules (base/plugin_open.h): unset ->
  * libnccl-net.so, "none" -> no library, otherwise a comma-separated list (NCCL 2.27+), each
  * a path, a library name or <name> for libnccl-net-<name>.so, tried in order; the first that
@@ -137,6 +139,15 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
     matched = 1;
     if (net_start(&braid_net_socket, &last, why, sizeof(why))) chosen = &braid_net_socket;
   }
+#if BRAID_UCX_BUILT
+  if (chosen == NULL && want != NULL && strcasecmp(want, braid_net_ucx.name) == 0) {
+    matched = 1;
+    if (net_start(&braid_net_ucx, &last, why, sizeof(why))) chosen = &braid_net_ucx;
+  }
+#define UCX_NAME ", UCX"
+#else
+#define UCX_NAME ""
+#endif
   if (chosen != NULL) {
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "Using network %s", chosen->name);
     goto out;
@@ -146,7 +157,8 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
     snprintf(why, sizeof(why), "%s", ext_why);
   }
   if (want != NULL && !matched && !ext_matched) {
-    BRAID_WARN("NCCL_NET=%s: no network of that name (available: %s%s)", want, ext_names, braid_net_socket.name);
+    BRAID_WARN("NCCL_NET=%s: no network of that name (available: %s%s%s)", want, ext_names, braid_net_socket.name,
+               UCX_NAME);
     res = ncclInvalidArgument;
   } else {
     BRAID_WARN("No network can connect ranks on different nodes: %s%s could not start (%s)%s%s",

@@ -1,0 +1,131 @@
+/*
+ * ibemu_devices.c - the emulated verbs provider (test-only; built into
+ * BUILD/lib/libbraid-ibemu.so, never part of libnccl.so.2; braid loads it in place of
+ * libibverbs when a test sets BRAID_IB_VERBS_LIBRARY): devices and ports so far.
+ *
+ * IBEMU_DEVICES="name:ports:link[:down],..." (link: ib | eth; "down": every port of the device
+ * is DOWN), e.g. "mlx5_0:2:ib,mlx5_1:1:eth,mlx4_0:1:ib:down". Ports are 4x HDR (active_speed
+ * 64, active_width 2), GID table of 16. IBEMU_FAIL="call:device" makes that verbs call fail
+ * for that device (open_device, query_device, query_port).
+ * PDs, CQs and QPs: ibemu_qp.c. Not emulated yet: memory regions, posting and polling work
+ * requests, RDMA between processes (net_ib's data path does not exist yet either:
+ * src/transport/net/ib/README.md).
+ */
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#undef ibv_query_port
+
+#define EMU_MAX 16
+
+struct emu_dev {
+  struct ibv_device dev; /* first: ibv_device* <-> emu_dev* */
+  int ports, eth, down;
+};
+
+static struct emu_dev emu[EMU_MAX];
+static struct ibv_device* emu_list[EMU_MAX + 1];
+
+int ibemu_fails(const char* call, const char* dev);
+int ibemu_port_is_eth(struct ibv_context* ctx, int port);
+
+/* IBEMU_FAIL names this call and device (or transition: ibemu_qp.c). */
+int ibemu_fails(const char* call, const char* dev) {
+  const char* f = getenv("IBEMU_FAIL");
+  char want[160];
+  snprintf(want, sizeof(want), "%s:%s", call, dev);
+  return f != NULL && strcmp(f, want) == 0;
+}
+
+struct ibv_device** ibv_get_device_list(int* num) {
+  const char* cfg = getenv("IBEMU_DEVICES");
+  char buf[1024], *save = NULL;
+  int n = 0;
+  snprintf(buf, sizeof(buf), "%s", cfg ? cfg : "");
+  for (char* e = strtok_r(buf, ",", &save); e != NULL && n < EMU_MAX; e = strtok_r(NULL, ",", &save)) {
+    char* f[4] = {NULL, NULL, NULL, NULL};
+    char* rest = e;
+    for (int i = 0; i < 4 && rest != NULL; i++) f[i] = strsep(&rest, ":");
+    struct emu_dev* d = &emu[n];
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dev.name, sizeof(d->dev.name), "%s", f[0]);
+    d->dev.node_type = IBV_NODE_CA;
+    d->dev.transport_type = IBV_TRANSPORT_IB;
+    d->ports = f[1] ? atoi(f[1]) : 1;
+    d->eth = f[2] && strcmp(f[2], "eth") == 0;
+    d->down = f[3] && strcmp(f[3], "down") == 0;
+    emu_list[n++] = &d->dev;
+  }
+  emu_list[n] = NULL;
+  if (num) *num = n;
+  return emu_list;
+}
+
+void ibv_free_device_list(struct ibv_device** list) {}
+
+const char* ibv_get_device_name(struct ibv_device* d) {
+  return d->name;
+}
+
+struct ibv_context* ibv_open_device(struct ibv_device* d) {
+  if (ibemu_fails("open_device", d->name)) {
+    errno = ENODEV;
+    return NULL;
+  }
+  struct ibv_context* ctx = calloc(1, sizeof(*ctx));
+  if (ctx) ctx->device = d;
+  return ctx;
+}
+
+int ibv_close_device(struct ibv_context* ctx) {
+  free(ctx);
+  return 0;
+}
+
+int ibv_query_device(struct ibv_context* ctx, struct ibv_device_attr* a) {
+  const struct emu_dev* d = (const struct emu_dev*)ctx->device;
+  if (ibemu_fails("query_device", d->dev.name)) return EIO;
+  memset(a, 0, sizeof(*a));
+  a->phys_port_cnt = (uint8_t)d->ports;
+  a->node_guid = 0x1000 + (uint64_t)(d - emu);
+  a->max_qp = 1024;
+  return 0;
+}
+
+/* verbs.h declares the exported symbol with the compat struct; braid (ib_verbs.c) passes a
+ * whole struct ibv_port_attr, as verbs.h's inline wrapper does. */
+int ibv_query_port(struct ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr* compat) {
+  struct ibv_port_attr* a = (struct ibv_port_attr*)compat;
+  const struct emu_dev* d = (const struct emu_dev*)ctx->device;
+  if (ibemu_fails("query_port", d->dev.name)) return EIO;
+  if (port < 1 || port > d->ports) return EINVAL;
+  memset(a, 0, sizeof(*a)); /* braid passes a whole struct ibv_port_attr */
+  a->state = d->down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
+  a->link_layer = d->eth ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
+  a->active_speed = 64; /* HDR */
+  a->active_width = 2;  /* 4x */
+  a->gid_tbl_len = 16;
+  a->lid = d->eth ? 0 : (uint16_t)(1 + (d - emu) * 8 + port);
+  return 0;
+}
+
+int ibemu_port_is_eth(struct ibv_context* ctx, int port) {
+  const struct emu_dev* d = (const struct emu_dev*)ctx->device;
+  return port >= 1 && port <= d->ports && d->eth;
+}
+
+int ibv_query_gid(struct ibv_context* ctx, uint8_t port, int index, union ibv_gid* gid) {
+  const struct emu_dev* d = (const struct emu_dev*)ctx->device;
+  if (index < 0 || index >= 16) return EINVAL;
+  memset(gid, 0, sizeof(*gid));
+  gid->raw[10] = 0xff; /* ::ffff:10.<dev>.<port>.<index> (RoCE v2 style, IPv4-mapped) */
+  gid->raw[11] = 0xff;
+  gid->raw[12] = 10;
+  gid->raw[13] = (uint8_t)(d - emu);
+  gid->raw[14] = port;
+  gid->raw[15] = (uint8_t)index;
+  return 0;
+}
