@@ -20,6 +20,7 @@
  * of a capture in global mode: an event query, synchronous copy or stream sync made meanwhile
  * from a thread that is not in relaxed capture mode (capture_mode) invalidates it.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -112,6 +113,14 @@ static struct fake_mem* mem_find(const void* p) { /* under mem_mu */
 static ncclResult_t map_segment(const char* name, size_t bytes, int create, char** base_p) {
   ncclResult_t res = ncclSuccess;
   int fd = shm_open(name, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0 && create && errno == EEXIST) {
+    /* Our names carry our pid and a sequence only this process advances: one that exists was
+     * left by a dead process that had our pid (pids wrap), never by a live one. */
+    BRAID_INFO(BRAID_LOG_ALLOC, "fake GPU: removing stale %s (a dead process with pid %d left it)", name,
+               (int)getpid());
+    shm_unlink(name);
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  }
   if (fd < 0) {
     BRAID_WARN("fake GPU: shm_open %s failed: %s", name, strerror(errno));
     return ncclSystemError;
