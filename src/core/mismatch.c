@@ -267,8 +267,11 @@ ncclResult_t braid_mismatch_check(struct braid_plan* plans, int nplans, struct b
     BRAID_CALLOC_GOTO(all[i], comm->nranks, res, out);
     fp_build(comm, tasks, &all[i][comm->rank]);
   }
-  /* a group never mixes modes (enqueue.c's launch_plans refuses it) */
-  if (plans[0].comm->device != NULL)
+  /* any device communicator: the bootstrap for all (a group that mixes modes is refused
+   * after the check, by enqueue.c's launch_plans; the host executor must not run on it) */
+  int device = 0;
+  for (int i = 0; i < nplans; i++) device |= plans[i].comm->device != NULL;
+  if (device)
     BRAID_CHECK_GOTO(swap_bootstrap(plans, nplans, all), res, out);
   else
     BRAID_CHECK_GOTO(swap_inband(plans, nplans, all, mine), res, out);
