@@ -42,6 +42,23 @@ static int count_of(const char* text, const char* what) {
   return n;
 }
 
+/* Rows of the dump's call table in `state` whose steps column (host mode: the steps its group
+ * moved; running: so far, with a '+') is at least `min`. */
+static int rows_with_steps(const char* dump, const char* state, long long min) {
+  int rows = 0;
+  for (const char* line = dump; line != NULL && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char fn[32], type[32], op[32], root[32], st[32], steps[32];
+    unsigned long long id;
+    size_t count;
+    int nch;
+    if (sscanf(line, " %llu %31s %zu %31s %31s %31s %d %31s %31s", &id, fn, &count, type, op, root, &nch, st, steps) !=
+        9)
+      continue;
+    if (strcmp(st, state) == 0 && steps[0] != '-' && atoll(steps) >= min) rows++;
+  }
+  return rows;
+}
+
 static volatile int* others_done; /* shared: ranks 1 and 2 finished the failing call */
 
 static int body_timeout(struct harness_rank* r) {
@@ -83,6 +100,8 @@ static int body_timeout(struct harness_rank* r) {
   REXPECT(r, count_of(dump, " done ") >= 3 && strstr(dump, " running ") != NULL,
           "rank %d: the dump does not show 3 calls done and one running", r->rank);
   REXPECT(r, strstr(dump, "steps sent") != NULL, "rank %d: the dump shows no connection counters", r->rank);
+  REXPECT(r, rows_with_steps(dump, "done", 0) >= 3 && rows_with_steps(dump, "running", 0) == 1,
+          "rank %d: the dump does not give the steps of each call:\n%s", r->rank, dump);
   free(dump);
   ncclCommAbort(comm);
   free(buf);
@@ -148,6 +167,8 @@ static int body_braid_info(struct harness_rank* r) {
   ncclComm_t comm;
   float* buf = calloc(256, sizeof(float));
   REXPECT(r, buf != NULL, "out of memory");
+  setenv("NCCL_ALGO", "Ring", 1); /* through the FIFOs, so every call moves steps */
+  braid_param_reload();
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   for (int i = 0; i < 3; i++) RCHECK(r, ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, NULL));
   RCHECK(r, ncclReduce(buf, buf, 33, ncclInt32, ncclMax, 1, comm, NULL));
@@ -169,6 +190,7 @@ static int body_braid_info(struct harness_rank* r) {
     REXPECT(r, count_of(out, "AllReduce") == 3 && count_of(out, "Reduce") == 4 && count_of(out, " done ") == 4,
             "braid-info --dump does not show 3 all-reduces and a reduce done:\n%s", out);
     REXPECT(r, strstr(out, "    33 ") != NULL, "the reduce's count is not in braid-info's dump:\n%s", out);
+    REXPECT(r, rows_with_steps(out, "done", 1) == 4, "braid-info --dump does not give each call's steps:\n%s", out);
     free(out);
   }
   RCHECK(r, ncclCommDestroy(comm));
