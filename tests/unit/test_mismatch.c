@@ -257,6 +257,45 @@ START_TEST(test_mismatch_control) {
 }
 END_TEST
 
+/* One thread drives a whole clique (ncclCommInitAll, one group over its three communicators):
+ * the in-band swap runs every communicator's ring step at once, or it would wait on itself.
+ * Rank 1's all-reduce is twice as long: every communicator's call fails, names both calls,
+ * and the clique still runs a matching group afterwards. */
+START_TEST(test_mismatch_clique) {
+  ncclComm_t comms[NRANKS];
+  float* buf[NRANKS];
+  mode_env(&modes[0]);
+  ck_assert_int_eq(ncclCommInitAll(comms, NRANKS, NULL), ncclSuccess);
+  for (int r = 0; r < NRANKS; r++) {
+    buf[r] = calloc(2000, sizeof(float));
+    ck_assert_ptr_nonnull(buf[r]);
+  }
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < NRANKS; r++)
+    ck_assert_int_eq(ncclAllReduce(buf[r], buf[r], r == ODD ? 2000 : 1000, ncclFloat, ncclSum, comms[r], NULL),
+                     ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclInvalidUsage);
+  for (int r = 0; r < NRANKS; r++) {
+    const char* e = ncclGetLastError(comms[r]);
+    ck_assert_msg(strstr(e, "ranks 0,2 call AllReduce(count 1000, float, sum)") != NULL &&
+                      strstr(e, "rank 1 calls AllReduce(count 2000, float, sum)") != NULL,
+                  "comm %d: %s", r, e);
+  }
+  for (int r = 0; r < NRANKS; r++)
+    for (int i = 0; i < 16; i++) buf[r][i] = (float)(r + 1);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < NRANKS; r++)
+    ck_assert_int_eq(ncclAllReduce(buf[r], buf[r], 16, ncclFloat, ncclSum, comms[r], NULL), ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < NRANKS; r++) {
+    for (int i = 0; i < 16; i++) ck_assert_msg(buf[r][i] == 6.0f, "comm %d element %d: %g", r, i, buf[r][i]);
+    ck_assert_int_eq(ncclCommDestroy(comms[r]), ncclSuccess);
+    free(buf[r]);
+  }
+  mode_env(NULL);
+}
+END_TEST
+
 Suite* mismatch_suite(void);
 Suite* mismatch_suite(void) {
   Suite* s = suite_create("mismatch");
@@ -264,6 +303,7 @@ Suite* mismatch_suite(void) {
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_loop_test(tc, test_mismatch_kind, 0, sizeof(cases) / sizeof(cases[0]));
   tcase_add_loop_test(tc, test_mismatch_control, 0, 2);
+  tcase_add_test(tc, test_mismatch_clique);
   tcase_add_loop_test(tc, test_mismatch_matrix, 0, (int)(sizeof(modes) / sizeof(modes[0])) * NKINDS);
   suite_add_tcase(s, tc);
   return s;
