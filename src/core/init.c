@@ -19,6 +19,7 @@
 #include "core/flight.h"
 #include "core/group.h"
 #include "core/init_internal.h"
+#include "core/mismatch.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
 #include "device/launch.h"
@@ -269,6 +270,7 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
       return ncclInvalidUsage;
     }
   }
+  BRAID_CHECK(braid_mismatch_check_agree(comm));
   *t_gather = braid_time_now() - t0;
   BRAID_CHECK(compute_nodes(comm));
   BRAID_CHECK(setup_buffers(comm));

@@ -191,6 +191,35 @@ static ncclResult_t verdict(struct braid_comm* comm, const struct fp* all) {
   return ncclInvalidUsage;
 }
 
+/* "0,2,3": the ranks whose BRAID_CHECK_MISMATCH setting is `on`. */
+static void ranks_with(const struct braid_comm* comm, int on, char* buf, size_t len) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < comm->nranks && n + 12 < len; r++)
+    if (((comm->peers[r].must_agree & BRAID_PEER_AGREE_CHECK_MISMATCH) != 0) == on)
+      n += snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
+  if (n + 12 >= len) snprintf(buf + n, len - n, ",...");
+}
+
+ncclResult_t braid_mismatch_check_agree(const struct braid_comm* comm) {
+  int on = 0, off = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (comm->peers[r].must_agree & BRAID_PEER_AGREE_CHECK_MISMATCH)
+      on++;
+    else
+      off++;
+  }
+  if (on == 0 || off == 0) return ncclSuccess;
+  char a[96], b[96];
+  ranks_with(comm, 1, a, sizeof(a));
+  ranks_with(comm, 0, b, sizeof(b));
+  BRAID_WARN(
+      "BRAID_CHECK_MISMATCH=1 is set on rank%s %s but not on rank%s %s of comm %p commId 0x%llx: set it alike "
+      "on every rank (a rank without it would take the others' fingerprints for data)",
+      on > 1 ? "s" : "", a, off > 1 ? "s" : "", b, (void*)comm, (unsigned long long)comm->comm_hash);
+  return ncclInvalidUsage;
+}
+
 static uint64_t tag_of(struct braid_comm* comm) {
   return TAG_MISMATCH | (comm->mismatch_seq & 0xffffffffULL);
 }

@@ -13,6 +13,12 @@
 
 /* Whether the check is on (the parameter, read per group). */
 int braid_mismatch_enabled(void);
+/* The bit of braid_peer_info.must_agree that says the check is on: a rank without it would
+ * take the others' fingerprint step for its data, so init refuses a job that is split. */
+#define BRAID_PEER_AGREE_CHECK_MISMATCH 1
+/* At init, after the peers' identities are in: ncclInvalidUsage, on every rank, when some
+ * ranks run with BRAID_CHECK_MISMATCH=1 and others without (the WARN names both sets). */
+ncclResult_t braid_mismatch_check_agree(const struct braid_comm* comm);
 /* Swap this rank's fingerprint of `tasks` on plans[i].comm with every peer's, for every plan
  * at once (one thread may drive every rank of a clique), then check each plan. */
 ncclResult_t braid_mismatch_check(struct braid_plan* plans, int nplans, struct braid_task* tasks);

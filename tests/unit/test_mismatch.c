@@ -257,6 +257,25 @@ START_TEST(test_mismatch_control) {
 }
 END_TEST
 
+/* A job split on the variable is refused at init, on every rank: a rank without the check
+ * would take the others' fingerprint step for its data. */
+static int body_split(struct harness_rank* r) {
+  ncclComm_t comm;
+  setenv("BRAID_CHECK_MISMATCH", r->rank == ODD ? "0" : "1", 1);
+  braid_param_reload();
+  ncclResult_t res = ncclCommInitRank(&comm, r->nranks, r->id, r->rank);
+  REXPECT(r, res == ncclInvalidUsage, "init returned %d (%s), expected ncclInvalidUsage", (int)res,
+          ncclGetErrorString(res));
+  const char* e = ncclGetLastError(NULL);
+  REXPECT(r, strstr(e, "BRAID_CHECK_MISMATCH=1 is set on ranks 0,2 but not on rank 1") != NULL, "last error: %s", e);
+  return 0;
+}
+
+START_TEST(test_mismatch_split) {
+  ck_assert_int_eq(harness_run(NRANKS, HARNESS_PROCS, body_split, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 /* One thread drives a whole clique (ncclCommInitAll, one group over its three communicators):
  * the in-band swap runs every communicator's ring step at once, or it would wait on itself.
  * Rank 1's all-reduce is twice as long: every communicator's call fails, names both calls,
@@ -304,6 +323,7 @@ Suite* mismatch_suite(void) {
   tcase_add_loop_test(tc, test_mismatch_kind, 0, sizeof(cases) / sizeof(cases[0]));
   tcase_add_loop_test(tc, test_mismatch_control, 0, 2);
   tcase_add_test(tc, test_mismatch_clique);
+  tcase_add_test(tc, test_mismatch_split);
   tcase_add_loop_test(tc, test_mismatch_matrix, 0, (int)(sizeof(modes) / sizeof(modes[0])) * NKINDS);
   suite_add_tcase(s, tc);
   return s;
