@@ -39,6 +39,7 @@ static int ring_round(struct harness_rank* r, ncclComm_t comm, ncclWindow_t win,
   RCHECK(r, ncclWaitSignal(1, &d, comm, NULL));
   d.peer = -1; /* the group keeps its own copy of the descriptors */
   RCHECK(r, ncclPutSignal(src, BYTES, ncclUint8, next, win, 0, 0, 0, 0, comm, NULL));
+  REXPECT(r, ncclCommWindowDeregister(comm, win) == ncclInvalidUsage, "deregistered with a put queued on it");
   RCHECK(r, ncclGroupEnd());
   for (size_t i = 0; i < BYTES; i++)
     REXPECT(r, wbuf[i] == pattern(prev, round, i), "round %d: byte %zu is %u, expected %u", round, i, wbuf[i],
@@ -130,8 +131,7 @@ START_TEST(test_group_one_thread) {
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   for (int i = 0; i < NRANKS; i++)
     for (size_t k = 0; k < BYTES; k++)
-      ck_assert_msg(wbuf[i][k] == pattern((i + NRANKS - 1) % NRANKS, 5, k), "rank %d byte %zu is %u", i, k,
-                    wbuf[i][k]);
+      ck_assert_msg(wbuf[i][k] == pattern((i + NRANKS - 1) % NRANKS, 5, k), "rank %d byte %zu is %u", i, k, wbuf[i][k]);
   for (int i = 0; i < NRANKS; i++) {
     ck_assert_int_eq(ncclCommWindowDeregister(comms[i], win[i]), ncclSuccess);
     ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);

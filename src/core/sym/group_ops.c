@@ -62,13 +62,20 @@ int braid_sym_group_holds(const struct braid_comm* comm) {
   return n;
 }
 
+int braid_sym_group_holds_win(const struct ncclWindow_vidmem* win) {
+  for (const struct braid_sym_op* op = ops_head; op != NULL; op = op->next)
+    if (op->kind == BRAID_SYM_OP_PUT && op->win == win) return 1;
+  return 0;
+}
+
 /* Every queued call's communicator is still the one it was queued on. */
 static ncclResult_t check_comms(void) {
   for (const struct braid_sym_op* op = ops_head; op != NULL; op = op->next) {
     if (braid_comm_registry_valid(op->comm, op->comm_gen)) continue;
-    BRAID_WARN("ncclGroupEnd: comm %p, which a one-sided call or registration of this group was queued on, was "
-               "destroyed or aborted before ncclGroupEnd",
-               (void*)op->comm);
+    BRAID_WARN(
+        "ncclGroupEnd: comm %p, which a one-sided call or registration of this group was queued on, was "
+        "destroyed or aborted before ncclGroupEnd",
+        (void*)op->comm);
     return ncclInvalidUsage;
   }
   return ncclSuccess;

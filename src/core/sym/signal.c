@@ -271,10 +271,6 @@ static ncclResult_t put_run(const struct braid_sym_op* op) {
   struct braid_comm* comm = op->comm;
   struct ncclWindow_vidmem* w = op->win;
   int peer = op->peer;
-  if (w->magic != BRAID_WIN_MAGIC) { /* deregistered between the call and its group's end */
-    BRAID_WARN("ncclPutSignal: rank %d: the window %p was deregistered before the group ended", comm->rank, (void*)w);
-    return ncclInvalidUsage;
-  }
   if (!comm->sym->peer_local[peer])
     return braid_remote_put(comm, peer, w->id, op->offset, op->src, op->bytes, comm->device != NULL, op->ctx, op->sig);
   if (w->peer_ptr[peer] == NULL) {

@@ -193,6 +193,8 @@ ncclResult_t braid_sym_group_finish(void);
 void braid_sym_group_drop(void);
 /* Number of queued calls on comm (destroying it with calls pending is refused by the caller). */
 int braid_sym_group_holds(const struct braid_comm* comm);
+/* 1 when a put queued in this thread's group targets win (deregistering it is refused). */
+int braid_sym_group_holds_win(const struct ncclWindow_vidmem* win);
 
 /* ---- bounded bootstrap steps of post-init collective calls (sync.c) ----------------------- */
 

@@ -267,6 +267,11 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t 
   BRAID_CHECK(braid_comm_check(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (braid_win_lookup(comm, win, fn) == NULL) return ncclInvalidArgument;
+  if (braid_sym_group_holds_win(win)) {
+    BRAID_WARN("%s: rank %d: window %p has puts queued in this thread's open group; call ncclGroupEnd first", fn,
+               comm->rank, (void*)win);
+    return ncclInvalidUsage;
+  }
   pthread_mutex_lock(&comm->sym->lock);
   for (struct ncclWindow_vidmem** p = &comm->sym->windows; *p != NULL; p = &(*p)->next) {
     if (*p == win) {
