@@ -3,7 +3,8 @@
  * the group's end (src/core/sym/group_ops.c): a group that posts its wait before its put and
  * signal completes; registrations in a group give valid windows; one thread holding every rank
  * (ncclCommInitAll) registers, puts and waits on all of them in single groups; bad arguments
- * fail the call itself; a communicator with queued calls cannot be destroyed.
+ * fail the call itself; a communicator with queued calls cannot be destroyed; ncclDevCommCreate
+ * in a group still makes its resource window at the call.
  * Ranks as threads, processes and fake nodes (the remote path).
  */
 #include <check.h>
@@ -14,6 +15,7 @@
 #include "base/param.h"
 #include "harness.h"
 #include "nccl.h"
+#include "nccl_device.h"
 
 #define RANK_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 300
@@ -85,6 +87,14 @@ static int body_group(struct harness_rank* r) {
   RCHECK(r, ncclSignal((r->rank + 1) % r->nranks, 1, 0, 0, comm, NULL));
   RCHECK(r, ncclSignal((r->rank + 1) % r->nranks, 1, 0, 0, comm, NULL));
   RCHECK(r, ncclGroupEnd());
+  /* ncclDevCommCreate in a group registers its resource window at the call. */
+  ncclDevCommRequirements_t q = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  ncclDevComm_t dc;
+  RCHECK(r, ncclGroupStart());
+  RCHECK(r, ncclDevCommCreate(comm, &q, &dc));
+  RCHECK(r, ncclGroupEnd());
+  REXPECT(r, dc.resourceWindow != NULL, "ncclDevCommCreate in a group left no resource window");
+  RCHECK(r, ncclDevCommDestroy(comm, &dc));
   RCHECK(r, ncclCommWindowDeregister(comm, win2));
   RCHECK(r, ncclCommWindowDeregister(comm, win));
   RCHECK(r, ncclAllReduce(src, src, 1, ncclUint8, ncclSum, comm, NULL)); /* nobody frees under a peer */
