@@ -83,7 +83,8 @@
     "sleep step between connect retries (ms)")                                                                         \
   X(HOSTID, "NCCL_HOSTID", PER_USE, STR, NULL,                                                                         \
     "host identity (default hostname + boot id); ranks with equal ids share a node")                                   \
-  X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300, "seconds init waits for missing ranks")          \
+  X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300,                                                  \
+    "seconds init, window registration, suspend, grow wait for missing ranks")                                         \
   X(TIMEOUT, "BRAID_TIMEOUT", LIVE, INT(0, INT32_MAX), 0, "seconds a collective may wait for a peer (0: no limit)")    \
   X(FLIGHT_CALLS, "BRAID_FLIGHT_CALLS", LIVE, INT(0, 4096), 64,                                                        \
     "calls each communicator's flight recorder keeps (0: off); dumped on failure, SIGUSR1, braid-info --dump")         \
