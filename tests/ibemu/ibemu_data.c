@@ -12,10 +12,10 @@
  * the peer QP's incoming ring; the peer's poll_cq turns each into a RECV_RDMA_WITH_IMM
  * completion once a receive is posted (an RNR wait that never gives up, as rnr_retry 7). A peer
  * process that is gone (any failing process_vm_* call, or a QP number nobody registered) is
- * RETRY_EXC_ERR. The peer QP's registry lock is held while bytes move (ibemu_mr.c). After an error completion the QP is in ERR: every further WR is flushed
- * (WR_FLUSH_ERR), as are its posted receives.
- * Not emulated: SEND / atomics, several SGEs, the responder QP's state and access flags
- * (only the MR's are checked), completion channels (req_notify_cq says ENOSYS).
+ * RETRY_EXC_ERR. The peer QP's registry lock is held while bytes move (ibemu_mr.c). After an error completion the QP is
+ * in ERR: every further WR is flushed (WR_FLUSH_ERR), as are its posted receives. Not emulated: SEND / atomics, several
+ * SGEs, the responder QP's state and access flags (only the MR's are checked), completion channels (req_notify_cq says
+ * ENOSYS).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -52,8 +52,7 @@ static int local_ok(const struct ibv_sge* s, int need) {
 /* The peer's MR behind rkey covers [addr, addr+len) with `need`: 0, else a WC status. */
 static int remote_check(struct emu_qp* q, uint32_t rkey, uint64_t addr, uint32_t len, int need) {
   struct emu_mr_slot m;
-  if (pvm(q->peer_pid, 0, &m, q->peer_mrt + EMU_MR_IDX(rkey) * sizeof(m), sizeof(m)) != 0)
-    return IBV_WC_RETRY_EXC_ERR;
+  if (pvm(q->peer_pid, 0, &m, q->peer_mrt + EMU_MR_IDX(rkey) * sizeof(m), sizeof(m)) != 0) return IBV_WC_RETRY_EXC_ERR;
   if (len == 0) return 0;
   if (!m.valid || m.key != rkey || addr < m.addr || addr + len > m.addr + m.len || !(m.access & need))
     return IBV_WC_REM_ACCESS_ERR;
@@ -68,7 +67,8 @@ static int do_write(struct emu_qp* q, const struct ibv_send_wr* wr) {
   if (st != 0) return st;
   char* src = (char*)(uintptr_t)(wr->num_sge ? s->addr : 0);
   size_t first = len > 8 ? len - 8 : 0;
-  if ((first && pvm(q->peer_pid, 1, src, dst, first)) || (len > first && pvm(q->peer_pid, 1, src + first, dst + first, len - first)))
+  if ((first && pvm(q->peer_pid, 1, src, dst, first)) ||
+      (len > first && pvm(q->peer_pid, 1, src + first, dst + first, len - first)))
     return IBV_WC_RETRY_EXC_ERR;
   if (wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM) return 0;
   uint64_t tail = 0;
@@ -78,7 +78,8 @@ static int do_write(struct emu_qp* q, const struct ibv_send_wr* wr) {
   if (q->peer_head - tail >= EMU_RING) return IBV_WC_RNR_RETRY_EXC_ERR;
   uint64_t slot = base + offsetof(struct emu_qp, in) + (q->peer_head % EMU_RING) * sizeof(in);
   uint64_t head = q->peer_head + 1;
-  if (pvm(q->peer_pid, 1, &in, slot, sizeof(in)) || pvm(q->peer_pid, 1, &head, base + offsetof(struct emu_qp, in_head), sizeof(head)))
+  if (pvm(q->peer_pid, 1, &in, slot, sizeof(in)) ||
+      pvm(q->peer_pid, 1, &head, base + offsetof(struct emu_qp, in_head), sizeof(head)))
     return IBV_WC_RETRY_EXC_ERR;
   q->peer_head = head;
   return 0;

@@ -64,14 +64,22 @@ static void ctrl_check(struct ib_comm* c, int now_too) {
 
 static const char* wc_status_str(int s) {
   switch (s) {
-    case IBV_WC_LOC_PROT_ERR: return "local protection error";
-    case IBV_WC_WR_FLUSH_ERR: return "work request flushed (the QP is in error)";
-    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
-    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
-    case IBV_WC_REM_INV_REQ_ERR: return "remote invalid request";
-    case IBV_WC_REM_OP_ERR: return "remote operation error";
-    default: return "error";
+    case IBV_WC_LOC_PROT_ERR:
+      return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "work request flushed (the QP is in error)";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "remote access error";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "transport retry counter exceeded";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "RNR retry counter exceeded";
+    case IBV_WC_REM_INV_REQ_ERR:
+      return "remote invalid request";
+    case IBV_WC_REM_OP_ERR:
+      return "remote operation error";
+    default:
+      return "error";
   }
 }
 
@@ -83,12 +91,14 @@ static ncclResult_t wc_error(struct ib_comm* c, const struct ibv_wc* wc) {
     c->closed_by_peer = 1;
     return ib_fail(c, "closed the connection");
   }
-  int peer = wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR ||
-             wc->status == IBV_WC_WR_FLUSH_ERR;
+  int peer =
+      wc->status == IBV_WC_RETRY_EXC_ERR || wc->status == IBV_WC_RNR_RETRY_EXC_ERR || wc->status == IBV_WC_WR_FLUSH_ERR;
   if (!peer)
     BRAID_WARN("NET/IB : %s:%d: completion error on QP 0x%x: %s (status %d, vendor error 0x%x, %s)", c->cfg.dev,
                c->cfg.port, wc->qp_num, wc_status_str(wc->status), wc->status, wc->vendor_err,
-               wc->wr_id & WR_CTS ? "clear-to-send write" : c->is_send ? "data write" : "receive");
+               wc->wr_id & WR_CTS ? "clear-to-send write"
+               : c->is_send       ? "data write"
+                                  : "receive");
   ib_fail(c, "%s (status %d on %s:%d, QP 0x%x)", wc_status_str(wc->status), wc->status, c->cfg.dev, c->cfg.port,
           wc->qp_num);
   return peer ? ncclRemoteError : ncclSystemError;
@@ -130,8 +140,9 @@ static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t id
   wr.wr.rdma.rkey = rkey;
   int rc = ibv_post_send(qp, &wr, &bad);
   if (rc == 0) return ncclSuccess;
-  BRAID_WARN("NET/IB : ibv_post_send (%s, %u bytes) failed on %s:%d QP 0x%x: %s", op == IBV_WR_RDMA_WRITE ? "RDMA write" : "RDMA write with immediate", len,
-             c->cfg.dev, c->cfg.port, qp->qp_num, strerror(rc));
+  BRAID_WARN("NET/IB : ibv_post_send (%s, %u bytes) failed on %s:%d QP 0x%x: %s",
+             op == IBV_WR_RDMA_WRITE ? "RDMA write" : "RDMA write with immediate", len, c->cfg.dev, c->cfg.port,
+             qp->qp_num, strerror(rc));
   ib_fail(c, "ibv_post_send failed: %s", strerror(rc));
   return ncclSystemError;
 }
@@ -162,7 +173,8 @@ static ncclResult_t send_data(struct ib_comm* c, uint64_t i, const struct ib_fif
       r->pending++;
       BRAID_CHECK(post_write(c, qp, id, IBV_WR_RDMA_WRITE_WITH_IMM, NULL, 0, 0, s->addr + off, s->rkey, len));
     } else {
-      BRAID_CHECK(post_write(c, qp, id, IBV_WR_RDMA_WRITE_WITH_IMM, data + off, len, lkey, s->addr + off, s->rkey, len));
+      BRAID_CHECK(
+          post_write(c, qp, id, IBV_WR_RDMA_WRITE_WITH_IMM, data + off, len, lkey, s->addr + off, s->rkey, len));
     }
     r->pending++;
   }
@@ -232,8 +244,12 @@ ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, 
     r->pending++;
   }
   struct ib_fifo_slot* s = &c->fifo[i % IB_NREQ]; /* staging: what the sender's slot becomes */
-  *s = (struct ib_fifo_slot){(uint64_t)(uintptr_t)data[0], mr != NULL ? mr->mr->rkey : 0, (uint32_t)sizes[0],
-                             tags != NULL ? tags[0] : 0, 0, i + 1};
+  *s = (struct ib_fifo_slot){(uint64_t)(uintptr_t)data[0],
+                             mr != NULL ? mr->mr->rkey : 0,
+                             (uint32_t)sizes[0],
+                             tags != NULL ? tags[0] : 0,
+                             0,
+                             i + 1};
   BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | (i % IB_NREQ), IBV_WR_RDMA_WRITE, s, sizeof(*s), c->fifo_mr->lkey,
                          c->peer.fifo_addr + (i % IB_NREQ) * sizeof(*s), c->peer.fifo_rkey, 0));
   r->pending++;

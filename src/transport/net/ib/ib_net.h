@@ -50,8 +50,8 @@ struct ib_dev {
   int gid_index;
   union ibv_gid gid;
   uint16_t lid;
-  uint8_t mtu; /* enum ibv_mtu: the port's active MTU */
-  int ar;      /* adaptive routing: data as RDMA WRITE + a 0-byte WRITE_WITH_IMM */
+  uint8_t mtu;          /* enum ibv_mtu: the port's active MTU */
+  int ar;               /* adaptive routing: data as RDMA WRITE + a 0-byte WRITE_WITH_IMM */
   pthread_mutex_t lock; /* the registration cache */
   struct ib_mr* cache;
 };
@@ -125,11 +125,12 @@ struct ib_comm {
   struct ibv_cq* cq;
   int nqps, split;
   struct ibv_qp* qp[IB_MAX_QPS];
-  int ready;            /* QPs in RTS, the peer's info known */
-  struct ib_info mine;  /* what we told the peer */
-  struct ib_info peer;  /* sender: read from the receiver after connect */
+  int ready;           /* QPs in RTS, the peer's info known */
+  struct ib_info mine; /* what we told the peer */
+  struct ib_info peer; /* sender: read from the receiver after connect */
   size_t peer_off;
-  struct ib_fifo_slot fifo[IB_NREQ] __attribute__((aligned(64))); /* sender: the receiver writes it; receiver: staging */
+  struct ib_fifo_slot fifo[IB_NREQ]
+      __attribute__((aligned(64))); /* sender: the receiver writes it; receiver: staging */
   struct ibv_mr* fifo_mr;
   struct ib_req reqs[IB_NREQ];
   uint64_t req_head, req_tail;

@@ -46,7 +46,8 @@ static int gid_pick(struct ib_dev* d) {
     static const uint8_t zero[16];
     if (memcmp(g.raw, zero, 16) == 0) continue;
     if (v->query_gid_ex != NULL &&
-        (v->query_gid_ex(d->ctx, (uint32_t)d->port.port, (uint32_t)i, &e, 0, sizeof(e)) != 0 || e.gid_type != type_want))
+        (v->query_gid_ex(d->ctx, (uint32_t)d->port.port, (uint32_t)i, &e, 0, sizeof(e)) != 0 ||
+         e.gid_type != type_want))
       continue;
     int v4 = memcmp(g.raw, zero, 10) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff;
     if (v4) return i;
@@ -69,7 +70,9 @@ static ncclResult_t dev_open(const struct braid_ib_port* p, struct ib_dev* d) {
   memset(&pa, 0, sizeof(pa));
   if (d->ctx == NULL || v->query_port(d->ctx, (uint8_t)p->port, &pa) != 0 || (d->pd = v->alloc_pd(d->ctx)) == NULL) {
     BRAID_WARN("NET/IB : %s:%d: %s failed", p->dev, p->port,
-               d->ctx == NULL ? "ibv_open_device" : d->pd == NULL && pa.state ? "ibv_alloc_pd" : "ibv_query_port");
+               d->ctx == NULL              ? "ibv_open_device"
+               : d->pd == NULL && pa.state ? "ibv_alloc_pd"
+                                           : "ibv_query_port");
     if (d->ctx != NULL) v->close_device(d->ctx);
     return ncclSystemError;
   }
@@ -120,8 +123,9 @@ static ncclResult_t ib_init(braid_net_log_fn log) {
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s; OOB %s:%s", line, ib.ifname,
                braid_socket_addr_str(&ib.ifaddr, a));
   if (ib.ndev > 0 && braid_param_str(BRAID_PARAM_NET_GDR_LEVEL) != NULL)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : GPUDirect RDMA is not implemented: NCCL_NET_GDR_LEVEL "
-                                               "does not apply to IB (host memory only)");
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
+               "NET/IB : GPUDirect RDMA is not implemented: NCCL_NET_GDR_LEVEL "
+               "does not apply to IB (host memory only)");
   ib.inited = 1;
 out:
   pthread_mutex_unlock(&ib_init_lock);
@@ -249,7 +253,7 @@ static ncclResult_t comm_new(int is_send, int dev, const struct ib_ctx* ctx, int
   c->nqps = nqps;
   c->split = split;
   c->cfg = (struct braid_ib_qp_cfg){d->port.dev, d->port.port, d->port.roce, d->gid_index,
-                                    ib.timeout,  ib.retry_cnt,  ib.sl,        ctx->tc};
+                                    ib.timeout,  ib.retry_cnt, ib.sl,        ctx->tc};
   int cqe = 2 * IB_NREQ * (nqps + 1);
   if ((c->cq = v->create_cq(d->ctx, cqe, NULL, NULL, 0)) == NULL) {
     BRAID_WARN("NET/IB : ibv_create_cq (%d entries) failed on %s:%d: %s", cqe, d->port.dev, d->port.port,
@@ -257,7 +261,8 @@ static ncclResult_t comm_new(int is_send, int dev, const struct ib_ctx* ctx, int
     res = ncclSystemError;
     goto err;
   }
-  for (int i = 0; i < nqps; i++) BRAID_CHECK_GOTO(braid_ib_qp_create(v, d->pd, c->cq, &c->cfg, 2 * IB_NREQ, &c->qp[i]), res, err);
+  for (int i = 0; i < nqps; i++)
+    BRAID_CHECK_GOTO(braid_ib_qp_create(v, d->pd, c->cq, &c->cfg, 2 * IB_NREQ, &c->qp[i]), res, err);
   c->fifo_mr = v->reg_mr(d->pd, c->fifo, sizeof(c->fifo),
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   if (c->fifo_mr == NULL) {
