@@ -14,10 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/socket.h"
+#include "base/socket_pending.h"
+#include "harness.h"
 #include "nccl.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/net_socket.h"
@@ -184,8 +187,17 @@ static void* accept_for(struct pair* p, int ms) {
   return rc;
 }
 
+/* Strangers are dropped and said, rate-limited (one line per source host and interval: all
+ * three come from 127.0.0.1), and not recorded as the caller's error. */
 START_TEST(test_plugin_stranger) {
   struct pair p;
+  char path[] = "/tmp/braid-test-warn-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", path, 1);
+  ncclResetDebugInit();
   plugin_setup_env(NULL, NULL);
   plugin_open(&p, 0xfeedULL);
   /* a stranger with a wrong secret, one speaking garbage, one that closes: all dropped */
@@ -195,12 +207,44 @@ START_TEST(test_plugin_stranger) {
   raw_send(s2, "GET / HTTP/1.0\r\n\r\n", 18);
   close(s3);
   ck_assert_ptr_null(accept_for(&p, 300));
-  ck_assert_str_ne(ncclGetLastError(NULL), "");
+  ck_assert_str_eq(ncclGetLastError(NULL), "");
   /* the real sender still gets in */
   plugin_connect(&p);
   close(s1);
   close(s2);
   plugin_close(&p);
+  int lines = harness_count_lines(path, "NET/Socket: dropping connection from 127.0.0.1");
+  unlink(path);
+  unsetenv("NCCL_DEBUG_FILE");
+  unsetenv("NCCL_DEBUG");
+  ncclResetDebugInit();
+  ck_assert_msg(lines >= 1 && lines <= 3, "%d WARN lines for 3 strangers from one address", lines);
+}
+END_TEST
+
+/* A flood of silent strangers holds at most the listener's cap of descriptors
+ * (braid_socket_max_pending: a quarter of RLIMIT_NOFILE, here 256 -> 64; the oldest go
+ * first), and the real sender, which comes last, still gets in. */
+START_TEST(test_plugin_flood) {
+  enum { STRANGERS = 100 };
+  struct rlimit old, low = {256, 256};
+  ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low.rlim_max = old.rlim_max;
+  ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+  ck_assert_int_eq(braid_socket_max_pending(), 64);
+  struct pair p;
+  plugin_setup_env(NULL, NULL);
+  plugin_open(&p, 0xf1eedULL);
+  int fds0 = harness_count_fds();
+  static int strangers[STRANGERS];
+  for (int i = 0; i < STRANGERS; i++) strangers[i] = raw_connect(&p);
+  ck_assert_ptr_null(accept_for(&p, 300));
+  int held = harness_count_fds() - fds0 - STRANGERS;
+  ck_assert_msg(held <= 64, "the listener holds %d stranger descriptors (cap 64)", held);
+  plugin_connect(&p);
+  for (int i = 0; i < STRANGERS; i++) close(strangers[i]);
+  plugin_close(&p);
+  ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 END_TEST
 
@@ -306,6 +350,7 @@ Suite* net_socket_suite(void) {
   tc = tcase_create("stranger");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_plugin_stranger);
+  tcase_add_test(tc, test_plugin_flood);
   suite_add_tcase(s, tc);
   tc = tcase_create("stream");
   tcase_set_timeout(tc, 30);
