@@ -1,12 +1,13 @@
 /*
  * socket_pending.c - accepted connections waiting for their handshake (socket_pending.h).
  */
+#include "base/socket_pending.h"
+
 #include <stdlib.h>
 #include <sys/resource.h>
 
 #include "base/check.h"
 #include "base/debug.h"
-#include "base/socket_pending.h"
 
 int braid_socket_max_pending(void) {
   struct rlimit rl;

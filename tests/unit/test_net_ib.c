@@ -89,8 +89,8 @@ static void qp_connect(struct emu* e, struct ibv_qp* qp, uint32_t dest) {
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTS;
   ck_assert_int_eq(e->v->modify_qp(qp, &a,
-                                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+                                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                                       IBV_QP_MAX_QP_RD_ATOMIC),
                    0);
 }
 
@@ -258,8 +258,7 @@ static int body_qpfail(struct harness_rank* r) {
   REXPECT(r, res != ncclSuccess, "init succeeded although every RTR transition fails");
   const char* w = braid_debug_last_error();
   /* the rank whose accept failed names the QP; its peer may only see the connection drop */
-  if (strstr(w, "ibv_modify_qp") != NULL)
-    REXPECT(r, strstr(w, k->want) != NULL, "WARN: %s (expected %s)", w, k->want);
+  if (strstr(w, "ibv_modify_qp") != NULL) REXPECT(r, strstr(w, k->want) != NULL, "WARN: %s (expected %s)", w, k->want);
   return 0;
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "base/socket_pending.h"
 #include "transport/net/ib/ib_net.h"
 
 struct ib_global ib;
@@ -176,20 +177,14 @@ struct ib_ctx {
   struct ib_connecting* connecting;
 };
 
-struct ib_pending {
-  struct ib_pending* next;
-  struct braid_socket sock;
-  struct braid_socket_handshake hs;
-  struct ib_info info;
-  size_t off;
-  int64_t deadline;
-};
-
+/* A listener: accepted sockets wait in `pending` until their handshake says IB sender; `ours`
+ * is the one this accept call takes (its QP numbers follow the handshake at once). */
 struct ib_listen {
   struct braid_socket sock;
+  struct braid_socket_pending_list pending;
+  struct braid_socket ours;
   struct ib_ctx* ctx;
   int dev;
-  struct ib_pending* pending;
 };
 
 static ncclResult_t ib_open_context(uint64_t comm_id, const struct braid_net_config* config, void** ctx_p) {
@@ -346,6 +341,8 @@ static ncclResult_t ib_listen(void* p, int dev, void* handle, void** listen_p) {
   }
   l->ctx = p;
   l->dev = dev;
+  braid_socket_init(&l->ours);
+  braid_socket_pending_init(&l->pending, "NET/IB", l->ctx->secret, BRAID_SOCKET_TYPE_NET, IB_HANDSHAKE_MS);
   memset(h, 0, BRAID_NET_HANDLE_MAXSIZE);
   h->magic = IB_HANDLE_MAGIC;
   h->addr = l->sock.addr;
@@ -414,56 +411,41 @@ out:
   return res;
 }
 
-/* The handshake and info of an accepted socket; 1: our sender, -1: dropped, 0: wait. */
-static int pending_step(struct ib_listen* l, struct ib_pending* q, int64_t now) {
-  char addr[BRAID_SOCKET_ADDR_STR_MAX];
-  const char* who = braid_socket_addr_str(&q->sock.addr, addr);
-  struct iovec iov[2] = {{&q->hs, sizeof(q->hs)}, {&q->info, sizeof(q->info)}};
-  size_t hl = sizeof(q->hs), off = q->off;
-  ncclResult_t r = ncclSuccess;
-  if (off < hl) r = braid_socket_recv_try(&q->sock, iov[0].iov_base, hl, &off);
-  if (r == ncclSuccess && off == hl) {
-    if (braid_socket_handshake_check(&q->sock, &q->hs, l->ctx->secret, BRAID_SOCKET_TYPE_NET, "NET/IB") != ncclSuccess)
-      return -1;
-    if (q->hs.arg != IB_HS_ARG) {
-      BRAID_WARN("NET/IB : dropping connection from %s: it is not an IB connection (handshake arg %d)", who, q->hs.arg);
-      return -1;
-    }
+/* A connection with a valid handshake: our sender (one per accept call; more wait), or dropped. */
+static int ib_take(void* arg, struct braid_socket* s, const struct braid_socket_handshake* hs) {
+  struct ib_listen* l = arg;
+  if (hs->arg != IB_HS_ARG) {
+    braid_socket_warn_drop("NET/IB", &s->addr, "it is not an IB connection (handshake arg %d)", hs->arg);
+    return BRAID_PENDING_DROP;
   }
-  if (r == ncclSuccess && off >= hl) {
-    size_t o = off - hl;
-    r = braid_socket_recv_try(&q->sock, &q->info, sizeof(q->info), &o);
-    off = hl + o;
-  }
-  q->off = off;
-  if (r != ncclSuccess) {
-    BRAID_WARN("NET/IB : dropping connection from %s: it %s before sending its QP numbers", who,
-               braid_socket_fail_str(q->sock.fail));
-    return -1;
-  }
-  if (off < hl + sizeof(q->info)) {
-    if (now < q->deadline) return 0;
-    BRAID_WARN("NET/IB : dropping connection from %s: no handshake and QP numbers within %d ms", who, IB_HANDSHAKE_MS);
-    return -1;
-  }
-  if (q->info.magic != IB_MSG_MAGIC || q->info.nqps < 1 || q->info.nqps > IB_MAX_QPS) {
-    BRAID_WARN("NET/IB : dropping connection from %s: garbage instead of QP numbers (magic 0x%08x, %u QPs)", who,
-               q->info.magic, q->info.nqps);
-    return -1;
-  }
-  return 1;
+  if (l->ours.fd >= 0) return BRAID_PENDING_LATER;
+  l->ours = *s;
+  return BRAID_PENDING_TAKEN;
 }
 
-/* Our sender is in: our QPs (as many as it has), to RTS, and our info back. */
-static ncclResult_t accept_finish(struct ib_listen* l, struct ib_pending* q, struct ib_comm** c_p) {
+/* Our sender is in (it knew the secret): its QP numbers (sent with the handshake), our QPs (as
+ * many as it has) to RTS, and ours back. */
+static ncclResult_t accept_finish(struct ib_listen* l, struct braid_socket* sock, struct ib_comm** c_p) {
+  char a[BRAID_SOCKET_ADDR_STR_MAX];
+  struct ib_info info;
   struct ib_comm* c = NULL;
-  BRAID_CHECK(comm_new(0, l->dev, l->ctx, (int)q->info.nqps, q->info.split, &c));
-  c->ctrl = q->sock;
-  braid_socket_init(&q->sock);
-  c->peer = q->info;
-  ncclResult_t res = ib_comm_rts(c, &q->info);
-  if (res == ncclSuccess)
-    res = braid_socket_send(&c->ctrl, &c->mine, sizeof(c->mine), NULL, braid_socket_deadline_ms(IB_HANDSHAKE_MS));
+  int64_t deadline = braid_socket_deadline_ms(IB_HANDSHAKE_MS);
+  ncclResult_t res = braid_socket_recv(sock, &info, sizeof(info), NULL, deadline);
+  if (res == ncclSuccess && (info.magic != IB_MSG_MAGIC || info.nqps < 1 || info.nqps > IB_MAX_QPS)) {
+    BRAID_WARN("NET/IB : the sender at %s sent garbage instead of its QP numbers (magic 0x%08x, %u QPs)",
+               braid_socket_addr_str(&sock->addr, a), info.magic, info.nqps);
+    res = ncclRemoteError;
+  }
+  if (res == ncclSuccess) res = comm_new(0, l->dev, l->ctx, (int)info.nqps, info.split, &c);
+  if (res != ncclSuccess) {
+    braid_socket_close(sock);
+    return res;
+  }
+  c->ctrl = *sock;
+  braid_socket_init(sock);
+  c->peer = info;
+  res = ib_comm_rts(c, &info);
+  if (res == ncclSuccess) res = braid_socket_send(&c->ctrl, &c->mine, sizeof(c->mine), NULL, deadline);
   if (res != ncclSuccess) {
     comm_free(c);
     return res;
@@ -475,54 +457,20 @@ static ncclResult_t accept_finish(struct ib_listen* l, struct ib_pending* q, str
 static ncclResult_t ib_accept(void* p, void** recv_p) {
   struct ib_listen* l = p;
   *recv_p = NULL;
-  for (;;) {
-    struct ib_pending* q = calloc(1, sizeof(*q));
-    int got = 0;
-    if (q == NULL) {
-      BRAID_WARN("NET/IB : failed to allocate an accepted connection");
-      return ncclSystemError;
-    }
-    ncclResult_t res = braid_socket_accept_try(&l->sock, &q->sock, &got);
-    if (res != ncclSuccess || !got) {
-      free(q);
-      if (res != ncclSuccess) return res;
-      break;
-    }
-    q->deadline = braid_socket_deadline_ms(IB_HANDSHAKE_MS);
-    q->next = l->pending;
-    l->pending = q;
-  }
-  int64_t now = braid_socket_clock_ns();
-  for (struct ib_pending** pp = &l->pending; *pp != NULL;) {
-    struct ib_pending* q = *pp;
-    int r = pending_step(l, q, now);
-    if (r == 0) {
-      pp = &q->next;
-      continue;
-    }
-    *pp = q->next;
-    struct ib_comm* c = NULL;
-    ncclResult_t res = r > 0 ? accept_finish(l, q, &c) : ncclSuccess;
-    braid_socket_close(&q->sock);
-    free(q);
-    if (res != ncclSuccess) return res;
-    if (c != NULL) {
-      *recv_p = c;
-      return ncclSuccess;
-    }
-  }
+  braid_socket_init(&l->ours);
+  BRAID_CHECK(braid_socket_pending_poll(&l->pending, &l->sock, ib_take, l));
+  struct braid_socket ours = l->ours;
+  if (ours.fd < 0) return ncclSuccess;
+  struct ib_comm* c = NULL;
+  BRAID_CHECK(accept_finish(l, &ours, &c));
+  *recv_p = c;
   return ncclSuccess;
 }
 
 static ncclResult_t ib_close_listen(void* p) {
   struct ib_listen* l = p;
   if (l == NULL) return ncclSuccess;
-  while (l->pending != NULL) {
-    struct ib_pending* q = l->pending;
-    l->pending = q->next;
-    braid_socket_close(&q->sock);
-    free(q);
-  }
+  braid_socket_pending_close(&l->pending);
   braid_socket_close(&l->sock);
   free(l);
   return ncclSuccess;
