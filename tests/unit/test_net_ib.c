@@ -9,6 +9,8 @@
  *   qpfail   NCCL_NET=IB with a QP transition failed by the emulator: init fails and the WARN
  *            names HCA:port, link layer, GID index (auto-selected 3 on RoCE: RoCE v2, IPv4) and
  *            the attributes;
+ *   roundtrip the table in one process: sizes 0..1 MiB+3, 4 in flight, over IB with adaptive
+ *            routing, RoCE with 3 QPs in turn, 3 QPs splitting each message; the MR cache;
  *   select   NCCL_NET unset: IB before Socket when a port exists; NCCL_IB_DISABLE=1: Socket.
  * Collectives and the failure cases over IB: test_net.c (its net_plugins[] has IB).
  */
@@ -29,6 +31,7 @@
 
 #if BRAID_IB_BUILT
 #include "transport/net/ib/ib_verbs.h"
+#include "transport/net/net.h"
 
 static void emu_env(const char* devices, const char* fail) {
   char exe[PATH_MAX], lib[PATH_MAX + 64];
@@ -280,6 +283,115 @@ START_TEST(test_qpfail) {
 }
 END_TEST
 
+/* The table itself, both ends in one process (RDMA to our own pid): 8 sizes x 4 messages in
+ * flight, receive buffers larger than the messages, sizes reported, bytes around untouched,
+ * the registration cache sharing one MR between overlapping registrations. */
+struct rt_case {
+  const char* devices;
+  const char* env; /* space-separated NAME=VALUE */
+};
+static const struct rt_case rt_cases[] = {
+    {"mlx5_0:1:ib", ""},                              /* IB: adaptive routing (WRITE + 0-byte imm) */
+    {"mlx5_1:1:eth", "NCCL_IB_QPS_PER_CONNECTION=3"}, /* RoCE: WRITE_WITH_IMM, QPs in turn */
+    {"mlx5_0:1:ib", "NCCL_IB_QPS_PER_CONNECTION=3 NCCL_IB_SPLIT_DATA_ON_QPS=1 NCCL_IB_ADAPTIVE_ROUTING=0"},
+};
+
+static int rt_wait(const struct braid_net_v1* n, void* req, size_t* got) {
+  int done = 0;
+  for (long i = 0; !done && i < 20000000; i++)
+    if (n->test(req, &done, got) != ncclSuccess) return -1;
+  return done ? 0 : -1;
+}
+
+static int body_roundtrip(struct harness_rank* r) {
+  const struct rt_case* k = r->arg;
+  char env[256], *save = NULL;
+  snprintf(env, sizeof(env), "%s", k->env);
+  for (char* e = strtok_r(env, " ", &save); e != NULL; e = strtok_r(NULL, " ", &save)) {
+    char* eq = strchr(e, '=');
+    *eq = '\0';
+    setenv(e, eq + 1, 1);
+  }
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  braid_param_reload();
+  const struct braid_net_v1* n = &braid_net_ib;
+  struct braid_net_config cfg = {0x77, -1};
+  char handle[BRAID_NET_HANDLE_MAXSIZE];
+  void *ctx = NULL, *lis = NULL, *snd = NULL, *rcv = NULL;
+  int ndev = 0;
+  RCHECK(r, n->init(NULL));
+  RCHECK(r, n->devices(&ndev));
+  REXPECT(r, ndev == 1, "%d devices", ndev);
+  RCHECK(r, n->openContext(1, &cfg, &ctx));
+  RCHECK(r, n->listen(ctx, 0, handle, &lis));
+  for (long i = 0; (snd == NULL || rcv == NULL) && i < 10000000; i++) {
+    if (snd == NULL) RCHECK(r, n->connect(ctx, 0, handle, &snd));
+    if (rcv == NULL) RCHECK(r, n->accept(lis, &rcv));
+  }
+  REXPECT(r, snd != NULL && rcv != NULL, "connect / accept did not finish");
+  static const size_t sizes[] = {0, 1, 16, 4096, 65537, 300000, 1 << 20, (1 << 20) + 3};
+  size_t max = (1 << 20) + 64;
+  char* src = malloc(max);
+  char* dst = malloc(4 * max);
+  void *ms = NULL, *md = NULL, *md2 = NULL;
+  REXPECT(r, src && dst, "out of memory");
+  for (size_t i = 0; i < max; i++) src[i] = (char)(i * 7 + 3);
+  RCHECK(r, n->regMr(snd, src, max, BRAID_NET_PTR_HOST, &ms));
+  RCHECK(r, n->regMr(rcv, dst, 4 * max, BRAID_NET_PTR_HOST, &md));
+  RCHECK(r, n->regMr(rcv, dst + max, max, BRAID_NET_PTR_HOST, &md2));
+  REXPECT(r, md2 == md, "a registration inside a registered range was not served from the cache");
+  for (int s = 0; s < (int)(sizeof(sizes) / sizeof(sizes[0])); s++) {
+    void *rq[4], *sq[4];
+    memset(dst, 0x55, 4 * max);
+    for (int j = 0; j < 4; j++) {
+      void* d = dst + (size_t)j * max;
+      size_t cap = max - 32;
+      int tag = 5;
+      RCHECK(r, n->irecv(rcv, 1, &d, &cap, &tag, &md, &rq[j]));
+      REXPECT(r, rq[j] != NULL, "irecv %d refused", j);
+    }
+    for (int j = 0; j < 4; j++) {
+      sq[j] = NULL;
+      for (long i = 0; sq[j] == NULL && i < 10000000; i++) RCHECK(r, n->isend(snd, src, sizes[s], 5, ms, &sq[j]));
+      REXPECT(r, sq[j] != NULL, "isend %d never found its clear-to-send", j);
+    }
+    for (int j = 0; j < 4; j++) {
+      size_t got = (size_t)-1;
+      REXPECT(r, rt_wait(n, rq[j], &got) == 0 && rt_wait(n, sq[j], NULL) == 0, "message %d of %zu bytes", j, sizes[s]);
+      REXPECT(r, got == sizes[s], "received %zu bytes, sent %zu", got, sizes[s]);
+      const char* d = dst + (size_t)j * max;
+      REXPECT(r, memcmp(d, src, sizes[s]) == 0 && d[sizes[s]] == 0x55, "message %d of %zu bytes arrived wrong", j,
+              sizes[s]);
+    }
+  }
+  /* a message larger than the receive buffer it was cleared for: refused, the comm fails */
+  void *rq = NULL, *sq = NULL, *d = dst;
+  size_t cap = 16;
+  int tag = 5;
+  RCHECK(r, n->irecv(rcv, 1, &d, &cap, &tag, &md, &rq));
+  ncclResult_t big = ncclSuccess;
+  for (long i = 0; sq == NULL && big == ncclSuccess && i < 10000000; i++) big = n->isend(snd, src, 17, 5, ms, &sq);
+  REXPECT(r, big == ncclInternalError && strstr(braid_debug_last_error(), "the receiver posted 16 bytes") != NULL,
+          "a 17-byte send into a 16-byte receive: %d, %s", big, braid_debug_last_error());
+  RCHECK(r, n->deregMr(rcv, md2));
+  RCHECK(r, n->deregMr(rcv, md));
+  RCHECK(r, n->deregMr(snd, ms));
+  n->closeSend(snd);
+  n->closeRecv(rcv);
+  n->closeListen(lis);
+  n->closeContext(ctx);
+  free(src);
+  free(dst);
+  return 0;
+}
+
+START_TEST(test_roundtrip) {
+  emu_env(rt_cases[_i].devices, NULL);
+  int failed = harness_run(1, HARNESS_PROCS, body_roundtrip, (void*)&rt_cases[_i], 120);
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+
 static int body_select(struct harness_rank* r) {
   const char* want = r->arg;
   const struct braid_net_v1* net = NULL;
@@ -308,6 +420,10 @@ Suite* net_ib_suite(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_emu_data);
   tcase_add_test(tc, test_emu_peer_gone);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("roundtrip");
+  tcase_set_timeout(tc, 240);
+  tcase_add_loop_test(tc, test_roundtrip, 0, (int)(sizeof(rt_cases) / sizeof(rt_cases[0])));
   suite_add_tcase(s, tc);
   tc = tcase_create("qpfail");
   tcase_set_timeout(tc, 120);
