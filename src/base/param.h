@@ -103,8 +103,8 @@
   X(P2P_READ_ENABLE, "NCCL_P2P_READ_ENABLE", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "P2P read mode instead of write")      \
   X(P2P_USE_CUDA_MEMCPY, "NCCL_P2P_USE_CUDA_MEMCPY", ACCEPTED, BOOL, 0, "copy engines for P2P")                        \
   X(SHM_DISABLE, "NCCL_SHM_DISABLE", LIVE, BOOL, 0, "1: never use shared-memory connections")                          \
-  X(REDUCE_ISA, "BRAID_REDUCE_ISA", LIVE, ENUM("AUTO|SSE2|AVX2"), "AUTO",                                              \
-    "host mode: vector loops of reductions and copies (AUTO: AVX2 where the CPU has it)")                              \
+  X(REDUCE_ISA, "BRAID_REDUCE_ISA", LIVE, ENUM("AUTO|SSE2|AVX2|AVX512"), "AUTO",                                       \
+    "host mode: vector loops of reductions and copies (AUTO: the widest the CPU has)")                                 \
   X(SHM_DIRECT, "BRAID_SHM_DIRECT", LIVE, ENUM("AUTO|ON|OFF"), "AUTO",                                                 \
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \

@@ -194,7 +194,11 @@ static ncclResult_t bs_out_connect(struct braid_bootstrap* bs, int peer, int64_t
   if (res != ncclSuccess) {
     braid_socket_close(&s);
     p->out = s;
-    p->out_broken = 1;
+    /* A refused or reset peer stays broken; an attempt cut short by the abort flag or the
+     * deadline spoiled nothing (its half-made connection is closed, the peer drops it), so a
+     * later send may connect again: the failure notice, sent although the flag is up, must
+     * not be lost because init was connecting to that peer when it failed (the soak's miss). */
+    p->out_broken = s.fail != BRAID_SOCKET_FAIL_ABORTED && s.fail != BRAID_SOCKET_FAIL_TIMEOUT;
     return res;
   }
   p->out = s;
