@@ -105,6 +105,8 @@ static int peer_alive(struct emu_qp* q) {
   return magic == EMU_QP_MAGIC && qpn == q->peer_qpn;
 }
 
+static void collect(struct emu_cq* c, struct emu_qp* q);
+
 static void flush_error(struct emu_qp* q, int peer_too) {
   q->qp.state = IBV_QPS_ERR;
   if (peer_too && q->peer_pid != 0) {
@@ -134,7 +136,13 @@ int ibemu_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_w
         st = !peer_alive(q) ? IBV_WC_RETRY_EXC_ERR : read ? do_read(q, wr) : do_write(q, wr);
         ibemu_peer_unlock(q->peer_qpn);
       }
-      if (st != IBV_WC_SUCCESS) flush_error(q, st == IBV_WC_REM_ACCESS_ERR);
+      if (st != IBV_WC_SUCCESS) {
+        struct emu_cq* rc = (struct emu_cq*)qp->recv_cq; /* what arrived before the error completes first */
+        pthread_mutex_lock(&rc->lock);
+        collect(rc, q);
+        flush_error(q, st == IBV_WC_REM_ACCESS_ERR);
+        pthread_mutex_unlock(&rc->lock);
+      }
     }
     if (st == IBV_WC_SUCCESS && !(wr->send_flags & IBV_SEND_SIGNALED)) continue;
     struct ibv_wc wc;
@@ -172,7 +180,7 @@ static void collect(struct emu_cq* c, struct emu_qp* q) {
   struct ibv_wc wc;
   memset(&wc, 0, sizeof(wc));
   wc.qp_num = q->qp.qp_num;
-  if (q->qp.state != IBV_QPS_ERR && __atomic_load_n(&q->in_error, __ATOMIC_ACQUIRE)) q->qp.state = IBV_QPS_ERR;
+  int peer_error = __atomic_load_n(&q->in_error, __ATOMIC_ACQUIRE); /* before the ring: it was set after */
   while (q->qp.state != IBV_QPS_ERR && q->rq_head < q->rq_tail &&
          q->in_tail < __atomic_load_n(&q->in_head, __ATOMIC_ACQUIRE) && c->tail - c->head < EMU_CQ) {
     struct emu_in in = q->in[q->in_tail % EMU_RING];
@@ -185,6 +193,7 @@ static void collect(struct emu_cq* c, struct emu_qp* q) {
     wc.byte_len = in.len;
     ibemu_cq_push(c, &wc);
   }
+  if (peer_error) q->qp.state = IBV_QPS_ERR;
   while (q->qp.state == IBV_QPS_ERR && q->rq_head < q->rq_tail && c->tail - c->head < EMU_CQ) {
     wc.wr_id = q->rq[q->rq_head++ % EMU_RQ];
     wc.status = IBV_WC_WR_FLUSH_ERR;
