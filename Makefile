@@ -167,9 +167,9 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 	$(CC) $(TEST_CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 # The emulated verbs provider (tests/ibemu/): the tests load it through BRAID_IB_VERBS_LIBRARY.
 IBEMU := $(if $(filter 1,$(IB)),$(BUILD)/lib/libbraid-ibemu.so)
-$(BUILD)/lib/libbraid-ibemu.so: $(wildcard tests/ibemu/*.c)
+$(BUILD)/lib/libbraid-ibemu.so: $(wildcard tests/ibemu/*.c tests/ibemu/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -o $@ $^
+	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -o $@ $(filter %.c,$^)
 
 $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA) $(IBEMU)
 	@mkdir -p $(dir $@)
@@ -242,7 +242,7 @@ demo:
 	$(BUILD)/host/bin/all_reduce_perf -b 8 -e 64M -f 2 -P 2
 
 # braid against Open MPI on this machine, same sizes, alternating runs, medians; table + plot.
-bench-compare: bench
+bench-compare: bench $(IBEMU)
 	BUILD=$(BUILD) bench/compare.sh
 
 # NVIDIA's nccl-tests, unmodified, built against braid's include/ and libnccl.so.2 only:

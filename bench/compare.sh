@@ -18,7 +18,9 @@
 #   --warmup N     warm-up iterations per size (default 5)                        [WARMUP]
 #   --net          ranks on two fake nodes: braid with a different NCCL_HOSTID per rank (so
 #                  it must use its network transport), MPI with --mca btl tcp,self  [BENCH_NET=1]
-#   --net-plugin NAME  --net with braid's network NCCL_NET=NAME (Socket, UCX)   [BENCH_NET_PLUGIN]
+#   --net-plugin NAME  --net with braid's network NCCL_NET=NAME (Socket, UCX, IB)   [BENCH_NET_PLUGIN]
+#                  IB runs over the emulated verbs provider (tests/ibemu/, BUILD/lib/
+#                  libbraid-ibemu.so, one port): its correctness counts, its speed means nothing
 #   --build DIR    the build directory (default build)                            [BUILD]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +79,7 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NP" --mca pml ob1)
 if [ "$NET" = 1 ]; then
   MPIRUN+=(--mca btl "tcp,self")
   MODE="two fake nodes (braid: NCCL_HOSTID per rank${NET_PLUGIN:+, NCCL_NET=$NET_PLUGIN}; MPI: btl tcp,self)"
+  [ "${NET_PLUGIN,,}" != ib ] || MODE="$MODE; braid's IB is the emulated verbs provider: its speed means nothing"
 else
   MPIRUN+=(--mca btl "self,$SHM_BTL")
   MODE="one node (braid: -P $NP; MPI: btl self,$SHM_BTL)"
@@ -92,6 +95,10 @@ run_braid() {
   fi
   local port pids=() r rc=0
   [ -z "$NET_PLUGIN" ] || export NCCL_NET=$NET_PLUGIN # (Open MPI ignores it)
+  if [ "${NET_PLUGIN,,}" = ib ]; then # no HCA here: the emulation (process_vm_writev between ranks)
+    export BRAID_IB_VERBS_LIBRARY=${BRAID_IB_VERBS_LIBRARY:-$PWD/$BUILD/lib/libbraid-ibemu.so}
+    export IBEMU_DEVICES=${IBEMU_DEVICES:-mlx5_0:1:ib}
+  fi
   port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   for ((r = 1; r < NP; r++)); do
     RANK=$r WORLD_SIZE=$NP LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-fake-node-$r \

@@ -110,20 +110,22 @@
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \
   X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "net plugin libraries: names, paths, a comma list")                \
-  X(IB_DISABLE, "NCCL_IB_DISABLE", ACCEPTED, BOOL, 0, "1: do not use InfiniBand (braid has no IB transport)")          \
+  X(IB_DISABLE, "NCCL_IB_DISABLE", LIVE, BOOL, 0, "1: do not use InfiniBand (the IB network)")                         \
   X(IB_VERBS_LIBRARY, "BRAID_IB_VERBS_LIBRARY", LIVE, STR, NULL,                                                       \
     "tests: the verbs library to dlopen instead of libibverbs.so.1 (tests/ibemu/)")                                    \
-  X(IB_HCA, "NCCL_IB_HCA", ACCEPTED, STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")       \
-  X(IB_GID_INDEX, "NCCL_IB_GID_INDEX", ACCEPTED, INT(-1, 255), -1, "RoCE GID index (-1: automatic)")                   \
-  X(IB_TIMEOUT, "NCCL_IB_TIMEOUT", ACCEPTED, INT(0, 31), 20, "IB QP timeout exponent (4.096 us x 2^n)")                \
-  X(IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", ACCEPTED, INT(0, 7), 7, "IB QP retry count")                                    \
-  X(IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", ACCEPTED, INT(1, 128), 1, "queue pairs per connection")       \
-  X(IB_SL, "NCCL_IB_SL", ACCEPTED, INT(-1, 15), -1, "IB service level")                                                \
-  X(IB_TC, "NCCL_IB_TC", ACCEPTED, INT(-1, 255), -1, "IB traffic class")                                               \
-  X(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", ACCEPTED, INT(1, 2), 2, "RoCE version for GID selection")         \
-  X(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", ACCEPTED, INT(0, 2), 2,                                   \
+  X(IB_HCA, "NCCL_IB_HCA", LIVE, STR, NULL, "InfiniBand devices: name[:port] prefixes, ^ excludes, = exact")           \
+  X(IB_GID_INDEX, "NCCL_IB_GID_INDEX", LIVE, INT(-1, 255), -1, "RoCE GID index (-1: automatic)")                       \
+  X(IB_TIMEOUT, "NCCL_IB_TIMEOUT", LIVE, INT(0, 31), 20, "IB QP timeout exponent (4.096 us x 2^n)")                    \
+  X(IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", LIVE, INT(0, 7), 7, "IB QP retry count")                                        \
+  X(IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", LIVE, INT(1, 128), 1, "queue pairs per connection")           \
+  X(IB_SPLIT_DATA_ON_QPS, "NCCL_IB_SPLIT_DATA_ON_QPS", LIVE, BOOL, 0,                                                  \
+    "1: every message is split over the connection's QPs; 0: messages take turns")                                     \
+  X(IB_SL, "NCCL_IB_SL", LIVE, INT(-1, 15), -1, "IB service level")                                                    \
+  X(IB_TC, "NCCL_IB_TC", LIVE, INT(-1, 255), -1, "IB traffic class")                                                   \
+  X(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", LIVE, INT(1, 2), 2, "RoCE version for GID selection")             \
+  X(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", LIVE, INT(0, 2), 2,                                       \
     "PCIe relaxed ordering for IB (2: auto)")                                                                          \
-  X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "IB adaptive routing")         \
+  X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", LIVE, BOOL, BRAID_PARAM_UNSET, "IB adaptive routing")             \
   X(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", LIVE, STR, NULL, "farthest path for GPUDirect RDMA (as NCCL_P2P_LEVEL)")      \
   X(NET_GDR_READ, "NCCL_NET_GDR_READ", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "GPUDirect RDMA for sends")                  \
   X(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                       \

@@ -84,7 +84,6 @@
   Y(IB_RESILIENCY_PORT_RECOVERY_START_DELAY)              \
   Y(IB_RETURN_ASYNC_EVENTS)                               \
   Y(IB_ROUTABLE_FLID_GID_INDEX)                           \
-  Y(IB_SPLIT_DATA_ON_QPS)                                 \
   Y(IB_SUBNET_AWARE_ROUTING)                              \
   Y(IB_SUBNET_PREFIX_LEN)                                 \
   Y(IB_USE_INLINE)                                        \

@@ -5,17 +5,17 @@
  *
  * IBEMU_DEVICES="name:ports:link[:down],..." (link: ib | eth; "down": every port of the device
  * is DOWN), e.g. "mlx5_0:2:ib,mlx5_1:1:eth,mlx4_0:1:ib:down". Ports are 4x HDR (active_speed
- * 64, active_width 2), GID table of 16. IBEMU_FAIL="call:device" makes that verbs call fail
- * for that device (open_device, query_device, query_port).
- * PDs, CQs and QPs: ibemu_qp.c. Not emulated yet: memory regions, posting and polling work
- * requests, RDMA between processes (net_ib's data path does not exist yet either:
- * src/transport/net/ib/README.md).
+ * 64, active_width 2), active MTU 4096, GID table of 16 (gid_of: types for _ibv_query_gid_ex). IBEMU_FAIL="call:device"
+ * makes that verbs call fail for that device (open_device, query_device, query_port). IBEMU_FAIL also takes
+ * reg_mr:<device>. PDs, CQs and QPs: ibemu_qp.c; MRs and the QP registry: ibemu_mr.c; the data path: ibemu_data.c
+ * (ibemu.h: how RDMA crosses processes).
  */
 #include <errno.h>
-#include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ibemu.h"
 
 #undef ibv_query_port
 
@@ -28,9 +28,6 @@ struct emu_dev {
 
 static struct emu_dev emu[EMU_MAX];
 static struct ibv_device* emu_list[EMU_MAX + 1];
-
-int ibemu_fails(const char* call, const char* dev);
-int ibemu_port_is_eth(struct ibv_context* ctx, int port);
 
 /* IBEMU_FAIL names this call and device (or transition: ibemu_qp.c). */
 int ibemu_fails(const char* call, const char* dev) {
@@ -76,7 +73,12 @@ struct ibv_context* ibv_open_device(struct ibv_device* d) {
     return NULL;
   }
   struct ibv_context* ctx = calloc(1, sizeof(*ctx));
-  if (ctx) ctx->device = d;
+  if (ctx == NULL) return NULL;
+  ctx->device = d;
+  ctx->ops.post_send = ibemu_post_send;
+  ctx->ops.post_recv = ibemu_post_recv;
+  ctx->ops.poll_cq = ibemu_poll_cq;
+  ctx->ops.req_notify_cq = ibemu_req_notify_cq;
   return ctx;
 }
 
@@ -108,6 +110,8 @@ int ibv_query_port(struct ibv_context* ctx, uint8_t port, struct _compat_ibv_por
   a->active_speed = 64; /* HDR */
   a->active_width = 2;  /* 4x */
   a->gid_tbl_len = 16;
+  a->active_mtu = IBV_MTU_4096;
+  a->max_mtu = IBV_MTU_4096;
   a->lid = d->eth ? 0 : (uint16_t)(1 + (d - emu) * 8 + port);
   return 0;
 }
@@ -117,15 +121,36 @@ int ibemu_port_is_eth(struct ibv_context* ctx, int port) {
   return port >= 1 && port <= d->ports && d->eth;
 }
 
-int ibv_query_gid(struct ibv_context* ctx, uint8_t port, int index, union ibv_gid* gid) {
+/* GIDs as an mlx5 port shows them. InfiniBand: fe80::<guid> at every index. Ethernet (RoCE):
+ * 0 fe80:: RoCE v1, 1 fe80:: RoCE v2, 2 ::ffff:10.<dev>.<port>.1 v1, 3 the same v2, then zeros
+ * (unused entries). */
+static int gid_of(struct ibv_context* ctx, int port, int index, union ibv_gid* gid, uint32_t* type) {
   const struct emu_dev* d = (const struct emu_dev*)ctx->device;
-  if (index < 0 || index >= 16) return EINVAL;
+  if (port < 1 || port > d->ports || index < 0 || index >= 16) return EINVAL;
   memset(gid, 0, sizeof(*gid));
-  gid->raw[10] = 0xff; /* ::ffff:10.<dev>.<port>.<index> (RoCE v2 style, IPv4-mapped) */
-  gid->raw[11] = 0xff;
-  gid->raw[12] = 10;
-  gid->raw[13] = (uint8_t)(d - emu);
-  gid->raw[14] = port;
-  gid->raw[15] = (uint8_t)index;
+  *type = IBV_GID_TYPE_IB;
+  if (!d->eth || index < 2) {
+    gid->raw[0] = 0xfe, gid->raw[1] = 0x80;
+    gid->raw[13] = (uint8_t)(d - emu), gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
+  } else if (index < 4) {
+    gid->raw[10] = gid->raw[11] = 0xff;
+    gid->raw[12] = 10, gid->raw[13] = (uint8_t)(d - emu), gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
+  } else {
+    return 0;
+  }
+  if (d->eth) *type = index % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
   return 0;
+}
+
+int ibv_query_gid(struct ibv_context* ctx, uint8_t port, int index, union ibv_gid* gid) {
+  uint32_t type;
+  return gid_of(ctx, port, index, gid, &type);
+}
+
+int _ibv_query_gid_ex(struct ibv_context* ctx, uint32_t port, uint32_t index, struct ibv_gid_entry* e, uint32_t flags,
+                      size_t size) {
+  if (size < sizeof(*e) || flags != 0) return EINVAL;
+  memset(e, 0, sizeof(*e));
+  e->gid_index = index, e->port_num = port;
+  return gid_of(ctx, (int)port, (int)index, &e->gid, &e->gid_type);
 }

@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +60,12 @@
 #include "transport/net/socket/net_socket.h"
 #if BRAID_UCX_BUILT
 #include "transport/net/ucx/ucx.h"
+#endif
+#if BRAID_IB_BUILT
+#include <libgen.h>
+#include <limits.h>
+
+#include "transport/net/ib/ib_net.h"
 #endif
 
 #define HARNESS_TIMEOUT_S 120
@@ -85,6 +92,7 @@ struct net_plugin_case {
   const char* name;
   int (*stream_fd)(void* net_comm);
   const char* kill_full_only; /* non-NULL: kill -9 cases only with BRAID_TEST_TIER=full, and why */
+  void (*setup)(void);        /* before the ranks start (they inherit the environment); may be NULL */
 };
 
 static int socket_stream_fd(void* c) {
@@ -96,12 +104,31 @@ static int ucx_stream_fd(void* c) {
 }
 #endif
 
+#if BRAID_IB_BUILT
+static int ib_stream_fd(void* c) {
+  return ((struct ib_comm*)c)->ctrl.fd; /* the control socket: RDMA writes have no stream */
+}
+/* Emulated IB (tests/ibemu/, next to the runner: BUILD/bin/../lib): two ports per fake node
+ * process, InfiniBand and RoCE, all of them reachable from each other. */
+static void ib_setup(void) {
+  char exe[PATH_MAX], lib[PATH_MAX + 64];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[len > 0 ? len : 0] = '\0';
+  snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
+  setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
+  setenv("IBEMU_DEVICES", "mlx5_0:1:ib", 1);
+}
+#endif
+
 static const struct net_plugin_case net_plugins[] = {
-    {"Socket", socket_stream_fd, NULL},
+    {"Socket", socket_stream_fd, NULL, NULL},
 #if BRAID_UCX_BUILT
     /* UCX 1.13.1 sometimes aborts a survivor inside ucp_worker_progress after a peer's kill -9
      * (ucp_rndv_receive: "Assertion (*ep_p)->worker == worker failed"; 1 in about 10 runs) */
-    {"UCX", ucx_stream_fd, "UCX 1.13 may abort a survivor in ucp_rndv_receive after a peer's kill -9"},
+    {"UCX", ucx_stream_fd, "UCX 1.13 may abort a survivor in ucp_rndv_receive after a peer's kill -9", NULL},
+#endif
+#if BRAID_IB_BUILT
+    {"IB", ib_stream_fd, NULL, ib_setup},
 #endif
 };
 #define NPLUGINS NELEMS(net_plugins)
@@ -109,6 +136,7 @@ static const struct net_plugin_case net_plugins[] = {
 /* Select plugin p for the ranks this test starts (they inherit the environment). */
 static const struct net_plugin_case* use_plugin(int p) {
   setenv("NCCL_NET", net_plugins[p].name, 1);
+  if (net_plugins[p].setup != NULL) net_plugins[p].setup();
   braid_param_reload();
   return &net_plugins[p];
 }
@@ -353,10 +381,15 @@ static int body_colls(struct harness_rank* r) {
   return 0;
 }
 
-/* NET_CASE=i runs only loop case i of each TCase (debugging). */
+/* NET_CASE=i runs only loop case i of each TCase, NET_ONLY=<plugin> only that plugin's
+ * collective cases (debugging). */
 static int skip_case(int i) {
   const char* only = getenv("NET_CASE");
   return only != NULL && *only && atoi(only) != i;
+}
+static int skip_plugin(int p) {
+  const char* only = getenv("NET_ONLY");
+  return only != NULL && *only && strcasecmp(only, net_plugins[p].name) != 0;
 }
 
 /* (plugin, case) pairs of the colls TCase: every case over Socket, the every_net ones over the
@@ -366,7 +399,7 @@ static int ncoll_runs;
 
 START_TEST(test_colls) {
   const struct coll_case* k = &coll_cases[coll_runs[_i].kase];
-  if (skip_case(coll_runs[_i].kase)) return;
+  if (skip_case(coll_runs[_i].kase) || skip_plugin(coll_runs[_i].plugin)) return;
   const struct net_plugin_case* p = use_plugin(coll_runs[_i].plugin);
   if (k->mode == HARNESS_THREADS) apply_env(k->env), braid_param_reload();
   int failed = harness_run(k->nranks, k->mode, body_colls, (void*)k, HARNESS_TIMEOUT_S);

@@ -188,7 +188,7 @@ START_TEST(test_dump_all) {
                                "NCCL_BUFFSIZE (int64_t) [Cached] Simple protocol buffer per connection (bytes)\n"
                                "    Current value=1048576 set_by=environment default=4194304\n"
                                "    Accepted value: Size in bytes"));
-  ck_assert_ptr_nonnull(strstr(text, "NCCL_IB_HCA (const char*) [Unused] "));
+  ck_assert_ptr_nonnull(strstr(text, "NCCL_RAS_ADDR (const char*) [Unused] "));
   ck_assert_ptr_nonnull(strstr(text, "NCCL_HOSTID (const char*) [] host identity"));
   ck_assert_ptr_nonnull(strstr(text, "    Current value=<unset> set_by=default default=<unset>\n"));
   ck_assert_ptr_nonnull(strstr(text, "NCCL_SOCKET_FAMILY (enum) [Cached] AF_INET or AF_INET6 only\n"));
@@ -205,13 +205,13 @@ END_TEST
 
 START_TEST(test_unused_note) {
   log_to_file("INFO", "ENV");
-  bind("NCCL_IB_HCA");
-  bind("NCCL_IB_HCA");
+  bind("NCCL_RAS_ADDR"); /* an ACCEPTED row (NCCL_IB_HCA was this example: net_ib reads it now) */
+  bind("NCCL_RAS_ADDR");
   const char* v;
   int n;
   ncclParamGetParameter("NCCL_WORK_FIFO_BYTES", &v, &n);
   char* log = read_file(param_logpath);
-  ck_assert_int_eq(count_of(log, "Warning: ENV NCCL_IB_HCA is unused. Setting it has no effect"), 1);
+  ck_assert_int_eq(count_of(log, "Warning: ENV NCCL_RAS_ADDR is unused. Setting it has no effect"), 1);
   ck_assert_int_eq(count_of(log, "Warning: ENV NCCL_WORK_FIFO_BYTES is unused."), 1);
   ck_assert_ptr_null(strstr(log, "ENV NCCL_BUFFSIZE is unused"));
   free(log);

@@ -240,17 +240,17 @@ START_TEST(test_set_by_lines) {
 END_TEST
 
 START_TEST(test_accepted_says_ignored) {
-  setenv("NCCL_IB_HCA", "mlx5_0", 1);         /* a declared ACCEPTED row */
   setenv("NCCL_WORK_FIFO_BYTES", "65536", 1); /* a name of param_nccl.h */
-  setenv("NCCL_RAS_ADDR", "x:1", 1);          /* NCCL_GRAPH_FILE was this example: it is read now (topo) */
+  /* a declared ACCEPTED row (NCCL_GRAPH_FILE, then NCCL_IB_HCA were this example: topo and
+   * net_ib read them now) */
+  setenv("NCCL_RAS_ADDR", "x:1", 1);
   log_to_file("INFO", "ENV");
-  for (int i = 0; i < 3; i++) braid_param_str(BRAID_PARAM_IB_HCA), braid_param_str(BRAID_PARAM_NCCL_WORK_FIFO_BYTES);
+  for (int i = 0; i < 3; i++) braid_param_str(BRAID_PARAM_RAS_ADDR), braid_param_str(BRAID_PARAM_NCCL_WORK_FIFO_BYTES);
   char* log = read_file(param_logpath);
-  ck_assert_int_eq(
-      count_of(log,
-               "NCCL INFO NCCL_IB_HCA set by environment to mlx5_0: braid accepts it for compatibility and "
-               "ignores it.\n"),
-      1);
+  ck_assert_int_eq(count_of(log,
+                            "NCCL INFO NCCL_RAS_ADDR set by environment to x:1: braid accepts it for compatibility and "
+                            "ignores it.\n"),
+                   1);
   ck_assert_int_eq(count_of(log,
                             "NCCL INFO NCCL_WORK_FIFO_BYTES set by environment to 65536: braid accepts it for "
                             "compatibility and ignores it.\n"),

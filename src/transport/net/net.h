@@ -145,5 +145,9 @@ extern const struct braid_net_v1 braid_net_socket;
 #if BRAID_UCX_BUILT
 extern const struct braid_net_v1 braid_net_ucx;
 #endif
+/* IB verbs (ib/, built when libibverbs' headers were found: BRAID_IB_BUILT; dlopened). */
+#if BRAID_IB_BUILT
+extern const struct braid_net_v1 braid_net_ib;
+#endif
 
 #endif /* BRAID_NET_H */

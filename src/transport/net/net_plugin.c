@@ -4,7 +4,9 @@
  *
  * Candidates, in order: an external plugin, the built-in Socket network, then UCX (built when
  * UCX's headers were found; like NCCL, which has UCX only as an external plugin, braid uses it
- * only when NCCL_NET=UCX names it, since Socket always has a device). External
+ * only when NCCL_NET=UCX names it, since Socket always has a device); IB (built with
+ * libibverbs' headers) comes before Socket, as in NCCL, when it starts with a port
+ * (NCCL_IB_DISABLE=1: never). External
  * libraries come from NCCL_NET_PLUGIN with NCCL's rules (base/plugin_open.h): unset ->
  * libnccl-net.so, "none" -> no library, otherwise a comma-separated list (NCCL 2.27+), each
  * a path, a library name or <name> for libnccl-net-<name>.so, tried in order; the first that
@@ -133,9 +135,18 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
   }
   int matched = 0;
   char why[400] = "";
-  if (external != NULL) {
-    chosen = external; /* started above (or at an earlier call) */
-  } else if (want == NULL || strcasecmp(want, braid_net_socket.name) == 0) {
+  if (external != NULL) chosen = external; /* started above (or at an earlier call) */
+#if BRAID_IB_BUILT
+  /* IB before Socket, as NCCL: unset NCCL_NET takes it when it starts with a port */
+  if (chosen == NULL && (want == NULL || strcasecmp(want, braid_net_ib.name) == 0)) {
+    matched = want != NULL;
+    if (net_start(&braid_net_ib, &last, why, sizeof(why))) chosen = &braid_net_ib;
+  }
+#define IB_NAME ", IB"
+#else
+#define IB_NAME ""
+#endif
+  if (chosen == NULL && (want == NULL || strcasecmp(want, braid_net_socket.name) == 0)) {
     matched = 1;
     if (net_start(&braid_net_socket, &last, why, sizeof(why))) chosen = &braid_net_socket;
   }
@@ -157,8 +168,8 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p) {
     snprintf(why, sizeof(why), "%s", ext_why);
   }
   if (want != NULL && !matched && !ext_matched) {
-    BRAID_WARN("NCCL_NET=%s: no network of that name (available: %s%s%s)", want, ext_names, braid_net_socket.name,
-               UCX_NAME);
+    BRAID_WARN("NCCL_NET=%s: no network of that name (available: %s%s%s%s)", want, ext_names, braid_net_socket.name,
+               IB_NAME, UCX_NAME);
     res = ncclInvalidArgument;
   } else {
     BRAID_WARN("No network can connect ranks on different nodes: %s%s could not start (%s)%s%s",

@@ -51,6 +51,9 @@ static void load_locked(void) {
   IBV_SYM(create_qp, "ibv_create_qp");
   IBV_SYM(destroy_qp, "ibv_destroy_qp");
   IBV_SYM(modify_qp, "ibv_modify_qp");
+  IBV_SYM(reg_mr, "ibv_reg_mr");
+  IBV_SYM(dereg_mr, "ibv_dereg_mr");
+  *(void**)&ibv.query_gid_ex = dlsym(ibv_dl, "_ibv_query_gid_ex");
   ibv_state = 1;
   return;
 bad:

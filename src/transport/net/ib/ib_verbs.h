@@ -27,7 +27,12 @@ struct braid_ibv {
   struct ibv_qp* (*create_qp)(struct ibv_pd*, struct ibv_qp_init_attr*);
   int (*destroy_qp)(struct ibv_qp*);
   int (*modify_qp)(struct ibv_qp*, struct ibv_qp_attr*, int);
+  struct ibv_mr* (*reg_mr)(struct ibv_pd*, void*, size_t, int);
+  int (*dereg_mr)(struct ibv_mr*);
+  /* optional (rdma-core 32+): the GID's type, for RoCE v2 selection; NULL when absent */
+  int (*query_gid_ex)(struct ibv_context*, uint32_t, uint32_t, struct ibv_gid_entry*, uint32_t, size_t);
 };
+/* post_send, post_recv and poll_cq are verbs.h's inline calls through ibv_context.ops. */
 
 /* The loaded library (once per process; a failed load is not retried). ncclSystemError with
  * an INFO line (no WARN: no verbs library simply means no IB) when it cannot be loaded;

@@ -1,0 +1,164 @@
+/*
+ * ib_net.h - private to the "IB" net plugin (ib_plugin.c: devices, contexts, listen / connect /
+ * accept, close, the table; ib_io.c: requests, completions, memory registration, the sender's
+ * last word, status).
+ *
+ * A connection is nqps RC QPs (NCCL_IB_QPS_PER_CONNECTION) on one port, one CQ, and one TCP
+ * control socket between the two ends (braid's socket layer, on the bootstrap's interface):
+ *   - the receiver listens and publishes {magic, address} as its handle; the sender connects,
+ *     sends the handshake {secret, BRAID_SOCKET_TYPE_NET, IB_HS_ARG} and its ib_info (QP numbers,
+ *     PSNs, LID, GID, MTU, and where its clear-to-send FIFO is: address, rkey), and its connect
+ *     is done; the receiver's accept creates its QPs, takes them to RTS and answers its ib_info;
+ *     the sender takes its QPs to RTS when that arrives (first isend or test);
+ *   - data: the receiver's irecv posts a receive on the QP(s) the request uses and RDMA-writes
+ *     {addr, rkey, size, tag, idx} into slot idx % 32 of the sender's FIFO (idx last: the slot is
+ *     whole once idx is); the sender's isend waits for slot idx == its request number + 1, then
+ *     writes the data with RDMA WRITE_WITH_IMM (imm: bytes; NCCL_IB_ADAPTIVE_ROUTING: RDMA
+ *     WRITE, then a 0-byte WRITE_WITH_IMM). Request i uses QP i % nqps, or with
+ *     NCCL_IB_SPLIT_DATA_ON_QPS=1 every QP carries a slice of it (each with its own imm);
+ *   - completions are polled by test() (the progress engine's item, or the executor that waits);
+ *     every WR of a request is signaled and counted back; an error completion fails the comm;
+ *   - the control socket then carries only the end, as in UCX: a goodbye {IB_MSG_MAGIC,
+ *     IB_TAG_BYE, messages sent} or an abort notice; an EOF without either is a dead peer.
+ */
+#ifndef BRAID_NET_IB_H
+#define BRAID_NET_IB_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "base/socket.h"
+#include "transport/net/ib/ib_devices.h"
+#include "transport/net/ib/ib_qp.h"
+#include "transport/net/net.h"
+
+#define IB_HANDLE_MAGIC 0x62726169642d6962ULL /* "braid-ib" */
+#define IB_MSG_MAGIC 0x49424e54u
+#define IB_HS_ARG 0x4942
+#define IB_TAG_BYE 1
+#define IB_TAG_ABORT 2
+#define IB_MAX_QPS 128
+#define IB_HANDSHAKE_MS 10000
+#define IB_CTRL_CHECK_NS 1000000LL
+#define IB_NREQ BRAID_NET_MAX_REQUESTS
+
+/* One port braid uses, opened for the life of the process. */
+struct ib_dev {
+  struct braid_ib_port port;
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  int gid_index;
+  union ibv_gid gid;
+  uint16_t lid;
+  uint8_t mtu;          /* enum ibv_mtu: the port's active MTU */
+  int ar;               /* adaptive routing: data as RDMA WRITE + a 0-byte WRITE_WITH_IMM */
+  pthread_mutex_t lock; /* the registration cache */
+  struct ib_mr* cache;
+};
+
+struct ib_global {
+  const struct braid_ibv* ibv;
+  int inited, ndev;
+  struct ib_dev dev[BRAID_IB_MAX_PORTS];
+  int nqps, split, timeout, retry_cnt, sl, tc, ro;
+  char ifname[BRAID_SOCKET_NAME_MAX];
+  union braid_sockaddr ifaddr;
+};
+extern struct ib_global ib;
+
+/* A registration (cached per device: pages, reference counted). */
+struct ib_mr {
+  struct ib_mr* next;
+  struct ib_dev* dev;
+  struct ibv_mr* mr;
+  uintptr_t base;
+  size_t len;
+  int refs;
+};
+
+struct ib_handle {
+  uint64_t magic;
+  union braid_sockaddr addr;
+};
+
+/* One end, as the other needs it (over the control socket). */
+struct ib_info {
+  uint32_t magic, nqps;
+  uint16_t lid;
+  uint8_t mtu, split;
+  uint32_t pad;
+  union ibv_gid gid;
+  uint64_t fifo_addr; /* sender: its FIFO */
+  uint32_t fifo_rkey, pad2;
+  uint32_t qpn[IB_MAX_QPS];
+  uint32_t psn[IB_MAX_QPS];
+};
+
+/* A clear-to-send slot (idx last). */
+struct ib_fifo_slot {
+  uint64_t addr;
+  uint32_t rkey, size;
+  int32_t tag;
+  uint32_t pad;
+  uint64_t idx;
+};
+
+struct ib_ctrl_msg {
+  uint32_t magic;
+  int32_t tag;
+  uint64_t value;
+};
+
+struct ib_comm;
+struct ib_req {
+  struct ib_comm* comm;
+  int used;
+  int pending; /* completions still to come */
+  size_t size; /* receive: bytes (sum of the imm values) */
+};
+
+struct ib_comm {
+  int is_send;
+  struct ib_dev* dev;
+  struct braid_socket ctrl;
+  struct braid_ib_qp_cfg cfg;
+  struct ibv_cq* cq;
+  int nqps, split;
+  struct ibv_qp* qp[IB_MAX_QPS];
+  int ready;           /* QPs in RTS, the peer's info known */
+  struct ib_info mine; /* what we told the peer */
+  struct ib_info peer; /* sender: read from the receiver after connect */
+  size_t peer_off;
+  struct ib_fifo_slot fifo[IB_NREQ]
+      __attribute__((aligned(64))); /* sender: the receiver writes it; receiver: staging */
+  struct ibv_mr* fifo_mr;
+  struct ib_req reqs[IB_NREQ];
+  uint64_t req_head, req_tail;
+  uint64_t posted_msgs;
+  int64_t ctrl_checked;
+  struct ib_ctrl_msg in;
+  size_t in_off;
+  int bye;
+  uint64_t bye_msgs;
+  int failed, closed_by_peer, peer_aborted, abort_code;
+  char reason[160];
+};
+
+/* ib_plugin.c */
+ncclResult_t ib_comm_rts(struct ib_comm* c, const struct ib_info* peer); /* RTR + RTS every QP */
+/* Record why the comm failed (first reason wins); returns ncclRemoteError. */
+ncclResult_t ib_fail(struct ib_comm* c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ib_io.c */
+ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
+ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request);
+ncclResult_t ib_test(void* request, int* done, size_t* sizes);
+ncclResult_t ib_wait_fds(void* comm, struct pollfd* fds, int max, int* n);
+ncclResult_t ib_get_status(void* comm, struct braid_net_status* st);
+ncclResult_t ib_finish_send(void* comm);
+ncclResult_t ib_abort_send(void* comm, int code);
+ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
+ncclResult_t ib_dereg_mr(void* comm, void* mhandle);
+/* Sender: read the receiver's info and go to RTS; 1 ready, 0 not yet, -1 failed. */
+int ib_sender_ready(struct ib_comm* c);
+
+#endif /* BRAID_NET_IB_H */
