@@ -190,6 +190,7 @@ out_plans:
     __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
   }
 out_tasks:
+  if (braid_profile_on) braid_profile_api_end(); /* the outermost group's end */
   while (tasks != NULL) {
     struct braid_task* t = tasks;
     tasks = t->next;

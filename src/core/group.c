@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "core/flight.h"
 #include "core/init_internal.h"
+#include "core/profile.h"
 #include "topo/tuner.h"
 
 /* ncclSimInfo_t as NCCL_SIM_INFO_INITIALIZER fills it (nccl.h): its magic, and the version
@@ -64,6 +65,7 @@ ncclResult_t braid_group_add(struct braid_task* task) {
   task->next = NULL;
   if (task->comm_gen == 0) task->comm_gen = task->comm->handle_gen; /* the comm it is queued on now */
   task->flight_id = braid_flight_add(task);
+  if (braid_profile_on) braid_profile_api_call(task);
   if (depth == 0) return braid_enqueue_run(task);
   if (tail != NULL)
     tail->next = task;
@@ -110,6 +112,7 @@ static ncclResult_t check_task_comms(const char* fn) {
 }
 
 static void drop_tasks(void) {
+  if (braid_profile_on) braid_profile_api_end();
   while (head != NULL) {
     struct braid_task* t = head;
     head = t->next;

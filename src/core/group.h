@@ -34,6 +34,7 @@ struct braid_task {
     int algo, proto, nchannels, nthreads;
   } chosen;
   void* prof_event; /* the profiler plugin's handle of its coll / p2p event (core/profile.c) */
+  void* prof_api;   /* ... and of its CollApi / P2pApi event (stopped; the parent of prof_event) */
 };
 
 /* Depth of the calling thread's group nesting. */

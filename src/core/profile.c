@@ -16,6 +16,16 @@ int braid_profile_on;
 #define COLL_MASK (NCCL_PROF_COLL | BELOW_TASK)
 #define P2P_MASK (NCCL_PROF_P2P | BELOW_TASK)
 #define GROUP_MASK (NCCL_PROF_GROUP | COLL_MASK | P2P_MASK)
+#define COLL_API_MASK (NCCL_PROF_COLL_API | COLL_MASK)
+#define P2P_API_MASK (NCCL_PROF_P2P_API | P2P_MASK)
+#define GROUP_API_MASK (NCCL_PROF_GROUP_API | NCCL_PROF_KERNEL_LAUNCH | GROUP_MASK | COLL_API_MASK | P2P_API_MASK)
+
+/* The calling thread's outermost group, for its GroupApi event. */
+static __thread struct {
+  int open;
+  struct braid_prof* prof;
+  void* handle;
+} api;
 
 ncclResult_t braid_profile_open(struct braid_comm* comm) {
   struct braid_prof_shape s = {comm->comm_hash, comm->config.commName, comm->nnodes, comm->nranks, comm->rank};
@@ -33,6 +43,7 @@ static void task_start(struct braid_plan* plan, struct braid_task* t, int mask) 
   struct braid_comm* comm = plan->comm;
   struct braid_prof_event e = {0};
   e.parent_group = plan->prof_group;
+  e.parent_obj = t->prof_api;
   e.rank = comm->rank;
   e.dtype = t->dtype;
   e.count = t->count;
@@ -85,4 +96,38 @@ void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid
     braid_prof_stop(plans[i].comm->prof, plans[i].prof_group);
     plans[i].prof_group = NULL;
   }
+}
+
+void braid_profile_api_call(struct braid_task* t) {
+  struct braid_prof* p = t->comm->prof;
+  int mask = braid_prof_mask(p);
+  t->prof_api = NULL;
+  if (!api.open) {
+    api.open = 1, api.prof = p, api.handle = NULL;
+    if (mask & GROUP_API_MASK) {
+      struct braid_prof_event g = {.type = NCCL_PROF_GROUP_API, .rank = t->comm->rank};
+      g.group_depth = braid_group_depth();
+      api.handle = braid_prof_start(p, &g);
+    }
+  }
+  int is_coll = t->kind == BRAID_TASK_COLL;
+  if (!(mask & (is_coll ? COLL_API_MASK : P2P_API_MASK))) return;
+  struct braid_prof_event e = {0};
+  e.type = is_coll ? NCCL_PROF_COLL_API : NCCL_PROF_P2P_API;
+  e.parent_obj = api.prof == p ? api.handle : NULL;
+  e.rank = t->comm->rank;
+  e.func = t->func;
+  e.is_send = t->kind == BRAID_TASK_SEND;
+  e.count = t->count;
+  e.dtype = t->dtype;
+  e.root = is_coll ? t->root : -1;
+  e.stream = t->stream;
+  t->prof_api = braid_prof_start(p, &e);
+  braid_prof_stop(p, t->prof_api); /* NCCL stops it once the task is appended */
+}
+
+void braid_profile_api_end(void) {
+  if (!api.open) return;
+  if (api.handle != NULL) braid_prof_stop(api.prof, api.handle);
+  api.open = 0, api.prof = NULL, api.handle = NULL;
 }

@@ -334,8 +334,8 @@ struct nccl_profiler_v1 { /* v1, v2, v3 */
 };
 struct nccl_profiler_v4 {
   const char* name;
-  ncclResult_t (*init)(void** ctx, int* mask, const char* commName, uint64_t commHash, int nNodes, int nRanks,
-                       int rank, nccl_abi_prof_logger_t log);
+  ncclResult_t (*init)(void** ctx, int* mask, const char* commName, uint64_t commHash, int nNodes, int nRanks, int rank,
+                       nccl_abi_prof_logger_t log);
   ncclResult_t (*startEvent)(void* ctx, void** handle, void* descr);
   ncclResult_t (*stopEvent)(void* handle);
   ncclResult_t (*recordEventState)(void* handle, int state, union nccl_prof_state_args* args);
@@ -343,8 +343,8 @@ struct nccl_profiler_v4 {
 };
 struct nccl_profiler_v5 { /* v5, v6 */
   const char* name;
-  ncclResult_t (*init)(void** ctx, uint64_t commId, int* mask, const char* commName, int nNodes, int nRanks,
-                       int rank, nccl_abi_prof_logger_t log);
+  ncclResult_t (*init)(void** ctx, uint64_t commId, int* mask, const char* commName, int nNodes, int nRanks, int rank,
+                       nccl_abi_prof_logger_t log);
   ncclResult_t (*startEvent)(void* ctx, void** handle, void* descr);
   ncclResult_t (*stopEvent)(void* handle);
   ncclResult_t (*recordEventState)(void* handle, int state, union nccl_prof_state_args* args);

@@ -26,7 +26,7 @@
 
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static int lib_tried;
-static int lib_version; /* 1..6, 0: none */
+static int lib_version;                          /* 1..6, 0: none */
 static const struct nccl_profiler_v5* lib_table; /* every version's slots after init: see abi */
 
 struct braid_prof {
@@ -58,8 +58,8 @@ static const char* p2p_func_name(int is_send) {
   return is_send ? "Send" : "Recv";
 }
 static const char* dtype_name(int dtype) {
-  static const char* names[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
-                                "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
+  static const char* names[] = {"ncclInt8",    "ncclUint8",    "ncclInt32",      "ncclUint32",
+                                "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
                                 "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
   return dtype >= 0 && dtype < (int)(sizeof(names) / sizeof(names[0])) ? names[dtype] : "Unknown";
 }
@@ -88,17 +88,17 @@ static int find_table(void* dl, const char* path) {
     if (t == NULL) continue;
     if (t->name == NULL || t->init == NULL || t->startEvent == NULL || t->stopEvent == NULL ||
         t->recordEventState == NULL || t->finalize == NULL) {
-      BRAID_WARN("PROFILER/Plugin: %s: %s has empty slots: not used, the run continues without a profiler", path,
-                 sym);
+      BRAID_WARN("PROFILER/Plugin: %s: %s has empty slots: not used, the run continues without a profiler", path, sym);
       return 0;
     }
     lib_table = t;
     return v;
   }
   const char* newer = dlsym(dl, "ncclProfiler_v7") ? " (it exports ncclProfiler_v7, newer than braid's v6)" : "";
-  BRAID_WARN("External profiler plugin %s is unsupported: it exports no ncclProfiler_v6 .. _v1%s; the run continues "
-             "without a profiler",
-             path, newer);
+  BRAID_WARN(
+      "External profiler plugin %s is unsupported: it exports no ncclProfiler_v6 .. _v1%s; the run continues "
+      "without a profiler",
+      path, newer);
   return 0;
 }
 
@@ -111,8 +111,10 @@ static void load_once(void) {
   if (v == NULL || v[0] == '\0' || strcasecmp(v, "none") == 0) goto out; /* NCCL: unset = none */
   void* dl = braid_plugin_open("PROFILER", "libnccl-profiler", PROF_SUBSYS, v, lib, sizeof(lib));
   if (dl == NULL) {
-    BRAID_WARN("PROFILER/Plugin: NCCL_PROFILER_PLUGIN=%s: no such library; the run continues without a profiler",
-               v);
+    BRAID_WARN(
+        "PROFILER/Plugin: NCCL_PROFILER_PLUGIN=%s could not be loaded (the PROFILER/Plugin line before says "
+        "why); the run continues without a profiler",
+        v);
     goto out;
   }
   const char* path = braid_plugin_path(dl, lib);
@@ -128,9 +130,9 @@ out:
 }
 
 static void say_mask(int mask) {
-  static const char* names[] = {"Group",   "Coll",     "P2p",    "ProxyOp", "ProxyStep",    "ProxyCtrl",
-                                "KernelCh", "NetPlugin", "GroupApi", "CollApi", "P2pApi", "KernelLaunch",
-                                "CeColl",  "CeSync",   "CeBatch"};
+  static const char* names[] = {"Group",     "Coll",         "P2p",       "ProxyOp",  "ProxyStep",
+                                "ProxyCtrl", "KernelCh",     "NetPlugin", "GroupApi", "CollApi",
+                                "P2pApi",    "KernelLaunch", "CeColl",    "CeSync",   "CeBatch"};
   char buf[256];
   size_t n = 0;
   buf[0] = '\0';
@@ -193,7 +195,21 @@ int braid_prof_version(void) {
 static void fill_v5(const struct braid_prof_event* e, struct nccl_prof_descr_v5* d) {
   d->type = (uint64_t)e->type;
   d->rank = e->rank;
-  if (e->type == NCCL_PROF_COLL) {
+  d->parentObj = e->parent_obj;
+  if (e->type == NCCL_PROF_GROUP_API) {
+    d->groupApi.groupDepth = e->group_depth;
+  } else if (e->type == NCCL_PROF_COLL_API) {
+    d->collApi.func = func_name(e->func);
+    d->collApi.count = e->count;
+    d->collApi.datatype = dtype_name(e->dtype);
+    d->collApi.root = e->root;
+    d->collApi.stream = e->stream;
+  } else if (e->type == NCCL_PROF_P2P_API) {
+    d->p2pApi.func = p2p_func_name(e->is_send);
+    d->p2pApi.count = e->count;
+    d->p2pApi.datatype = dtype_name(e->dtype);
+    d->p2pApi.stream = e->stream;
+  } else if (e->type == NCCL_PROF_COLL) {
     d->coll.seqNumber = e->seq;
     d->coll.func = func_name(e->func);
     d->coll.sendBuff = e->sendbuff;
@@ -205,7 +221,7 @@ static void fill_v5(const struct braid_prof_event* e, struct nccl_prof_descr_v5*
     d->coll.nWarps = (uint8_t)e->nwarps;
     d->coll.algo = algo_name(e->algo);
     d->coll.proto = proto_name(e->proto);
-    d->coll.parentGroup = e->parent_group; /* parentObj: the CollApi event, which braid does not emit */
+    d->coll.parentGroup = e->parent_group;
   } else if (e->type == NCCL_PROF_P2P) {
     d->p2p.func = p2p_func_name(e->is_send);
     d->p2p.buff = e->recvbuff;
@@ -244,34 +260,34 @@ static void fill_v4(const struct braid_prof_event* e, struct nccl_prof_descr_v4*
 }
 
 /* v2 and v3 share every field up to nMaxChannels except v2's trafficBytes. */
-#define FILL_V23(p, d, e)                            \
-  do {                                               \
-    (d)->type = (uint8_t)(e)->type;                  \
-    (d)->rank = (e)->rank;                           \
-    (d)->parentObj = (e)->parent_group;              \
-    if ((e)->type == NCCL_PROF_COLL) {               \
-      (d)->coll.name = (p)->comm_name;               \
-      (d)->coll.commHash = (p)->comm_id;             \
-      (d)->coll.seqNumber = (e)->seq;                \
-      (d)->coll.func = func_name((e)->func);      \
-      (d)->coll.sendBuff = (e)->sendbuff;            \
-      (d)->coll.recvBuff = (e)->recvbuff;            \
-      (d)->coll.count = (e)->count;                  \
-      (d)->coll.root = (e)->root;                    \
-      (d)->coll.datatype = dtype_name((e)->dtype);   \
+#define FILL_V23(p, d, e)                               \
+  do {                                                  \
+    (d)->type = (uint8_t)(e)->type;                     \
+    (d)->rank = (e)->rank;                              \
+    (d)->parentObj = (e)->parent_group;                 \
+    if ((e)->type == NCCL_PROF_COLL) {                  \
+      (d)->coll.name = (p)->comm_name;                  \
+      (d)->coll.commHash = (p)->comm_id;                \
+      (d)->coll.seqNumber = (e)->seq;                   \
+      (d)->coll.func = func_name((e)->func);            \
+      (d)->coll.sendBuff = (e)->sendbuff;               \
+      (d)->coll.recvBuff = (e)->recvbuff;               \
+      (d)->coll.count = (e)->count;                     \
+      (d)->coll.root = (e)->root;                       \
+      (d)->coll.datatype = dtype_name((e)->dtype);      \
       (d)->coll.nMaxChannels = (uint8_t)(e)->nchannels; \
-      (d)->coll.nWarps = (uint8_t)(e)->nwarps;       \
-      (d)->coll.algo = algo_name((e)->algo);         \
-      (d)->coll.proto = proto_name((e)->proto);      \
-    } else if ((e)->type == NCCL_PROF_P2P) {         \
-      (d)->p2p.name = (p)->comm_name;                \
-      (d)->p2p.commHash = (p)->comm_id;              \
-      (d)->p2p.func = p2p_func_name((e)->is_send);   \
-      (d)->p2p.buff = (e)->recvbuff;                 \
-      (d)->p2p.datatype = dtype_name((e)->dtype);    \
-      (d)->p2p.count = (e)->count;                   \
-      (d)->p2p.peer = (e)->peer;                     \
-    }                                                \
+      (d)->coll.nWarps = (uint8_t)(e)->nwarps;          \
+      (d)->coll.algo = algo_name((e)->algo);            \
+      (d)->coll.proto = proto_name((e)->proto);         \
+    } else if ((e)->type == NCCL_PROF_P2P) {            \
+      (d)->p2p.name = (p)->comm_name;                   \
+      (d)->p2p.commHash = (p)->comm_id;                 \
+      (d)->p2p.func = p2p_func_name((e)->is_send);      \
+      (d)->p2p.buff = (e)->recvbuff;                    \
+      (d)->p2p.datatype = dtype_name((e)->dtype);       \
+      (d)->p2p.count = (e)->count;                      \
+      (d)->p2p.peer = (e)->peer;                        \
+    }                                                   \
   } while (0)
 
 static void fill_v1(const struct braid_prof* p, const struct braid_prof_event* e, struct nccl_prof_descr_v1* d) {
@@ -307,6 +323,7 @@ static void fill_v1(const struct braid_prof* p, const struct braid_prof_event* e
 void* braid_prof_start(struct braid_prof* p, const struct braid_prof_event* e) {
   void* handle = NULL;
   ncclResult_t res;
+  if (lib_version < 5 && e->type >= NCCL_PROF_GROUP_API) return NULL; /* v5's API events: older ABIs lack them */
   if (lib_version >= 5) {
     struct nccl_prof_descr_v5 d;
     memset(&d, 0, sizeof(d));

@@ -25,19 +25,22 @@ struct braid_prof_shape {
 };
 
 struct braid_prof_event {
-  int type;           /* NCCL_PROF_GROUP, _COLL or _P2P (profiler_abi.h) */
+  int type;           /* NCCL_PROF_GROUP, _COLL, _P2P, _GROUP_API, _COLL_API, _P2P_API (profiler_abi.h) */
   void* parent_group; /* coll / p2p: the group event's handle */
+  void* parent_obj;   /* v5+: coll / p2p: its API event; coll / p2p API events: the group API event */
+  int group_depth;    /* group API event: ncclGroupStart nesting when it started */
+  void* stream;       /* API events: the user's stream */
   int rank;
-  uint64_t seq;   /* coll: its number among this communicator's calls of that function */
-  int func;       /* enum braid_func; p2p: BRAID_FUNC_SendRecv */
-  int is_send;    /* p2p */
-  int dtype;      /* ncclDataType_t */
-  int algo;       /* coll: enum braid_algo */
-  int proto;      /* coll: enum braid_proto */
-  int nchannels;  /* coll: as the tuner chose; p2p: channels its ops use */
-  int nwarps;     /* coll: threads per channel / 32 (0 in host mode) */
-  int root;       /* coll (-1 without one) */
-  int peer;       /* p2p */
+  uint64_t seq;  /* coll: its number among this communicator's calls of that function */
+  int func;      /* enum braid_func; p2p: BRAID_FUNC_SendRecv */
+  int is_send;   /* p2p */
+  int dtype;     /* ncclDataType_t */
+  int algo;      /* coll: enum braid_algo */
+  int proto;     /* coll: enum braid_proto */
+  int nchannels; /* coll: as the tuner chose; p2p: channels its ops use */
+  int nwarps;    /* coll: threads per channel / 32 (0 in host mode) */
+  int root;      /* coll (-1 without one) */
+  int peer;      /* p2p */
   const void* sendbuff;
   void* recvbuff; /* p2p: the buffer */
   size_t count;

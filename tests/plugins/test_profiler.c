@@ -1,21 +1,24 @@
 /*
  * test_profiler.c - a test profiler plugin under NCCL's ABI, built once per version by the
  * Makefile (-DPROF_V=1..6 -> build/lib/libnccl-profiler-braidtest-v<N>.so; PROF_V=0 exports
- * no table: the "unsupported" case). It counts events per type, checks that every event has a
- * parent of the right type that is still open, that a parent stops after its children, that
+ * no table: the "unsupported" case). It counts events per type, checks that every task event
+ * has a group that is still open (and, v5+, its API event as parentObj; an API call event
+ * inside its GroupApi), that a group stops after its tasks, that
  * every start has a stop by finalize, and the descriptors (function, datatype, algorithm and
  * protocol names or numbers, channels, consecutive seqNumbers per function). Its results are
  * kept per rank after finalize for braid_test_profiler_result (tests/unit/test_profiler.c).
- *   BRAID_TEST_PROFILER_MASK   the activation mask it sets (default Group|Coll|P2p)
+ *   BRAID_TEST_PROFILER_MASK   the activation mask it sets (default Group|Coll|P2p, and
+ *                              GroupApi|CollApi|P2pApi from v5)
  *   BRAID_TEST_PROFILER_FAIL   1: init fails (ncclInternalError)
  */
+#include "test_profiler.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plugin/profiler_abi.h"
-#include "test_profiler.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -26,11 +29,13 @@ struct event {
   struct event* parent;
   int open_children;
   int stopped;
+  struct event* kept; /* groups and API events stay until finalize: their children name them */
 };
 
 struct ctx {
   int rank; /* -1 until an event says it (v1-v3's init does not) */
   int mask;
+  struct event* kept;
   struct braid_test_profiler_result r;
   uint64_t next_seq[8];
 };
@@ -53,12 +58,14 @@ static int known(const char* s, const char* const* names, int n) {
     if (strcmp(s, names[i]) == 0) return i;
   return -1;
 }
-static const char* const funcs[] __attribute__((unused)) = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
-static const char* const algos[] __attribute__((unused)) = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
+static const char* const funcs[]
+    __attribute__((unused)) = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
+static const char* const algos[]
+    __attribute__((unused)) = {"TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"};
 static const char* const protos[] __attribute__((unused)) = {"LL", "LL128", "SIMPLE"};
-static const char* const dtypes[] __attribute__((unused)) = {"ncclInt8",    "ncclUint8",    "ncclInt32",      "ncclUint32",
-                                     "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
-                                     "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+static const char* const dtypes[] __attribute__((unused)) = {
+    "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
+    "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* A collective's fields, whatever the version's layout: func index, seq, algo, proto, nch. */
@@ -77,8 +84,10 @@ static void check_p2p(struct ctx* c, const char* func, int is_send_num, int dtyp
   int recv = func != NULL ? strcmp(func, "Recv") == 0 : !is_send_num;
   if (!send && !recv) return error(c, "p2p: function neither Send nor Recv");
   if (dtype < 0) error(c, "p2p: unknown datatype");
-  if (send) c->r.sends++;
-  else c->r.recvs++;
+  if (send)
+    c->r.sends++;
+  else
+    c->r.recvs++;
 }
 
 #if PROF_V >= 5
@@ -130,7 +139,7 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
   *handle = NULL;
   if (c->rank < 0) c->rank = d->rank;
   if (d->rank != c->rank) error(c, "an event names another rank");
-  int b = type_index((int)d->type);
+  int type = (int)d->type, b = type_index(type);
   if (b < 0) return error(c, "unknown event type"), ncclSuccess;
   if (!((int)d->type & c->mask)) return c->r.unasked++, ncclSuccess; /* not asked for: no handle (NCCL's example) */
   struct event* e = calloc(1, sizeof(*e));
@@ -142,11 +151,24 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
   struct event* parent = parent_of(d);
   if (d->type == NCCL_PROF_COLL || d->type == NCCL_PROF_P2P) {
     if (c->mask & NCCL_PROF_GROUP) {
-      if (parent == NULL || parent->type != NCCL_PROF_GROUP || parent->ctx != c) error(c, "task without its group");
-      else if (parent->stopped) error(c, "task started in a stopped group");
-      else e->parent = parent, parent->open_children++;
+      if (parent == NULL || parent->type != NCCL_PROF_GROUP || parent->ctx != c)
+        error(c, "task without its group");
+      else if (parent->stopped)
+        error(c, "task started in a stopped group");
+      else
+        e->parent = parent, parent->open_children++;
     }
+#if PROF_V >= 5
+    int api = d->type == NCCL_PROF_COLL ? NCCL_PROF_COLL_API : NCCL_PROF_P2P_API;
+    struct event* obj = d->parentObj;
+    if ((c->mask & api) && (obj == NULL || obj->type != api || obj->ctx != c)) error(c, "task without its API event");
+#endif
     check_descr(c, d);
+  } else if (type == NCCL_PROF_COLL_API || type == NCCL_PROF_P2P_API) {
+    if ((c->mask & NCCL_PROF_GROUP_API) && (parent == NULL || parent->type != NCCL_PROF_GROUP_API || parent->stopped))
+      error(c, "API call event outside an open GroupApi event");
+    else if (parent != NULL)
+      e->parent = parent, parent->open_children++;
   } else if (parent != NULL) {
     error(c, "group with a parent");
   }
@@ -164,7 +186,10 @@ static ncclResult_t stop(void* handle) {
   c->r.stops[type_index(e->type)]++;
   c->r.open--;
   if (e->parent != NULL) e->parent->open_children--;
-  if (e->type != NCCL_PROF_GROUP) free(e); /* groups stay: their children may name them later */
+  if (e->type == NCCL_PROF_COLL || e->type == NCCL_PROF_P2P)
+    free(e);
+  else
+    e->kept = c->kept, c->kept = e; /* its children may name it later */
   return ncclSuccess;
 }
 
@@ -180,6 +205,7 @@ static ncclResult_t init_common(void** context, int* mask, int rank) {
   if (c == NULL) return ncclSystemError;
   const char* m = getenv("BRAID_TEST_PROFILER_MASK");
   c->mask = m != NULL ? (int)strtol(m, NULL, 0) : NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P;
+  if (m == NULL && PROF_V >= 5) c->mask |= NCCL_PROF_GROUP_API | NCCL_PROF_COLL_API | NCCL_PROF_P2P_API;
   c->rank = rank;
   c->r.version = PROF_V;
   *mask = c->mask;
@@ -191,6 +217,11 @@ static ncclResult_t finalize(void* context) {
   struct ctx* c = context;
   if (c->r.open != 0) error(c, "events never stopped");
   c->r.finalized = 1;
+  while (c->kept != NULL) {
+    struct event* e = c->kept;
+    c->kept = e->kept;
+    free(e);
+  }
   pthread_mutex_lock(&lock);
   if (c->rank >= 0 && c->rank < BRAID_TEST_PROFILER_MAX_RANKS) results[c->rank] = c->r;
   pthread_mutex_unlock(&lock);

@@ -12,9 +12,9 @@ struct braid_test_profiler_result {
   int finalized;
   int version;
   int starts[BRAID_TEST_PROFILER_TYPES], stops[BRAID_TEST_PROFILER_TYPES]; /* by bit of the type */
-  int open;                   /* started and not stopped */
-  int unasked;                /* starts of a type outside the mask (dropped, as NCCL's example) */
-  int coll_by_func[5];        /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
+  int open;                                                                /* started and not stopped */
+  int unasked;         /* starts of a type outside the mask (dropped, as NCCL's example) */
+  int coll_by_func[5]; /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
   int coll_by_algo[7], coll_by_proto[3];
   int sends, recvs;
   int errors;

@@ -7,19 +7,22 @@
  *
  * The calls per rank: AllReduce x3, Broadcast x2, Reduce, AllGather, ReduceScatter alone
  * (8 groups), a group of two AllReduces, a group of a Send to rank+1 and a Recv from rank-1:
- * 10 Group, 10 Coll (AllReduce 5, Broadcast 2, the others 1), 2 P2p events (1 Send, 1 Recv).
+ * 10 Group, 10 Coll (AllReduce 5, Broadcast 2, the others 1), 2 P2p events (1 Send, 1 Recv),
+ * and from v5 as many GroupApi, CollApi and P2pApi events.
  *
  * TCases:
  *   versions  v6 .. v1, as threads, processes and pairs: every count, nesting (every task
  *             inside a group that is still open, children stopped before their group), every
  *             start stopped by finalize, descriptors (names or v1's numbers, consecutive
  *             seqNumbers, an algorithm, protocol and channels on every collective)
- *   mask      the mask the plugin sets: Group only (no task event is ever delivered), Coll only
- *             (no P2p; groups are delivered, as NCCL does, and the plugin drops them), 0 (braid
- *             delivers nothing at all)
+ *   mask      the mask the plugin sets: Group only (no task event is ever delivered; GroupApi
+ *             events are, as NCCL does, and the plugin drops them), Coll only (no P2p or P2pApi;
+ *             the Coll events' ancestors are delivered and dropped), 0 (nothing delivered)
  *   refused   a library without ncclProfiler_v*, an init that fails, a path that does not
  *             exist: a WARN that says so, and the calls run (results checked) without it
  */
+#include "../plugins/test_profiler.h"
+
 #include <check.h>
 #include <dlfcn.h>
 #include <libgen.h>
@@ -29,7 +32,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../plugins/test_profiler.h"
 #include "base/param.h"
 #include "harness.h"
 #include "nccl.h"
@@ -44,7 +46,8 @@ enum { GROUPS = 10, COLLS = 10, P2PS = 2 };
 
 struct pcase {
   int version; /* the library: 0 none exported, -1 a path that does not exist */
-  int mask;    /* BRAID_TEST_PROFILER_MASK; -1: the plugin's default (Group|Coll|P2p) */
+  int mask;    /* BRAID_TEST_PROFILER_MASK; -1: the plugin's default (Group|Coll|P2p, + the API events) */
+  int unasked; /* events braid delivers outside the mask (parents of what it asks for, as NCCL) */
   int fail_init;
   char path[PATH_MAX];
 };
@@ -113,20 +116,27 @@ static int body(struct harness_rank* r) {
   struct braid_test_profiler_result res;
   if (result_of(r, pc->path, &res)) return 1;
   int mask = pc->mask >= 0 ? pc->mask : NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P;
+  if (pc->mask < 0 && pc->version >= 5) mask |= NCCL_PROF_GROUP_API | NCCL_PROF_COLL_API | NCCL_PROF_P2P_API;
   REXPECT(r, res.errors == 0, "v%d: the plugin found %d errors, the first: %s", pc->version, res.errors,
           res.first_error);
   EXPECT_EQ(r, res.version, pc->version, "the plugin's version");
   EXPECT_EQ(r, res.open, 0, "events never stopped");
-  int want[3] = {mask & NCCL_PROF_GROUP ? GROUPS : 0, mask & NCCL_PROF_COLL ? COLLS : 0,
-                 mask & NCCL_PROF_P2P ? P2PS : 0};
-  static const char* names[3] = {"Group starts", "Coll starts", "P2p starts"};
-  for (int b = 0; b < 3; b++) {
+  int want[BRAID_TEST_PROFILER_TYPES] = {0};
+  want[0] = mask & NCCL_PROF_GROUP ? GROUPS : 0;
+  want[1] = mask & NCCL_PROF_COLL ? COLLS : 0;
+  want[2] = mask & NCCL_PROF_P2P ? P2PS : 0;
+  want[8] = mask & NCCL_PROF_GROUP_API ? GROUPS : 0; /* one per outermost group, lone calls too */
+  want[9] = mask & NCCL_PROF_COLL_API ? COLLS : 0;
+  want[10] = mask & NCCL_PROF_P2P_API ? P2PS : 0;
+  static const char* names[BRAID_TEST_PROFILER_TYPES] = {
+      "Group",    "Coll",    "P2p",    "ProxyOp",      "ProxyStep", "ProxyCtrl", "KernelCh", "NetPlugin",
+      "GroupApi", "CollApi", "P2pApi", "KernelLaunch", "CeColl",    "CeSync",    "CeBatch"};
+  for (int b = 0; b < BRAID_TEST_PROFILER_TYPES; b++) {
     EXPECT_EQ(r, res.starts[b], want[b], names[b]);
-    EXPECT_EQ(r, res.stops[b], want[b], "stops");
+    EXPECT_EQ(r, res.stops[b], want[b], names[b]);
   }
-  for (int b = 3; b < BRAID_TEST_PROFILER_TYPES; b++) EXPECT_EQ(r, res.starts[b], 0, "events of other types");
-  /* what braid delivered though the mask did not ask for it: only parents of asked-for tasks */
-  EXPECT_EQ(r, res.unasked, mask == NCCL_PROF_COLL ? GROUPS : 0, "events delivered outside the mask");
+  /* what braid delivered though the mask did not ask for it: only ancestors of what it asks for */
+  EXPECT_EQ(r, res.unasked, pc->unasked, "events delivered outside the mask");
   if (mask & NCCL_PROF_COLL) {
     static const int by_func[5] = {2, 1, 1, 1, 5}; /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
     for (int f = 0; f < 5; f++) EXPECT_EQ(r, res.coll_by_func[f], by_func[f], "collectives of one function");
@@ -155,8 +165,8 @@ START_TEST(test_versions) {
     int version, nranks;
     enum harness_mode mode;
   } vs[] = {{6, 3, HARNESS_PROCS}, {6, 2, HARNESS_THREADS}, {6, 4, HARNESS_PAIRS}, {5, 2, HARNESS_THREADS},
-            {4, 3, HARNESS_PROCS}, {3, 2, HARNESS_THREADS}, {2, 2, HARNESS_PROCS},  {1, 3, HARNESS_THREADS}};
-  struct pcase pc = {vs[_i].version, -1, 0, ""};
+            {4, 3, HARNESS_PROCS}, {3, 2, HARNESS_THREADS}, {2, 2, HARNESS_PROCS}, {1, 3, HARNESS_THREADS}};
+  struct pcase pc = {vs[_i].version, -1, 0, 0, ""};
   set_env(&pc);
   int failed = harness_run(vs[_i].nranks, vs[_i].mode, body, &pc, RANK_TIMEOUT_S);
   ck_assert_msg(failed == 0, "v%d: %d of %d ranks (%s) failed", vs[_i].version, failed, vs[_i].nranks,
@@ -166,7 +176,9 @@ END_TEST
 
 START_TEST(test_mask) {
   static const int masks[] = {NCCL_PROF_GROUP, NCCL_PROF_COLL, 0};
-  struct pcase pc = {6, masks[_i], 0, ""};
+  /* Group: GroupApi (10) delivered; Coll: GroupApi, Group and CollApi (10 each); 0: none */
+  static const int unasked[] = {GROUPS, GROUPS + GROUPS + COLLS, 0};
+  struct pcase pc = {6, masks[_i], unasked[_i], 0, ""};
   set_env(&pc);
   int failed = harness_run(2, _i == 1 ? HARNESS_PROCS : HARNESS_THREADS, body, &pc, RANK_TIMEOUT_S);
   ck_assert_msg(failed == 0, "mask 0x%x: %d ranks failed", masks[_i], failed);
@@ -198,7 +210,7 @@ START_TEST(test_refused) {
   } cs[] = {
       {0, 0, "is unsupported: it exports no ncclProfiler_v6 .. _v1"},
       {6, 1, "Profiler init failed with error '3' (internal error"},
-      {-1, 0, "NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-braidtest.so: no such library"},
+      {-1, 0, "NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-braidtest.so could not be loaded"},
   };
   char log[64];
   snprintf(log, sizeof(log), "/tmp/braid-prof-test-%d.log", (int)getpid());
@@ -206,7 +218,7 @@ START_TEST(test_refused) {
   setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
   setenv("NCCL_DEBUG_FILE", log, 1);
   ncclResetDebugInit();
-  struct pcase pc = {cs[_i].version, -1, cs[_i].fail_init, ""};
+  struct pcase pc = {cs[_i].version, -1, 0, cs[_i].fail_init, ""};
   set_env(&pc);
   int failed = harness_run(2, HARNESS_THREADS, refused_body, NULL, RANK_TIMEOUT_S);
   char* text = slurp(log);
