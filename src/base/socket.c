@@ -747,6 +747,21 @@ ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct b
   return ncclRemoteError;
 }
 
+int braid_socket_handshake_step(struct braid_socket* s, struct braid_socket_handshake* hs, size_t* off,
+                                int64_t deadline, int64_t now, uint64_t secret, int type, const char* ctx,
+                                int timeout_ms) {
+  if (braid_socket_recv_try(s, hs, sizeof(*hs), off) != ncclSuccess) {
+    braid_socket_warn_drop(ctx, &s->addr, "it %s before completing its handshake", braid_socket_fail_str(s->fail));
+    return -1;
+  }
+  if (*off < sizeof(*hs)) {
+    if (now < deadline) return 0;
+    braid_socket_warn_drop(ctx, &s->addr, "no complete handshake within %d ms", timeout_ms);
+    return -1;
+  }
+  return braid_socket_handshake_check(s, hs, secret, type, ctx) == ncclSuccess ? 1 : -1;
+}
+
 const char* braid_socket_fail_str(enum braid_socket_fail fail) {
   switch (fail) {
     case BRAID_SOCKET_FAIL_NONE:

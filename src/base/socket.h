@@ -148,6 +148,13 @@ void braid_socket_close(struct braid_socket* s);
 ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct braid_socket_handshake* hs,
                                           uint64_t secret, int type, const char* ctx);
 const char* braid_socket_fail_str(enum braid_socket_fail fail);
+/* One non-blocking step of reading and checking an accepted connection's handshake, into
+ * *hs with *off bytes read so far: 1 when complete and valid, 0 to wait (before `deadline`),
+ * -1 when dropped (said through braid_socket_warn_drop: closed early, too slow after
+ * `timeout_ms`, wrong secret or type). The caller then checks hs->arg and owns the socket. */
+int braid_socket_handshake_step(struct braid_socket* s, struct braid_socket_handshake* hs, size_t* off,
+                                int64_t deadline, int64_t now, uint64_t secret, int type, const char* ctx,
+                                int timeout_ms);
 
 /* The WARN for a connection dropped before it proved who it is, `<ctx>: dropping connection
  * from <addr>: <why>`, at most once per ctx and source host every BRAID_SOCKET_DROP_WARN_S

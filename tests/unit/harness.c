@@ -191,6 +191,16 @@ int harness_count_shm(void) {
   return n;
 }
 
+int harness_count_lines(const char* path, const char* word) {
+  FILE* f = fopen(path, "r");
+  char line[1024];
+  int n = 0;
+  if (f == NULL) return -1;
+  while (fgets(line, sizeof(line), f) != NULL) n += strstr(line, word) != NULL;
+  fclose(f);
+  return n;
+}
+
 const char* harness_mode_name(enum harness_mode mode) {
   return mode == HARNESS_THREADS ? "threads" : mode == HARNESS_PROCS ? "processes" : "pairs";
 }

@@ -56,6 +56,8 @@ int harness_count_threads(void);
 /* Entries braid-* in /dev/shm made by this process or by processes the harness forked in it
  * (the creator's pid is in the name): other test runs that share /dev/shm do not count. */
 int harness_count_shm(void);
+/* Lines of the file at path that contain word; -1 when it cannot be read (log checks). */
+int harness_count_lines(const char* path, const char* word);
 
 const char* harness_mode_name(enum harness_mode mode);
 

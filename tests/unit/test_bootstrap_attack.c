@@ -28,6 +28,7 @@
 #include "base/socket.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
+#include "harness.h"
 #include "nccl.h"
 
 #define N 3
@@ -368,16 +369,6 @@ END_TEST
 
 /* ---- the WARN of dropped strangers ------------------------------------------------------ */
 
-static int count_lines(const char* path, const char* word) {
-  FILE* f = fopen(path, "r");
-  char line[1024];
-  int n = 0;
-  if (f == NULL) return -1;
-  while (fgets(line, sizeof(line), f) != NULL) n += strstr(line, word) != NULL;
-  fclose(f);
-  return n;
-}
-
 /* 60 strangers with a wrong secret from one address on rank 1: one WARN line (the count comes
  * with the next interval's first line). */
 START_TEST(test_warn_rate_limited) {
@@ -406,7 +397,7 @@ START_TEST(test_warn_rate_limited) {
   }
   for (int i = 0; i < S; i++) braid_socket_close(&s[i]);
   for (int i = 0; i < N; i++) braid_bootstrap_close(jobs[i].bs);
-  int lines = count_lines(path, "dropping connection from");
+  int lines = harness_count_lines(path, "dropping connection from");
   unlink(path);
   unsetenv("NCCL_DEBUG_FILE");
   unsetenv("NCCL_DEBUG");

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/socket.h"
+#include "harness.h"
 #include "nccl.h"
 #include "transport/net/net.h"
 #include "transport/net/socket/net_socket.h"
@@ -184,8 +185,17 @@ static void* accept_for(struct pair* p, int ms) {
   return rc;
 }
 
+/* Strangers are dropped and said, rate-limited (one line per source host and interval: all
+ * three come from 127.0.0.1), and not recorded as the caller's error. */
 START_TEST(test_plugin_stranger) {
   struct pair p;
+  char path[] = "/tmp/braid-test-warn-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG_FILE", path, 1);
+  ncclResetDebugInit();
   plugin_setup_env(NULL, NULL);
   plugin_open(&p, 0xfeedULL);
   /* a stranger with a wrong secret, one speaking garbage, one that closes: all dropped */
@@ -195,12 +205,18 @@ START_TEST(test_plugin_stranger) {
   raw_send(s2, "GET / HTTP/1.0\r\n\r\n", 18);
   close(s3);
   ck_assert_ptr_null(accept_for(&p, 300));
-  ck_assert_str_ne(ncclGetLastError(NULL), "");
+  ck_assert_str_eq(ncclGetLastError(NULL), "");
   /* the real sender still gets in */
   plugin_connect(&p);
   close(s1);
   close(s2);
   plugin_close(&p);
+  int lines = harness_count_lines(path, "NET/Socket: dropping connection from 127.0.0.1");
+  unlink(path);
+  unsetenv("NCCL_DEBUG_FILE");
+  unsetenv("NCCL_DEBUG");
+  ncclResetDebugInit();
+  ck_assert_msg(lines >= 1 && lines <= 3, "%d WARN lines for 3 strangers from one address", lines);
 }
 END_TEST
 

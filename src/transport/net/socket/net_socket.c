@@ -332,20 +332,11 @@ out:
 
 /* Read the handshake of an accepted socket; 1: keep it (identified), -1: dropped, 0: wait. */
 static int sock_pending_step(struct sock_listen* l, struct sock_pending* q, int64_t now) {
+  int r = braid_socket_handshake_step(&q->sock, &q->hs, &q->off, q->deadline, now, l->secret, BRAID_SOCKET_TYPE_NET,
+                                      "NET/Socket", SOCK_HANDSHAKE_MS);
+  if (r <= 0) return r;
   char addr[BRAID_SOCKET_ADDR_STR_MAX];
   const char* who = braid_socket_addr_str(&q->sock.addr, addr);
-  if (braid_socket_recv_try(&q->sock, &q->hs, sizeof(q->hs), &q->off) != ncclSuccess) {
-    BRAID_WARN("NET/Socket : dropping connection from %s: it %s before completing its handshake", who,
-               braid_socket_fail_str(q->sock.fail));
-    return -1;
-  }
-  if (q->off < sizeof(q->hs)) {
-    if (now < q->deadline) return 0;
-    BRAID_WARN("NET/Socket : dropping connection from %s: no complete handshake within %d ms", who, SOCK_HANDSHAKE_MS);
-    return -1;
-  }
-  if (braid_socket_handshake_check(&q->sock, &q->hs, l->secret, BRAID_SOCKET_TYPE_NET, "NET/Socket") != ncclSuccess)
-    return -1;
   int i = q->hs.arg;
   if (i < 0 || i > l->nsocks || l->got[i].fd >= 0) {
     BRAID_WARN("NET/Socket : dropping connection from %s: socket index %d is not expected (%d data sockets%s)", who, i,
