@@ -37,6 +37,7 @@
 #include "base/debug.h"
 #include "base/fault.h"
 #include "base/param.h"
+#include "base/socket_pending.h"
 #include "bootstrap/bootstrap_int.h"
 
 #define BS_WATCH_MS 1000     /* waiting this long for a silent peer: check that it is alive */
@@ -104,7 +105,7 @@ static ncclResult_t bs_create(int rank, int nranks, volatile uint32_t* abort_fla
     braid_socket_init(&bs->peers[r].out);
     braid_socket_init(&bs->peers[r].watch);
   }
-  bs->max_pending = bs_max_pending();
+  bs->max_pending = braid_socket_max_pending();
   BRAID_CHECK_GOTO(braid_bootstrap_random_secret(&bs->nonce), res, err_free);
   braid_socket_addr_set_port(&local, 0);
   BRAID_CHECK_GOTO(braid_socket_listen(&bs->listener, &local), res, err_free);

@@ -5,7 +5,7 @@
  *
  * What a stranger can hold is bounded. A connection proves itself with one bs_peer_hello:
  * the communicator's secret and the claimed rank's nonce; until then it is pending, and
- * pending connections are capped per listener (bs_max_pending: oldest dropped first), must
+ * pending connections are capped per listener (braid_socket_max_pending: oldest dropped first), must
  * complete within BS_HANDSHAKE_MS, and are served whenever the listener is ready, by a waiter
  * or by the service thread. Out of descriptors, accepting backs off instead of failing. An
  * identified connection's message header is checked against BS_MSG_MAX, and its payload
@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "base/check.h"
 #include "base/debug.h"
@@ -28,13 +27,6 @@ void bs_in_free(struct bs_in* in) {
   braid_socket_close(&in->sock);
   free(in->payload);
   free(in);
-}
-
-int bs_max_pending(void) {
-  struct rlimit rl;
-  long n = 256;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) n = (long)rl.rlim_cur / 4;
-  return n < 16 ? 16 : n > 1024 ? 1024 : (int)n;
 }
 
 /* ---- handshakes ---------------------------------------------------------------------------- */

@@ -116,8 +116,6 @@ ncclResult_t bs_progress(struct braid_bootstrap* bs);
  * and one extra fd (-1: none). Returns the count, -1 when out of memory. */
 int bs_pollset(struct braid_bootstrap* bs, struct pollfd** fds_p, int* cap_p, int extra_fd, short extra_events);
 struct bs_msg* bs_queue_take(struct braid_bootstrap* bs, int peer, uint32_t kind, uint64_t tag);
-/* The pending-handshake cap of a listener in this process (a share of RLIMIT_NOFILE). */
-int bs_max_pending(void);
 
 /* For the service thread (service lock held, bs->lock not): serve a bootstrap nobody waits on
  * (accept, handshakes, their deadlines) and, while watched, return a rank whose connection

@@ -15,7 +15,7 @@
  *
  * One thread multiplexes everything with poll(); a connection must complete its handshake
  * within BS_HANDSHAKE_MS, so a stranger (wrong secret, garbage, silence) is dropped with a
- * rate-limited WARN and delays no one. At most bs_max_pending() connections wait in their
+ * rate-limited WARN and delays no one. At most braid_socket_max_pending() connections wait in their
  * handshake (a flood loses its oldest first); out of descriptors, accepting backs off.
  */
 #define BRAID_BOOTSTRAP_INTERNAL
@@ -31,6 +31,7 @@
 #include "base/check.h"
 #include "base/debug.h"
 #include "base/param.h"
+#include "base/socket_pending.h"
 #include "bootstrap/bootstrap_int.h"
 
 #define NS_PER_S 1000000000LL
@@ -569,7 +570,7 @@ ncclResult_t braid_bootstrap_root_start(const union braid_sockaddr* addr, uint64
   rt->secret = secret;
   rt->timeout_s = braid_param_int(BRAID_PARAM_INIT_TIMEOUT);
   rt->iroot = rt->nranks = -1;
-  rt->max_handshake = bs_max_pending();
+  rt->max_handshake = braid_socket_max_pending();
   union braid_sockaddr bound = rt->listener.addr;
   BRAID_PTHREADCHECK_GOTO(pthread_attr_init(&attr), "pthread_attr_init", res, err_free);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/socket.h"
+#include "base/socket_pending.h"
 #include "harness.h"
 #include "nccl.h"
 #include "transport/net/net.h"
@@ -220,6 +222,32 @@ START_TEST(test_plugin_stranger) {
 }
 END_TEST
 
+/* A flood of silent strangers holds at most the listener's cap of descriptors
+ * (braid_socket_max_pending: a quarter of RLIMIT_NOFILE, here 256 -> 64; the oldest go
+ * first), and the real sender, which comes last, still gets in. */
+START_TEST(test_plugin_flood) {
+  enum { STRANGERS = 100 };
+  struct rlimit old, low = {256, 256};
+  ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low.rlim_max = old.rlim_max;
+  ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+  ck_assert_int_eq(braid_socket_max_pending(), 64);
+  struct pair p;
+  plugin_setup_env(NULL, NULL);
+  plugin_open(&p, 0xf1eedULL);
+  int fds0 = harness_count_fds();
+  static int strangers[STRANGERS];
+  for (int i = 0; i < STRANGERS; i++) strangers[i] = raw_connect(&p);
+  ck_assert_ptr_null(accept_for(&p, 300));
+  int held = harness_count_fds() - fds0 - STRANGERS;
+  ck_assert_msg(held <= 64, "the listener holds %d stranger descriptors (cap 64)", held);
+  plugin_connect(&p);
+  for (int i = 0; i < STRANGERS; i++) close(strangers[i]);
+  plugin_close(&p);
+  ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+END_TEST
+
 /* A sender that is really a raw socket: the handshake, then `bytes`; the receiver must fail
  * (or, for a goodbye, report that the peer finished). */
 static void garbage_case(const void* bytes, size_t n, int close_after, int expect_closed, const char* reason) {
@@ -322,6 +350,7 @@ Suite* net_socket_suite(void) {
   tc = tcase_create("stranger");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_plugin_stranger);
+  tcase_add_test(tc, test_plugin_flood);
   suite_add_tcase(s, tc);
   tc = tcase_create("stream");
   tcase_set_timeout(tc, 30);

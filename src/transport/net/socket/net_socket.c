@@ -21,6 +21,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "base/socket_pending.h"
 
 static pthread_mutex_t sock_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sock_ndevs = -1; /* -1: not initialised */
@@ -44,20 +45,11 @@ struct sock_ctx {
   struct sock_connecting* connecting;
 };
 
-/* An accepted socket that has not said who it is yet. */
-struct sock_pending {
-  struct sock_pending* next;
-  struct braid_socket sock;
-  struct braid_socket_handshake hs;
-  size_t off;
-  int64_t deadline;
-};
-
+/* A listener: accepted sockets wait in `pending` until their handshake names a data socket. */
 struct sock_listen {
   struct braid_socket sock;
-  uint64_t secret;
   int nsocks, nthreads;
-  struct sock_pending* pending;
+  struct braid_socket_pending_list pending;
   struct braid_socket got[SOCK_MAX_SOCKS + 1]; /* identified, by index */
   int ngot;
 };
@@ -251,7 +243,7 @@ static ncclResult_t sock_listen(void* p, int dev, void* handle, void** listen_p)
   braid_socket_addr_set_port(&addr, 0);
   BRAID_CHECK_GOTO(braid_socket_listen(&l->sock, &addr), res, err);
   for (int i = 0; i <= SOCK_MAX_SOCKS; i++) braid_socket_init(&l->got[i]);
-  l->secret = ctx->secret;
+  braid_socket_pending_init(&l->pending, "NET/Socket", ctx->secret, BRAID_SOCKET_TYPE_NET, SOCK_HANDSHAKE_MS);
   sock_counts(&l->nthreads, &l->nsocks);
   memset(h, 0, BRAID_NET_HANDLE_MAXSIZE);
   h->magic = SOCK_HANDLE_MAGIC;
@@ -330,56 +322,24 @@ out:
   return res;
 }
 
-/* Read the handshake of an accepted socket; 1: keep it (identified), -1: dropped, 0: wait. */
-static int sock_pending_step(struct sock_listen* l, struct sock_pending* q, int64_t now) {
-  int r = braid_socket_handshake_step(&q->sock, &q->hs, &q->off, q->deadline, now, l->secret, BRAID_SOCKET_TYPE_NET,
-                                      "NET/Socket", SOCK_HANDSHAKE_MS);
-  if (r <= 0) return r;
-  char addr[BRAID_SOCKET_ADDR_STR_MAX];
-  const char* who = braid_socket_addr_str(&q->sock.addr, addr);
-  int i = q->hs.arg;
+/* A connection with a valid handshake: one of our data sockets, by index, or dropped. */
+static int sock_take(void* arg, struct braid_socket* s, const struct braid_socket_handshake* hs) {
+  struct sock_listen* l = arg;
+  int i = hs->arg;
   if (i < 0 || i > l->nsocks || l->got[i].fd >= 0) {
-    BRAID_WARN("NET/Socket : dropping connection from %s: socket index %d is not expected (%d data sockets%s)", who, i,
-               l->nsocks, i >= 0 && i <= l->nsocks ? ", and that one is already connected" : "");
-    return -1;
+    braid_socket_warn_drop("NET/Socket", &s->addr, "socket index %d is not expected (%d data sockets%s)", i, l->nsocks,
+                           i >= 0 && i <= l->nsocks ? ", and that one is already connected" : "");
+    return BRAID_PENDING_DROP;
   }
-  l->got[i] = q->sock;
+  l->got[i] = *s;
   l->ngot++;
-  return 1;
+  return BRAID_PENDING_TAKEN;
 }
 
 static ncclResult_t sock_accept(void* p, void** recv_p) {
   struct sock_listen* l = p;
   *recv_p = NULL;
-  for (;;) {
-    struct sock_pending* q = calloc(1, sizeof(*q));
-    int got = 0;
-    if (q == NULL) {
-      BRAID_WARN("NET/Socket : failed to allocate an accepted connection");
-      return ncclSystemError;
-    }
-    ncclResult_t res = braid_socket_accept_try(&l->sock, &q->sock, &got);
-    if (res != ncclSuccess || !got) {
-      free(q);
-      if (res != ncclSuccess) return res;
-      break;
-    }
-    q->deadline = braid_socket_deadline_ms(SOCK_HANDSHAKE_MS);
-    q->next = l->pending;
-    l->pending = q;
-  }
-  int64_t now = braid_socket_clock_ns();
-  for (struct sock_pending** pp = &l->pending; *pp != NULL;) {
-    struct sock_pending* q = *pp;
-    int r = sock_pending_step(l, q, now);
-    if (r == 0) {
-      pp = &q->next;
-      continue;
-    }
-    if (r < 0) braid_socket_close(&q->sock);
-    *pp = q->next;
-    free(q);
-  }
+  BRAID_CHECK(braid_socket_pending_poll(&l->pending, &l->sock, sock_take, l));
   if (l->ngot < l->nsocks + 1) return ncclSuccess;
   struct sock_comm* c = NULL;
   BRAID_CHECK(sock_comm_new(0, l->nsocks, l->nthreads, l->got, &c));
@@ -391,12 +351,7 @@ static ncclResult_t sock_accept(void* p, void** recv_p) {
 static ncclResult_t sock_close_listen(void* p) {
   struct sock_listen* l = p;
   if (l == NULL) return ncclSuccess;
-  while (l->pending != NULL) {
-    struct sock_pending* q = l->pending;
-    l->pending = q->next;
-    braid_socket_close(&q->sock);
-    free(q);
-  }
+  braid_socket_pending_close(&l->pending);
   for (int i = 0; i <= SOCK_MAX_SOCKS; i++) braid_socket_close(&l->got[i]);
   braid_socket_close(&l->sock);
   free(l);

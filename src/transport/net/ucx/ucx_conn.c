@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/check.h"
+#include "base/socket_pending.h"
 #include "transport/net/ucx/ucx.h"
 
 /* A connect under way, keyed by the caller's handle (net.h: called again with the same one). */
@@ -30,19 +31,12 @@ struct ucx_ctx {
   struct ucx_connecting* connecting;
 };
 
-/* An accepted socket that has not said who it is yet. */
-struct ucx_pending {
-  struct ucx_pending* next;
-  struct braid_socket sock;
-  struct braid_socket_handshake hs;
-  size_t off;
-  int64_t deadline;
-};
-
+/* A listener: accepted sockets wait in `pending` until their handshake says UCX sender;
+ * `ours` is the one this accept call takes. */
 struct ucx_listen {
   struct braid_socket sock;
-  uint64_t secret;
-  struct ucx_pending* pending;
+  struct braid_socket_pending_list pending;
+  struct braid_socket ours;
 };
 
 /* ---- device -------------------------------------------------------------------------------- */
@@ -151,7 +145,7 @@ static ncclResult_t ucx_listen(void* p, int dev, void* handle, void** listen_p) 
     free(l);
     return res;
   }
-  l->secret = ctx->secret;
+  braid_socket_pending_init(&l->pending, "NET/UCX", ctx->secret, BRAID_SOCKET_TYPE_NET, UCX_HANDSHAKE_MS);
   memset(h, 0, BRAID_NET_HANDLE_MAXSIZE);
   h->magic = UCX_HANDLE_MAGIC;
   h->addr = l->sock.addr;
@@ -281,18 +275,16 @@ out:
   return res;
 }
 
-/* Read the handshake of an accepted socket; 1: it is our sender, -1: dropped, 0: wait. */
-static int pending_step(struct ucx_listen* l, struct ucx_pending* q, int64_t now) {
-  int r = braid_socket_handshake_step(&q->sock, &q->hs, &q->off, q->deadline, now, l->secret, BRAID_SOCKET_TYPE_NET,
-                                      "NET/UCX", UCX_HANDSHAKE_MS);
-  if (r <= 0) return r;
-  char addr[BRAID_SOCKET_ADDR_STR_MAX];
-  const char* who = braid_socket_addr_str(&q->sock.addr, addr);
-  if (q->hs.arg != UCX_HS_ARG) {
-    BRAID_WARN("NET/UCX : dropping connection from %s: it is not a UCX connection (handshake arg %d)", who, q->hs.arg);
-    return -1;
+/* A connection with a valid handshake: our sender (one per accept call; more wait), or dropped. */
+static int ucx_take(void* arg, struct braid_socket* s, const struct braid_socket_handshake* hs) {
+  struct ucx_listen* l = arg;
+  if (hs->arg != UCX_HS_ARG) {
+    braid_socket_warn_drop("NET/UCX", &s->addr, "it is not a UCX connection (handshake arg %d)", hs->arg);
+    return BRAID_PENDING_DROP;
   }
-  return 1;
+  if (l->ours.fd >= 0) return BRAID_PENDING_LATER;
+  l->ours = *s;
+  return BRAID_PENDING_TAKEN;
 }
 
 /* Our sender is in: tell it our tag and address (small: the socket's buffer takes it at once,
@@ -322,40 +314,9 @@ static ncclResult_t accept_finish(struct braid_socket* sock, struct ucx_comm** c
 static ncclResult_t ucx_accept(void* p, void** recv_p) {
   struct ucx_listen* l = p;
   *recv_p = NULL;
-  for (;;) {
-    struct ucx_pending* q = calloc(1, sizeof(*q));
-    int got = 0;
-    if (q == NULL) {
-      BRAID_WARN("NET/UCX : failed to allocate an accepted connection");
-      return ncclSystemError;
-    }
-    ncclResult_t res = braid_socket_accept_try(&l->sock, &q->sock, &got);
-    if (res != ncclSuccess || !got) {
-      free(q);
-      if (res != ncclSuccess) return res;
-      break;
-    }
-    q->deadline = braid_socket_deadline_ms(UCX_HANDSHAKE_MS);
-    q->next = l->pending;
-    l->pending = q;
-  }
-  int64_t now = braid_socket_clock_ns();
-  struct braid_socket ours;
-  braid_socket_init(&ours);
-  for (struct ucx_pending** pp = &l->pending; *pp != NULL;) {
-    struct ucx_pending* q = *pp;
-    int r = ours.fd < 0 ? pending_step(l, q, now) : 0;
-    if (r == 0) {
-      pp = &q->next;
-      continue;
-    }
-    if (r < 0)
-      braid_socket_close(&q->sock);
-    else
-      ours = q->sock;
-    *pp = q->next;
-    free(q);
-  }
+  braid_socket_init(&l->ours);
+  BRAID_CHECK(braid_socket_pending_poll(&l->pending, &l->sock, ucx_take, l));
+  struct braid_socket ours = l->ours;
   if (ours.fd < 0) return ncclSuccess;
   struct ucx_comm* c = NULL;
   BRAID_CHECK(accept_finish(&ours, &c));
@@ -366,12 +327,7 @@ static ncclResult_t ucx_accept(void* p, void** recv_p) {
 static ncclResult_t ucx_close_listen(void* p) {
   struct ucx_listen* l = p;
   if (l == NULL) return ncclSuccess;
-  while (l->pending != NULL) {
-    struct ucx_pending* q = l->pending;
-    l->pending = q->next;
-    braid_socket_close(&q->sock);
-    free(q);
-  }
+  braid_socket_pending_close(&l->pending);
   braid_socket_close(&l->sock);
   free(l);
   return ncclSuccess;
