@@ -83,7 +83,8 @@
     "sleep step between connect retries (ms)")                                                                         \
   X(HOSTID, "NCCL_HOSTID", PER_USE, STR, NULL,                                                                         \
     "host identity (default hostname + boot id); ranks with equal ids share a node")                                   \
-  X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300, "seconds init waits for missing ranks")          \
+  X(INIT_TIMEOUT, "BRAID_INIT_TIMEOUT", LIVE, INT(0, INT32_MAX), 300,                                                  \
+    "seconds init, window registration, suspend, grow wait for missing ranks")                                         \
   X(TIMEOUT, "BRAID_TIMEOUT", LIVE, INT(0, INT32_MAX), 0, "seconds a collective may wait for a peer (0: no limit)")    \
   X(FLIGHT_CALLS, "BRAID_FLIGHT_CALLS", LIVE, INT(0, 4096), 64,                                                        \
     "calls each communicator's flight recorder keeps (0: off); dumped on failure, SIGUSR1, braid-info --dump")         \
@@ -103,8 +104,8 @@
   X(P2P_READ_ENABLE, "NCCL_P2P_READ_ENABLE", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "P2P read mode instead of write")      \
   X(P2P_USE_CUDA_MEMCPY, "NCCL_P2P_USE_CUDA_MEMCPY", ACCEPTED, BOOL, 0, "copy engines for P2P")                        \
   X(SHM_DISABLE, "NCCL_SHM_DISABLE", LIVE, BOOL, 0, "1: never use shared-memory connections")                          \
-  X(REDUCE_ISA, "BRAID_REDUCE_ISA", LIVE, ENUM("AUTO|SSE2|AVX2"), "AUTO",                                              \
-    "host mode: vector loops of reductions and copies (AUTO: AVX2 where the CPU has it)")                              \
+  X(REDUCE_ISA, "BRAID_REDUCE_ISA", LIVE, ENUM("AUTO|SSE2|AVX2|AVX512"), "AUTO",                                       \
+    "host mode: vector loops of reductions and copies (AUTO: the widest the CPU has)")                                 \
   X(SHM_DIRECT, "BRAID_SHM_DIRECT", LIVE, ENUM("AUTO|ON|OFF"), "AUTO",                                                 \
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \

@@ -194,7 +194,11 @@ static ncclResult_t bs_out_connect(struct braid_bootstrap* bs, int peer, int64_t
   if (res != ncclSuccess) {
     braid_socket_close(&s);
     p->out = s;
-    p->out_broken = 1;
+    /* A refused or reset peer stays broken; an attempt cut short by the abort flag or the
+     * deadline spoiled nothing (its half-made connection is closed, the peer drops it), so a
+     * later send may connect again: the failure notice, sent although the flag is up, must
+     * not be lost because init was connecting to that peer when it failed (the soak's miss). */
+    p->out_broken = s.fail != BRAID_SOCKET_FAIL_ABORTED && s.fail != BRAID_SOCKET_FAIL_TIMEOUT;
     return res;
   }
   p->out = s;
@@ -548,8 +552,23 @@ ncclResult_t braid_bootstrap_recv(struct braid_bootstrap* bs, int peer, uint64_t
   return bs_recv(bs, peer, BS_KIND_USER, tag, data, size, 0);
 }
 
+/* The WARN of an allgather that did not complete: the ranks whose slots never reached this
+ * one (the ring relays them through rank - 1, so one of them is the rank that is missing). */
+static void ag_warn_missing(const struct braid_bootstrap* bs, uint64_t seq, int step, const char* what) {
+  char list[256];
+  size_t len = 0;
+  int n = bs->nranks, r = bs->rank, shown = 0;
+  list[0] = '\0';
+  for (int s = step; s < n - 1 && len < sizeof(list) - 16; s++, shown++)
+    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d", shown ? "," : "", (r - s - 1 + n) % n);
+  if (shown < n - 1 - step) snprintf(list + len, sizeof(list) - len, ",...");
+  BRAID_WARN("%s: rank %d: allgather %llu incomplete: no data yet from rank(s) %s (relayed by rank %d)",
+             what != NULL ? what : "Bootstrap", r, (unsigned long long)seq, list, (r + n - 1) % n);
+}
+
 /* Ring: at step s, pass on the slot received at step s-1 (own slot first). */
-ncclResult_t braid_bootstrap_allgather(struct braid_bootstrap* bs, void* all, size_t size) {
+ncclResult_t braid_bootstrap_allgather_until(struct braid_bootstrap* bs, void* all, size_t size, int64_t deadline,
+                                             const char* what) {
   BRAID_CHECK(bs_check_args(bs, 0, all, size, "braid_bootstrap_allgather"));
   int n = bs->nranks, r = bs->rank;
   char* a = all;
@@ -557,23 +576,36 @@ ncclResult_t braid_bootstrap_allgather(struct braid_bootstrap* bs, void* all, si
   uint64_t seq = __atomic_fetch_add(&bs->ag_seq, 1, __ATOMIC_RELAXED);
   for (int s = 0; s < n - 1; s++) {
     int send_slot = (r - s + n) % n, recv_slot = (r - s - 1 + n) % n;
-    BRAID_CHECK(bs_send(bs, (r + 1) % n, BS_KIND_ALLGATHER, seq, a + (size_t)send_slot * size, size, 0));
-    BRAID_CHECK(bs_recv(bs, (r + n - 1) % n, BS_KIND_ALLGATHER, seq, a + (size_t)recv_slot * size, size, 0));
+    ncclResult_t res = bs_send(bs, (r + 1) % n, BS_KIND_ALLGATHER, seq, a + (size_t)send_slot * size, size, deadline);
+    if (res == ncclSuccess)
+      res = bs_recv(bs, (r + n - 1) % n, BS_KIND_ALLGATHER, seq, a + (size_t)recv_slot * size, size, deadline);
+    if (res != ncclSuccess) {
+      ag_warn_missing(bs, seq, s, what);
+      return res;
+    }
   }
   return ncclSuccess;
 }
 
+ncclResult_t braid_bootstrap_allgather(struct braid_bootstrap* bs, void* all, size_t size) {
+  return braid_bootstrap_allgather_until(bs, all, size, 0, NULL);
+}
+
 /* Dissemination: in round k, signal rank + 2^k and wait for rank - 2^k. */
-ncclResult_t braid_bootstrap_barrier(struct braid_bootstrap* bs) {
+ncclResult_t braid_bootstrap_barrier_until(struct braid_bootstrap* bs, int64_t deadline) {
   BRAID_CHECK(bs_check_args(bs, 0, NULL, 0, "braid_bootstrap_barrier"));
   int n = bs->nranks, r = bs->rank;
   uint64_t seq = __atomic_fetch_add(&bs->bar_seq, 1, __ATOMIC_RELAXED);
   for (int k = 0, d = 1; d < n; k++, d <<= 1) {
     uint64_t tag = seq << 6 | (uint64_t)k;
-    BRAID_CHECK(bs_send(bs, (r + d) % n, BS_KIND_BARRIER, tag, NULL, 0, 0));
-    BRAID_CHECK(bs_recv(bs, (r - d % n + n) % n, BS_KIND_BARRIER, tag, NULL, 0, 0));
+    BRAID_CHECK(bs_send(bs, (r + d) % n, BS_KIND_BARRIER, tag, NULL, 0, deadline));
+    BRAID_CHECK(bs_recv(bs, (r - d % n + n) % n, BS_KIND_BARRIER, tag, NULL, 0, deadline));
   }
   return ncclSuccess;
+}
+
+ncclResult_t braid_bootstrap_barrier(struct braid_bootstrap* bs) {
+  return braid_bootstrap_barrier_until(bs, 0);
 }
 
 int braid_bootstrap_rank(const struct braid_bootstrap* bs) {

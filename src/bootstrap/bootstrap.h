@@ -47,6 +47,14 @@ ncclResult_t braid_bootstrap_split(struct braid_bootstrap* parent, int rank, int
 /* all: nranks * size bytes, this rank's slot filled; on return every slot is. */
 ncclResult_t braid_bootstrap_allgather(struct braid_bootstrap* bs, void* all, size_t size);
 ncclResult_t braid_bootstrap_barrier(struct braid_bootstrap* bs);
+/* The same, every wait bounded by this CLOCK_MONOTONIC deadline (ns; 0: the bootstrap's, see
+ * braid_bootstrap_set_deadline) instead of the bootstrap-wide one, so that a collective step
+ * after init (window registration, suspend) is bounded without bounding other threads' waits.
+ * A peer whose connection closes fails the wait at once; a failed allgather WARNs, after the
+ * wait's own WARN, the ranks whose data never came, prefixed with `what` (NULL: "Bootstrap"). */
+ncclResult_t braid_bootstrap_allgather_until(struct braid_bootstrap* bs, void* all, size_t size, int64_t deadline,
+                                             const char* what);
+ncclResult_t braid_bootstrap_barrier_until(struct braid_bootstrap* bs, int64_t deadline);
 /* Tagged messages to any rank (itself included). A recv takes the oldest message of that peer
  * and tag; messages of other tags wait in a queue. The sizes of a send and its recv must agree
  * (else ncclInvalidUsage). A peer that dies: ncclRemoteError naming its rank and host. */

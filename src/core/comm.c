@@ -22,6 +22,7 @@
 #include "base/param.h"
 #include "core/blame.h"
 #include "core/flight.h"
+#include "core/mismatch.h"
 #include "core/sym/sym.h"
 #include "device/launch.h"
 #include "transport/cma.h"
@@ -355,4 +356,5 @@ void braid_comm_fill_identity(struct braid_comm* comm, struct braid_peer_info* m
   me->bus_id = comm->bus_id;
   me->host_mode = comm->host_mode;
   me->version = NCCL_VERSION_CODE;
+  me->must_agree = braid_mismatch_enabled() ? BRAID_PEER_AGREE_CHECK_MISMATCH : 0;
 }

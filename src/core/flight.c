@@ -33,6 +33,10 @@ struct flight_entry {
   volatile int state;
   volatile int nchannels;
   int64_t t_queued, t_started, t_ended; /* ns, CLOCK_MONOTONIC */
+  /* Host mode: braid_watchdog_steps when it started, and the steps its group moved (sent +
+   * consumed on this rank's connections) once it ended; -1 while unknown. */
+  uint64_t steps0;
+  volatile int64_t steps;
 };
 
 struct braid_flight {
@@ -79,6 +83,8 @@ uint64_t braid_flight_add(struct braid_task* t) {
   e->nchannels = 0;
   e->t_queued = now_ns();
   e->t_started = e->t_ended = 0;
+  e->steps0 = 0;
+  e->steps = -1;
   __atomic_store_n(&e->id, id, __ATOMIC_RELEASE);
   return id;
 }
@@ -88,8 +94,13 @@ void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchan
   if (f == NULL || id == 0) return;
   struct flight_entry* e = &f->e[(id - 1) % (uint64_t)f->n];
   if (e->id != id) return; /* overwritten by a newer call */
+  int host = comm->device == NULL;
   if (state == BRAID_FLIGHT_RUNNING || state == BRAID_FLIGHT_LAUNCHED) e->t_started = now_ns();
-  if (state == BRAID_FLIGHT_DONE || state == BRAID_FLIGHT_FAILED) e->t_ended = now_ns();
+  if (state == BRAID_FLIGHT_RUNNING && host) e->steps0 = braid_watchdog_steps(comm);
+  if (state == BRAID_FLIGHT_DONE || state == BRAID_FLIGHT_FAILED) {
+    e->t_ended = now_ns();
+    if (host && e->t_started) e->steps = (int64_t)(braid_watchdog_steps(comm) - e->steps0);
+  }
   if (nchannels >= 0) e->nchannels = nchannels;
   __atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
 }
@@ -125,7 +136,7 @@ size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, 
     uint64_t last = __atomic_load_n(&f->next_id, __ATOMIC_ACQUIRE);
     uint64_t first = last > (uint64_t)f->n ? last - (uint64_t)f->n + 1 : 1;
     APPEND(
-        "  call   function          count  type      op       root/peer  channels  state     ms since "
+        "  call   function          count  type      op       root/peer  channels  state     steps    ms since "
         "queued/started/ended\n");
     for (uint64_t id = first; id <= last && id > 0; id++) {
       struct flight_entry c = f->e[(id - 1) % (uint64_t)f->n];
@@ -133,11 +144,15 @@ size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, 
       int has_op = c.kind == BRAID_TASK_COLL && (c.func == BRAID_FUNC_AllReduce || c.func == BRAID_FUNC_Reduce ||
                                                  c.func == BRAID_FUNC_ReduceScatter);
       int has_root = c.kind != BRAID_TASK_COLL || c.func == BRAID_FUNC_Broadcast || c.func == BRAID_FUNC_Reduce;
-      char root[16] = "-";
+      char root[16] = "-", steps[24] = "-";
       if (has_root) snprintf(root, sizeof(root), "%d", c.root);
-      APPEND("  %-6llu %-13s %9zu  %-9s %-8s %9s %9d  %-9s %.1f/%.1f/%.1f%s\n", (unsigned long long)id,
+      if (c.steps >= 0) /* its group's steps: the calls of a group run together */
+        snprintf(steps, sizeof(steps), "%lld", (long long)c.steps);
+      else if (c.state == BRAID_FLIGHT_RUNNING && comm->device == NULL)
+        snprintf(steps, sizeof(steps), "%lld+", (long long)(braid_watchdog_steps(comm) - c.steps0)); /* so far */
+      APPEND("  %-6llu %-13s %9zu  %-9s %-8s %9s %9d  %-9s %-8s %.1f/%.1f/%.1f%s\n", (unsigned long long)id,
              call_name(c.kind, c.func), c.count, braid_dtype_name(c.dtype), has_op ? braid_op_name(c.op) : "-", root,
-             c.nchannels, state_name(c.state), ms_ago(now, c.t_queued), ms_ago(now, c.t_started),
+             c.nchannels, state_name(c.state), steps, ms_ago(now, c.t_queued), ms_ago(now, c.t_started),
              ms_ago(now, c.t_ended), changing ? " (changing)" : "");
     }
   }

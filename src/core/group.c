@@ -13,6 +13,7 @@
 #include "core/flight.h"
 #include "core/init_internal.h"
 #include "core/profile.h"
+#include "core/sym/sym.h"
 #include "topo/tuner.h"
 
 /* ncclSimInfo_t as NCCL_SIM_INFO_INITIALIZER fills it (nccl.h): its magic, and the version
@@ -78,7 +79,7 @@ ncclResult_t braid_group_add(struct braid_task* task) {
 int braid_group_holds(const struct braid_comm* comm) {
   int n = 0;
   for (struct braid_task* t = head; t != NULL; t = t->next) n += t->comm == comm;
-  return n;
+  return n + braid_sym_group_holds(comm);
 }
 
 ncclResult_t braid_group_add_init(struct braid_comm* comm) {
@@ -113,6 +114,7 @@ static ncclResult_t check_task_comms(const char* fn) {
 
 static void drop_tasks(void) {
   if (braid_profile_on) braid_profile_api_end();
+  braid_sym_group_drop();
   while (head != NULL) {
     struct braid_task* t = head;
     head = t->next;
@@ -165,15 +167,23 @@ BRAID_API ncclResult_t ncclGroupEnd(void) {
     drop_tasks();
     return res;
   }
+  /* One-sided calls and registrations (core/sym/group_ops.c): registrations, puts and signals
+   * before the collectives, waits after them. */
+  ncclResult_t sym = braid_sym_group_begin();
+  if (sym != ncclSuccess) {
+    drop_tasks();
+    return sym;
+  }
   struct braid_task* tasks = head;
   head = tail = NULL;
-  if (tasks == NULL) {
-    free_kept();
-    return res;
-  }
-  ncclResult_t run = braid_enqueue_run(tasks);
+  ncclResult_t run = tasks != NULL ? braid_enqueue_run(tasks) : ncclSuccess;
   free_kept(); /* host mode: the group has run (device groups keep nothing) */
-  return run != ncclSuccess ? run : res;
+  if (run != ncclSuccess) {
+    braid_sym_group_drop();
+    return run;
+  }
+  sym = braid_sym_group_finish();
+  return sym != ncclSuccess ? sym : res;
 }
 BRAID_PROFILE_ALIAS(ncclGroupEnd)
 

@@ -19,6 +19,7 @@
 #include "core/flight.h"
 #include "core/group.h"
 #include "core/init_internal.h"
+#include "core/mismatch.h"
 #include "core/profile.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
@@ -271,6 +272,7 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
       return ncclInvalidUsage;
     }
   }
+  BRAID_CHECK(braid_mismatch_check_agree(comm));
   *t_gather = braid_time_now() - t0;
   BRAID_CHECK(compute_nodes(comm));
   BRAID_CHECK(setup_buffers(comm));
@@ -318,7 +320,12 @@ ncclResult_t braid_init_finish(struct braid_comm* comm, const char* fn, double t
   if (res == ncclSuccess && braid_fault_hit("init.barrier")) res = ncclSystemError;
   if (res == ncclSuccess) res = braid_bootstrap_barrier(comm->bootstrap);
   braid_bootstrap_set_deadline(comm->bootstrap, 0);
-  if (res != ncclSuccess) init_blame_left(comm);
+  /* A usage or argument error this rank decided itself (a duplicate GPU, a version mismatch)
+   * with no flag raised is its own: a peer that decided the same and left at once is not to
+   * blame (a bootstrap wait on a peer gone fails with ncclRemoteError, or raises the flag). */
+  int own = __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0 &&
+            (res == ncclInvalidUsage || res == ncclInvalidArgument);
+  if (res != ncclSuccess && !own) init_blame_left(comm);
   if (res == ncclSuccess) braid_sym_ready(comm); /* every peer mapped the inbox: its name goes */
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res != ncclSuccess) return res;

@@ -1,10 +1,20 @@
 /*
- * mismatch.c - the mismatch check (mismatch.h). Every group, with the check on, costs each
- * rank one fingerprint message to every other rank of each communicator it uses and one from
- * each (the bootstrap's connections: tag "Mism" + the communicator's group sequence number),
- * so nranks - 1 small messages each way in parallel, not a chain. A group with no collective
- * still swaps one (count 0): a rank that runs a collective while its peer runs only
- * point-to-point calls is a mismatch too.
+ * mismatch.c - the mismatch check (mismatch.h). Every group, with the check on, gives each
+ * communicator it uses one fingerprint per rank (its collectives, their number, a hash, the
+ * communicator's group number), and every rank learns every rank's before any data moves:
+ *
+ * - host mode, in band: a 112-byte ring all-gather on channel 0's ring connections (connected
+ *   at init, whatever algorithm, protocol or channel count the group's calls would use), run
+ *   as an ordinary Simple work item by the host executor right before the group's own work:
+ *   nranks - 1 ring steps through the same FIFOs (shm, p2p, net proxies) as the data. One
+ *   job per communicator, run together, so one thread driving a whole clique cannot wait on
+ *   itself. Both ends of every ring connection run the same nranks - 1 steps whatever the
+ *   verdict, so their step counters stay in lock-step and the communicator stays usable.
+ * - device communicators: the bootstrap (tag "Mism" + the group number), nranks - 1 small
+ *   messages each way in parallel; a device version of the ring step is a follow-up.
+ *
+ * A group with no collective still has one (count 0): a rank that runs a collective while its
+ * peer runs only point-to-point calls is a mismatch too.
  */
 #include "core/mismatch.h"
 
@@ -15,7 +25,9 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
+#include "core/exec_status.h"
 #include "core/init_internal.h"
+#include "kernels/executor.h"
 
 #define BRAID_MISMATCH_CALLS 4
 #define TAG_MISMATCH 0x4d69736d00000000ULL /* "Mism" */
@@ -25,10 +37,13 @@ struct fp_call {
   uint64_t count;
 };
 
+#define FP_MAGIC 0x4d69736dU /* "Mism": a fingerprint, not a data step of a rank without the check */
+
 struct fp {
+  uint32_t magic; /* FP_MAGIC */
   uint32_t ncoll; /* collectives of the group on this communicator */
-  uint32_t pad;
-  uint64_t hash; /* of every call's fp_call, in order */
+  uint64_t seq;   /* the communicator's group number (every rank counts every group) */
+  uint64_t hash;  /* of every call's fp_call, in order */
   struct fp_call calls[BRAID_MISMATCH_CALLS];
 };
 
@@ -45,6 +60,8 @@ static struct fp_call fp_of(const struct braid_task* t) {
 
 static void fp_build(struct braid_comm* comm, const struct braid_task* tasks, struct fp* f) {
   memset(f, 0, sizeof(*f));
+  f->magic = FP_MAGIC;
+  f->seq = comm->mismatch_seq;
   f->hash = 0xcbf29ce484222325ULL;
   for (const struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->comm != comm || t->kind != BRAID_TASK_COLL) continue;
@@ -109,13 +126,15 @@ static int first_diff(const struct fp* a, const struct fp* b) {
 }
 
 static int fp_equal(const struct fp* a, const struct fp* b) {
-  return a->ncoll == b->ncoll && a->hash == b->hash && first_diff(a, b) < 0;
+  return a->magic == b->magic && a->seq == b->seq && a->ncoll == b->ncoll && a->hash == b->hash && first_diff(a, b) < 0;
 }
 
 /* What a group does, at call index i: "3 collectives, #2 AllReduce(...)" / "no collective". */
 static void group_str(const struct fp* f, int i, char* buf, size_t len) {
   char call[128];
-  if (f->ncoll == 0) {
+  if (f->magic != FP_MAGIC) {
+    snprintf(buf, len, "something that is no fingerprint (BRAID_CHECK_MISMATCH unset there?)");
+  } else if (f->ncoll == 0) {
     snprintf(buf, len, "no collective");
   } else if (i < 0 || (uint32_t)i >= f->ncoll || i >= BRAID_MISMATCH_CALLS) {
     call_str(&f->calls[0], call, sizeof(call));
@@ -150,6 +169,11 @@ static ncclResult_t verdict(struct braid_comm* comm, const struct fp* all) {
     i = (int)(all[0].ncoll < all[other].ncoll ? all[0].ncoll : all[other].ncoll);
   group_str(&all[0], i, a, sizeof(a));
   group_str(&all[other], i, b, sizeof(b));
+  if (all[0].magic == FP_MAGIC && all[other].magic == FP_MAGIC && all[0].seq != all[other].seq) {
+    size_t na = strlen(a), nb = strlen(b); /* one rank skipped or added a group before */
+    snprintf(a + na, sizeof(a) - na, " as group #%llu", (unsigned long long)all[0].seq + 1);
+    snprintf(b + nb, sizeof(b) - nb, " as group #%llu", (unsigned long long)all[other].seq + 1);
+  }
   ranks_like(all, comm->nranks, 0, ra, sizeof(ra));
   ranks_like(all, comm->nranks, other, rb, sizeof(rb));
   int groups = 0;
@@ -167,30 +191,119 @@ static ncclResult_t verdict(struct braid_comm* comm, const struct fp* all) {
   return ncclInvalidUsage;
 }
 
+/* "0,2,3": the ranks whose BRAID_CHECK_MISMATCH setting is `on`. */
+static void ranks_with(const struct braid_comm* comm, int on, char* buf, size_t len) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < comm->nranks && n + 12 < len; r++)
+    if (((comm->peers[r].must_agree & BRAID_PEER_AGREE_CHECK_MISMATCH) != 0) == on)
+      n += snprintf(buf + n, len - n, "%s%d", n ? "," : "", r);
+  if (n + 12 >= len) snprintf(buf + n, len - n, ",...");
+}
+
+ncclResult_t braid_mismatch_check_agree(const struct braid_comm* comm) {
+  int on = 0, off = 0;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (comm->peers[r].must_agree & BRAID_PEER_AGREE_CHECK_MISMATCH)
+      on++;
+    else
+      off++;
+  }
+  if (on == 0 || off == 0) return ncclSuccess;
+  char a[96], b[96];
+  ranks_with(comm, 1, a, sizeof(a));
+  ranks_with(comm, 0, b, sizeof(b));
+  BRAID_WARN(
+      "BRAID_CHECK_MISMATCH=1 is set on rank%s %s but not on rank%s %s of comm %p commId 0x%llx: set it alike "
+      "on every rank (a rank without it would take the others' fingerprints for data)",
+      on > 1 ? "s" : "", a, off > 1 ? "s" : "", b, (void*)comm, (unsigned long long)comm->comm_hash);
+  return ncclInvalidUsage;
+}
+
 static uint64_t tag_of(struct braid_comm* comm) {
   return TAG_MISMATCH | (comm->mismatch_seq & 0xffffffffULL);
+}
+
+/* Device communicators: every rank posts its fingerprint to every peer, for every plan, then
+ * reads theirs (one thread may drive every rank of a clique). */
+static ncclResult_t swap_bootstrap(struct braid_plan* plans, int nplans, struct fp** all) {
+  for (int i = 0; i < nplans; i++) {
+    struct braid_comm* comm = plans[i].comm;
+    for (int r = 0; r < comm->nranks; r++)
+      if (r != comm->rank)
+        BRAID_CHECK(braid_bootstrap_send(comm->bootstrap, r, tag_of(comm), &all[i][comm->rank], sizeof(struct fp)));
+  }
+  for (int i = 0; i < nplans; i++) {
+    struct braid_comm* comm = plans[i].comm;
+    for (int r = 0; r < comm->nranks; r++)
+      if (r != comm->rank)
+        BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, r, tag_of(comm), &all[i][r], sizeof(struct fp)));
+  }
+  return ncclSuccess;
+}
+
+/* Host mode, in band: the fingerprints travel as a ring all-gather of bytes on channel 0
+ * (Simple, one step per hop) through the executor, every communicator's job at once. */
+static ncclResult_t swap_inband(struct braid_plan* plans, int nplans, struct fp** all, struct fp* mine) {
+  ncclResult_t res = ncclSuccess;
+  struct braid_work* works = NULL;
+  struct braid_host_job* jobs = NULL;
+  int njobs = 0;
+  BRAID_CALLOC_GOTO(works, nplans, res, out);
+  BRAID_CALLOC_GOTO(jobs, nplans, res, out);
+  for (int i = 0; i < nplans; i++) {
+    struct braid_comm* comm = plans[i].comm;
+    if (comm->nranks < 2) continue;
+    struct braid_work* w = &works[njobs];
+    mine[i] = all[i][comm->rank];
+    w->func = BRAID_FUNC_AllGather;
+    w->algo = BRAID_ALGO_RING;
+    w->proto = BRAID_PROTO_SIMPLE;
+    w->dtype = ncclInt8;
+    w->redop.dtype = ncclInt8;
+    w->nranks = comm->nranks;
+    w->rank = comm->rank;
+    w->sendbuff = &mine[i];
+    w->recvbuff = all[i]; /* rank r's at all[i][r] */
+    w->count = w->chan_count = w->chunk_elems = sizeof(struct fp);
+    jobs[njobs].ch = &comm->channels[0].dev;
+    jobs[njobs].works = w;
+    jobs[njobs].nworks = 1;
+    jobs[njobs].abort_flag = &comm->abort_flag;
+    njobs++;
+  }
+  if (njobs > 0) BRAID_CHECK_GOTO(braid_host_run(jobs, njobs), res, out);
+  for (int i = 0, k = 0; i < nplans; i++) {
+    if (plans[i].comm->nranks < 2) continue;
+    if (jobs[k].status != BRAID_EXEC_OK && res == ncclSuccess)
+      res = braid_exec_status_error(plans[i].comm, jobs[k].status, "mismatch check", -1);
+    k++;
+  }
+out:
+  free(works);
+  free(jobs);
+  return res;
 }
 
 ncclResult_t braid_mismatch_check(struct braid_plan* plans, int nplans, struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct fp** all = NULL;
+  struct fp* mine = NULL;
   BRAID_CALLOC_GOTO(all, nplans, res, out);
+  BRAID_CALLOC_GOTO(mine, nplans, res, out);
   for (int i = 0; i < nplans; i++) {
     struct braid_comm* comm = plans[i].comm;
     BRAID_CALLOC_GOTO(all[i], comm->nranks, res, out);
     fp_build(comm, tasks, &all[i][comm->rank]);
-    for (int r = 0; r < comm->nranks; r++)
-      if (r != comm->rank)
-        BRAID_CHECK_GOTO(braid_bootstrap_send(comm->bootstrap, r, tag_of(comm), &all[i][comm->rank], sizeof(struct fp)),
-                         res, out);
   }
-  for (int i = 0; i < nplans; i++) {
-    struct braid_comm* comm = plans[i].comm;
-    for (int r = 0; r < comm->nranks; r++)
-      if (r != comm->rank)
-        BRAID_CHECK_GOTO(braid_bootstrap_recv(comm->bootstrap, r, tag_of(comm), &all[i][r], sizeof(struct fp)), res,
-                         out);
-  }
+  /* any device communicator: the bootstrap for all (a group that mixes modes is refused
+   * after the check, by enqueue.c's launch_plans; the host executor must not run on it) */
+  int device = 0;
+  for (int i = 0; i < nplans; i++) device |= plans[i].comm->device != NULL;
+  if (device)
+    BRAID_CHECK_GOTO(swap_bootstrap(plans, nplans, all), res, out);
+  else
+    BRAID_CHECK_GOTO(swap_inband(plans, nplans, all, mine), res, out);
   for (int i = 0; i < nplans; i++) {
     ncclResult_t v = verdict(plans[i].comm, all[i]);
     if (res == ncclSuccess) res = v;
@@ -201,5 +314,6 @@ out:
     if (all != NULL) free(all[i]);
   }
   free(all);
+  free(mine);
   return res;
 }

@@ -314,6 +314,18 @@ static void visit_describe(void* arg, const struct watch_conn* wc) {
                          (unsigned long long)tail, (unsigned long long)head);
 }
 
+/* This rank's own counters only (tail of a send, head of a receive): a peer's run ahead is
+ * not this call's. */
+static void visit_sum(void* arg, const struct watch_conn* wc) {
+  *(uint64_t*)arg += __atomic_load_n(wc->is_send ? &wc->ctrl->tail : &wc->ctrl->head, __ATOMIC_ACQUIRE);
+}
+
+uint64_t braid_watchdog_steps(struct braid_comm* comm) {
+  uint64_t sum = 0;
+  visit_conns(comm, visit_sum, &sum);
+  return sum;
+}
+
 size_t braid_watchdog_describe(struct braid_comm* comm, char* buf, size_t len) {
   struct describe_pass d = {buf, len, 0, 0, 0};
   char what[400];

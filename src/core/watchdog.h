@@ -20,6 +20,10 @@ int braid_watchdog_dead_peer(struct braid_comm* comm);
  * of the flight recorder's dump (core/flight.c); returns the length written. */
 size_t braid_watchdog_describe(struct braid_comm* comm, char* buf, size_t len);
 
+/* Steps this rank sent plus steps it consumed over comm's connections the host can read (the
+ * flight recorder's steps per call: the difference between two readings). */
+uint64_t braid_watchdog_steps(struct braid_comm* comm);
+
 /* The rank braid blamed when it failed comm (braid_comm_raise), or -1. */
 int braid_comm_blamed_peer(const struct braid_comm* comm);
 

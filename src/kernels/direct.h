@@ -44,6 +44,17 @@
  * it had arrived there. The receiver clears ptrs[slot] before it releases the step (head),
  * so a later step copied into that slot is never taken for a pointer.
  *
+ * One pass (a reducing step: RECV_REDUCE_SEND, RECV_REDUCE_COPY, RECV_REDUCE_COPY_SEND). The
+ * copy into the slot would cost a write and a read of every byte more than the reduction
+ * itself, so the receiver does not make it: where the sender's address is valid here
+ * (braid_conn.host_load: threads of one process) the reduction loads it in place; otherwise
+ * (cross-memory attach) host_fetch copies it in pieces of BRAID_DIRECT_PIECE_BYTES into the
+ * slot and each piece is reduced while it is still in this core's cache. Either way the
+ * receiver clears ptrs[slot] and publishes `fetched` only after the reduction, so the sender's
+ * source stays put until then. It never waits for its own sends while it holds the peer's
+ * source (the in-place deadlock of the rule above): where a send of mine in flight still
+ * reads the step's output, the step copies into the slot first, as before.
+ *
  * Receiving (work.h braid_conn.rdirect: the receive end of such a connection). A step whose
  * payload becomes my output unchanged — RECV and RECV_COPY_SEND of one connection, a p2p
  * receive — lands there: before waiting for it the executor declares its destination (ctrl->
@@ -71,6 +82,8 @@
  * (a connection may set its own bound: braid_conn.direct_min). */
 #define BRAID_DIRECT_MIN_BYTES 16384
 #define BRAID_DIRECT_MAX_PEND 32
+/* One pass over cross-memory attach: the piece copied, then reduced while in L1/L2. */
+#define BRAID_DIRECT_PIECE_BYTES (64u << 10)
 
 #if !BRAID_DEVICE_COMPILE
 
@@ -254,9 +267,14 @@ static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const 
 
 /* Receive ends with host_fetch (above), first thing in a step: wait for it, then copy what the
  * senders left in their own memory, into my output (*rdst_p) where the payload becomes it
- * unchanged and no send of mine in flight reads it, else into the slot. */
-static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out, int nr, size_t bytes, char** rdst_p) {
-  int any = 0;
+ * unchanged and no send of mine in flight reads it, else into the slot; a reducing step whose
+ * output no send of mine still reads copies nothing now: peer[i] is the address it reduces
+ * from in one pass (braid_direct_compute), 0 for a payload in its slot. */
+static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out, int nr, size_t bytes, char** rdst_p,
+                                     uint64_t* peer) {
+  int any = 0, onepass = braid_prim_reads_input(prim) && p->direct != NULL &&
+                         (out == NULL || !braid_direct_overlaps(p->direct, out, bytes));
+  for (int i = 0; i < BRAID_MAX_FAN; i++) peer[i] = 0;
   for (int i = 0; i < nr; i++) any |= p->recv[i]->host_fetch != NULL;
   if (!any) return 0;
   braid_direct_declare_slots(p, nr);
@@ -267,6 +285,10 @@ static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out,
     uint64_t src = c->host_fetch ? c->ptrs[slot] : 0;
     if (src == 0) continue;
     if (c->sizes[slot] != bytes) return BRAID_EXEC_BAD_SCHEDULE; /* both ends run one schedule */
+    if (onepass) {
+      peer[i] = src;
+      continue;
+    }
     char* dst = braid_slot(c, BRAID_PROTO_SIMPLE);
     if (nr == 1 && out && (prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_COPY_SEND) && p->direct &&
         !braid_direct_overlaps(p->direct, out, bytes))
@@ -279,11 +301,46 @@ static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out,
   return 0;
 }
 
+/* A step's reduction with receives left in the senders' memory (peer[i], one pass above):
+ * loaded in place, or copied piece by piece into the slot and reduced at once. */
+static inline int braid_direct_compute(const struct braid_prims* q, int prim, const char* in, char* out,
+                                       const uint64_t* peer, char* const* sbuf, size_t nelem, int post) {
+  int nr = braid_prim_recvs(prim) ? q->nrecv : 0;
+  size_t es = (size_t)q->esize, piece = nelem;
+  for (int i = 0; i < nr; i++)
+    if (peer[i] && !q->recv[i]->host_load) piece = BRAID_DIRECT_PIECE_BYTES / es;
+  for (size_t e = 0; e < nelem; e += piece) {
+    size_t n = nelem - e < piece ? nelem - e : piece, off = e * es;
+    const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
+    char* sb[BRAID_MAX_FAN] = {0, 0, 0};
+    for (int i = 0; i < nr; i++) {
+      struct braid_conn* c = q->recv[i];
+      char* slot = braid_slot(c, BRAID_PROTO_SIMPLE) + off;
+      rbuf[i] = peer[i] && c->host_load ? (const char*)(uintptr_t)(peer[i] + off) : slot;
+      if (peer[i] && !c->host_load) {
+        int st = c->host_fetch(c, slot, peer[i] + off, n * es);
+        if (st) return st;
+      }
+    }
+    for (int i = 0; i < BRAID_MAX_FAN; i++) sb[i] = sbuf[i] ? sbuf[i] + off : 0;
+    braid_prim_compute(q, prim, in ? in + off : 0, out ? out + off : 0, rbuf, sb, n, post);
+  }
+  for (int i = 0; i < nr; i++)
+    if (peer[i]) { /* the senders' sources are free: after the reduction, before head */
+      struct braid_conn* c = q->recv[i];
+      c->ptrs[c->step % BRAID_NSTEPS] = 0;
+      simt_st_release_u64(c->fetched, c->step + 1);
+    }
+  return 0;
+}
+
 /* The step itself: the received payload is in my output already (rdst) or gets computed
- * there (nothing for a plain SEND); the sends go from `src` (publish the address, remember
- * the sends until they complete) or, without one, from a copy in their slots. */
+ * there (nothing for a plain SEND), from the slots or in one pass from the senders' memory
+ * (peer); the sends go from `src` (publish the address, remember the sends until they
+ * complete) or, without one, from a copy in their slots. */
 static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem,
-                                           int post, const char* src, const char* rdst, int scratch) {
+                                           int post, const char* src, const char* rdst, int scratch,
+                                           const uint64_t* peer) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   size_t bytes = nelem * p->esize;
   braid_direct_declare_slots(p, nr);
@@ -291,13 +348,16 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
   if (rdst != NULL) {
     for (int i = 0; i < ns && src == NULL; i++) /* a relay to a connection that copies */
       BRAID_REDUCE_COPY(&p->op, braid_slot(p->send[i], BRAID_PROTO_SIMPLE), 0, rdst, 0, 0, 0, 0, nelem);
-  } else if (braid_prim_writes_output(prim) || scratch) { /* else a SEND from my input */
-    const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
+  } else if (braid_prim_writes_output(prim) || scratch || src == NULL) { /* else a SEND from my input */
     char* sbuf[BRAID_MAX_FAN] = {out, 0, 0};
     struct braid_prims q = *p;
-    for (int i = 0; i < nr; i++) rbuf[i] = braid_slot(p->recv[i], BRAID_PROTO_SIMPLE);
     q.nsend = scratch; /* a partial result goes to `out` as if it were the send slot: no post-op */
-    braid_prim_compute(&q, prim, in, out, rbuf, sbuf, nelem, post);
+    if (src == NULL) { /* one pass, its sends copied into their slots */
+      q.nsend = ns;
+      for (int i = 0; i < ns; i++) sbuf[i] = braid_slot(p->send[i], BRAID_PROTO_SIMPLE);
+    }
+    int st = braid_direct_compute(&q, prim, in, out, peer, sbuf, nelem, post);
+    if (st) return st;
   }
   if (src != NULL)
     for (int i = 0; i < ns; i++) p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = (uint64_t)(uintptr_t)src;
@@ -327,12 +387,14 @@ static inline int braid_direct_step(struct braid_prims* p, int prim, const char*
   if (p->proto == BRAID_PROTO_SIMPLE) {
     const char* src;
     char *rdst, *fetched = NULL;
-    int st = braid_direct_fetch(p, prim, out, nr, nelem * p->esize, &fetched), scratch;
+    uint64_t peer[BRAID_MAX_FAN];
+    int st = braid_direct_fetch(p, prim, out, nr, nelem * p->esize, &fetched, peer), scratch;
     if (st) return st;
     st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
     if (st) return st;
     if (fetched) rdst = fetched;
-    if (src != 0 || rdst != 0) return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, rdst, scratch);
+    if (src != 0 || rdst != 0 || peer[0] || peer[1] || peer[2])
+      return braid_prim_simple_direct(p, prim, in, out, nelem, post, src, rdst, scratch, peer);
   }
   braid_direct_declare_slots(p, nr);
   if (p->proto == BRAID_PROTO_SIMPLE) return braid_prim_simple(p, prim, in, out, nelem, post);

@@ -6,22 +6,29 @@
 #include "base/debug.h"
 #include "base/param.h"
 
-enum { ISA_AUTO, ISA_SSE2, ISA_AVX2 };
+enum { ISA_AUTO, ISA_SSE2, ISA_AVX2, ISA_AVX512 };
 
-static int cpu_has_avx2(void) {
+/* The widest of reduce_isa.h's builds this CPU runs: ISA_SSE2, ISA_AVX2 or ISA_AVX512. */
+static int cpu_best_isa(void) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    return ISA_AVX512;
+  return __builtin_cpu_supports("avx2") ? ISA_AVX2 : ISA_SSE2;
 #else
-  return 0;
+  return ISA_SSE2;
 #endif
 }
 
 braid_reduce_copy_fn braid_reduce_isa_choose(int mode, const char** name_p, int* downgraded_p) {
-  int avx2 = mode != ISA_SSE2 && cpu_has_avx2();
-  *downgraded_p = mode == ISA_AVX2 && !avx2;
-  *name_p = avx2 ? "AVX2" : "SSE2";
-  return avx2 ? braid_reduce_copy_avx2 : braid_reduce_copy_sse2;
+  static const char* const names[] = {"SSE2", "SSE2", "AVX2", "AVX512"};
+  static const braid_reduce_copy_fn fns[] = {braid_reduce_copy_sse2, braid_reduce_copy_sse2, braid_reduce_copy_avx2,
+                                             braid_reduce_copy_avx512};
+  int best = cpu_best_isa(), isa = mode == ISA_AUTO || mode > best ? best : mode;
+  *downgraded_p = mode > best;
+  *name_p = names[isa];
+  return fns[isa];
 }
 
 static braid_reduce_copy_fn chosen;
@@ -37,7 +44,8 @@ static braid_reduce_copy_fn choose_once(void) {
   if (__atomic_compare_exchange_n(&chosen, &none, fn, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     chosen_name = name;
     if (downgraded)
-      BRAID_INFO(BRAID_LOG_INIT, "BRAID_REDUCE_ISA=AVX2, but this CPU has no AVX2: host reductions use SSE2");
+      BRAID_INFO(BRAID_LOG_INIT, "BRAID_REDUCE_ISA=%s, but this CPU lacks it: host reductions use %s loops",
+                 braid_param_str(BRAID_PARAM_REDUCE_ISA), name);
     else
       BRAID_INFO(BRAID_LOG_INIT, "Host reductions: %s loops", name);
     return fn;

@@ -96,6 +96,10 @@ struct braid_conn {
    * ctrl->ptrs[slot] is set lies at that address in the sender's process: copy `bytes` of it
    * to `dst`. 0, or an exec status (the transport failed the communicator and said why). */
   int (*host_fetch)(struct braid_conn* c, void* dst, uint64_t src, size_t bytes);
+  /* Host executor only, with host_fetch: the sender's step addresses are valid in this process
+   * (shm between threads of one process), so a reducing step loads them in place (one pass:
+   * kernels/direct.h) instead of copying them first; 0: only host_fetch can read them. */
+  int host_load;
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

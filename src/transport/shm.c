@@ -20,7 +20,9 @@
  * probed now, transport/cma.h) and tells the sender the smallest step to send by pointer
  * (0: none). The sender then publishes large Simple steps by address (braid_conn.direct) and
  * the receiver copies them itself (braid_conn.host_fetch): one copy instead of two, chosen per
- * connection. A denied probe is said once per process (INFO) and leaves the FIFO path.
+ * connection. A reducing step reduces straight from the sender's memory (same process:
+ * braid_conn.host_load) or from cache-sized pieces copied out of it (kernels/direct.h). A
+ * denied probe is said once per process (INFO) and leaves the FIFO path.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -230,6 +232,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     r->peer_pid = t->peers[peer].pid;
     r->ctx = t;
     c->conn.host_fetch = shm_fetch;
+    c->conn.host_load = r->same_process;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
   }
   c->res = r;

@@ -42,7 +42,8 @@ struct braid_peer_info {
   int cuda_dev;                   /* -1 in host mode */
   int64_t bus_id;                 /* -1 in host mode */
   int host_mode;
-  int version; /* NCCL_VERSION_CODE */
+  int version;    /* NCCL_VERSION_CODE */
+  int must_agree; /* settings every rank must share (core: BRAID_PEER_AGREE_*), checked at init */
   char hostname[BRAID_HOSTNAME_MAX];
 };
 

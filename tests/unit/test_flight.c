@@ -6,10 +6,14 @@
  *            connections' counters) and both errors say the communicator waits for rank 0,
  *            although rank 2 itself waits for rank 1 (its ring predecessor);
  *   sigusr1  SIGUSR1 dumps every communicator of the process into
- *            $TMPDIR/braid-flight-<pid>.txt (what braid-info --dump PID prints).
+ *            $TMPDIR/braid-flight-<pid>.txt (what braid-info --dump PID prints);
+ *   braid_info  `braid-info --dump PID` (next to this runner) on a rank's own process prints
+ *            that dump: its calls, done.
  */
 #include <check.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +40,23 @@ static int count_of(const char* text, const char* what) {
   int n = 0;
   for (const char* p = text; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
   return n;
+}
+
+/* Rows of the dump's call table in `state` whose steps column (host mode: the steps its group
+ * moved; running: so far, with a '+') is at least `min`. */
+static int rows_with_steps(const char* dump, const char* state, long long min) {
+  int rows = 0;
+  for (const char* line = dump; line != NULL && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char fn[32], type[32], op[32], root[32], st[32], steps[32];
+    unsigned long long id;
+    size_t count;
+    int nch;
+    if (sscanf(line, " %llu %31s %zu %31s %31s %31s %d %31s %31s", &id, fn, &count, type, op, root, &nch, st, steps) !=
+        9)
+      continue;
+    if (strcmp(st, state) == 0 && steps[0] != '-' && atoll(steps) >= min) rows++;
+  }
+  return rows;
 }
 
 static volatile int* others_done; /* shared: ranks 1 and 2 finished the failing call */
@@ -79,6 +100,8 @@ static int body_timeout(struct harness_rank* r) {
   REXPECT(r, count_of(dump, " done ") >= 3 && strstr(dump, " running ") != NULL,
           "rank %d: the dump does not show 3 calls done and one running", r->rank);
   REXPECT(r, strstr(dump, "steps sent") != NULL, "rank %d: the dump shows no connection counters", r->rank);
+  REXPECT(r, rows_with_steps(dump, "done", 0) >= 3 && rows_with_steps(dump, "running", 0) == 1,
+          "rank %d: the dump does not give the steps of each call:\n%s", r->rank, dump);
   free(dump);
   ncclCommAbort(comm);
   free(buf);
@@ -127,6 +150,59 @@ START_TEST(test_flight_sigusr1) {
 }
 END_TEST
 
+/* build/bin/braid-info next to this runner (build/bin/braid-tests). */
+static const char* braid_info_path(void) {
+  static char path[PATH_MAX];
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "braid-info";
+  exe[n] = '\0';
+  snprintf(path, sizeof(path), "%s/braid-info", dirname(exe));
+  return path;
+}
+
+/* Rank 0 runs braid-info --dump on its own pid (its flight thread answers the signal while
+ * this thread reads the tool's output) and checks what it prints. */
+static int body_braid_info(struct harness_rank* r) {
+  ncclComm_t comm;
+  float* buf = calloc(256, sizeof(float));
+  REXPECT(r, buf != NULL, "out of memory");
+  setenv("NCCL_ALGO", "Ring", 1); /* through the FIFOs, so every call moves steps */
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 3; i++) RCHECK(r, ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, NULL));
+  RCHECK(r, ncclReduce(buf, buf, 33, ncclInt32, ncclMax, 1, comm, NULL));
+  if (r->rank == 0) {
+    char cmd[PATH_MAX + 64];
+    const char* tool = braid_info_path();
+    REXPECT(r, access(tool, X_OK) == 0, "no %s (it is built with the library)", tool);
+    snprintf(cmd, sizeof(cmd), "'%s' --dump %d 2>&1", tool, (int)getpid());
+    FILE* p = popen(cmd, "r");
+    REXPECT(r, p != NULL, "popen %s failed", cmd);
+    char* out = calloc(1, 1 << 20);
+    REXPECT(r, out != NULL, "out of memory");
+    size_t len = 0, n;
+    while (len < (1 << 20) - 1 && (n = fread(out + len, 1, (1 << 20) - 1 - len, p)) > 0) len += n;
+    int st = pclose(p);
+    REXPECT(r, st == 0, "%s exited with status %d:\n%s", cmd, st, out);
+    REXPECT(r, strstr(out, "SIGUSR1") != NULL && strstr(out, "rank 0 of 2") != NULL,
+            "braid-info --dump does not name the trigger and rank:\n%s", out);
+    REXPECT(r, count_of(out, "AllReduce") == 3 && count_of(out, "Reduce") == 4 && count_of(out, " done ") == 4,
+            "braid-info --dump does not show 3 all-reduces and a reduce done:\n%s", out);
+    REXPECT(r, strstr(out, "    33 ") != NULL, "the reduce's count is not in braid-info's dump:\n%s", out);
+    REXPECT(r, rows_with_steps(out, "done", 1) == 4, "braid-info --dump does not give each call's steps:\n%s", out);
+    free(out);
+  }
+  RCHECK(r, ncclCommDestroy(comm));
+  free(buf);
+  return 0;
+}
+
+START_TEST(test_flight_braid_info) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_braid_info, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 Suite* flight_suite(void);
 Suite* flight_suite(void) {
   Suite* s = suite_create("flight");
@@ -134,6 +210,7 @@ Suite* flight_suite(void) {
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_test(tc, test_flight_timeout);
   tcase_add_test(tc, test_flight_sigusr1);
+  tcase_add_test(tc, test_flight_braid_info);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -531,7 +531,7 @@ START_TEST(test_reduce_kind) {
 }
 END_TEST
 
-/* The AVX2 build of the loops (reduce_isa.h) against the SSE2 one: bit for bit, every datatype
+/* The AVX2 and AVX-512 builds of the loops (reduce_isa.h) against the SSE2 one: bit for bit, every datatype
  * x kind, lengths around the vector widths and blocks, misaligned pointers, in place, two
  * destinations, every pre/post combination, values from gen() (NaN, inf, subnormals, -0).
  * One exception, and only it: where both operands are NaN the result is NaN in both, but
@@ -541,12 +541,16 @@ START_TEST(test_reduce_isa_identical) {
   const int kind = _i % BRAID_NUM_REDKINDS;
   const char* name;
   int downgraded;
+  static const braid_reduce_copy_fn fns[3] = {braid_reduce_copy_sse2, braid_reduce_copy_avx2, braid_reduce_copy_avx512};
+  static const char* const isa_names[3] = {"SSE2", "AVX2", "AVX512"};
   if (braid_reduce_isa_choose(2, &name, &downgraded) != braid_reduce_copy_avx2) {
     if (_i == 0) fprintf(stderr, "reduce isa_identical: NOT RUN: this CPU has no AVX2\n");
     return;
   }
+  int nisa = braid_reduce_isa_choose(3, &name, &downgraded) == braid_reduce_copy_avx512 ? 3 : 2;
+  if (nisa < 3 && _i == 0) fprintf(stderr, "reduce isa_identical: AVX512 NOT RUN: this CPU has no AVX-512\n");
   enum { N = 4099, OFF = 3 };
-  static uint8_t a[(N + OFF) * 8], b[(N + OFF) * 8], d0[2][(N + OFF) * 8], d1[2][(N + OFF) * 8];
+  static uint8_t a[(N + OFF) * 8], b[(N + OFF) * 8], d0[3][(N + OFF) * 8], d1[3][(N + OFF) * 8];
   static const size_t ns[] = {1, 15, 16, 17, 31, 33, 255, 1023, N};
   ref_tables();
   rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
@@ -563,8 +567,8 @@ START_TEST(test_reduce_isa_identical) {
         size_t n = ns[k], o = (size_t)off * t->size, bytes = (N + OFF) * (size_t)t->size;
         struct braid_redop op = {
             .kind = (uint8_t)kind, .dtype = (uint8_t)t->id, .scalar = pick_scalar(t, kind, variant++)};
-        for (int isa = 0; isa < 2; isa++) {
-          braid_reduce_copy_fn fn = isa ? braid_reduce_copy_avx2 : braid_reduce_copy_sse2;
+        for (int isa = 0; isa < nisa; isa++) {
+          braid_reduce_copy_fn fn = fns[isa];
           memset(d0[isa], 0x5a, bytes);
           memset(d1[isa], 0xa5, bytes);
           if (inplace) {
@@ -574,39 +578,45 @@ START_TEST(test_reduce_isa_identical) {
             fn(&op, d0[isa] + o, k % 2 ? d1[isa] + o : NULL, a + o, pre0, b + o, pre1, post, n);
           }
         }
-        for (size_t e = 0; e < N + OFF; e++)
-          for (int w = 0; w < 2; w++) {
-            uint64_t x = load(w ? d1[0] : d0[0], t->size, e), y = load(w ? d1[1] : d0[1], t->size, e);
-            if (x == y) continue;
-            /* A NaN from two NaN operands: which payload wins is the operand order the vectorizer
-             * picked (x86 returns the first NaN), unspecified by IEEE 754 and by reduce.h. */
-            int fl = t->cls != CL_INT && t->cls != CL_UINT;
-            int nans = fl && isnan(fdecode(t, x)) && isnan(fdecode(t, y)) && isnan(fdecode(t, load(a, t->size, e))) &&
-                       isnan(fdecode(t, load(b, t->size, e)));
-            ck_assert_msg(nans,
-                          "%s %s n=%zu off=%d pre=%d/%d post=%d in place=%d: AVX2 differs from SSE2 at element %zu of "
-                          "dst%d: %#llx vs %#llx (inputs %#llx, %#llx)",
-                          t->name, kind_names[kind], n, off, pre0, pre1, post, inplace, e, w, (unsigned long long)x,
-                          (unsigned long long)y, (unsigned long long)load(a, t->size, e),
-                          (unsigned long long)load(b, t->size, e));
-          }
+        for (int isa = 1; isa < nisa; isa++)
+          for (size_t e = 0; e < N + OFF; e++)
+            for (int w = 0; w < 2; w++) {
+              uint64_t x = load(w ? d1[0] : d0[0], t->size, e), y = load(w ? d1[isa] : d0[isa], t->size, e);
+              if (x == y) continue;
+              /* A NaN from two NaN operands: which payload wins is the operand order the vectorizer
+               * picked (x86 returns the first NaN), unspecified by IEEE 754 and by reduce.h. */
+              int fl = t->cls != CL_INT && t->cls != CL_UINT;
+              int nans = fl && isnan(fdecode(t, x)) && isnan(fdecode(t, y)) && isnan(fdecode(t, load(a, t->size, e))) &&
+                         isnan(fdecode(t, load(b, t->size, e)));
+              ck_assert_msg(nans,
+                            "%s %s n=%zu off=%d pre=%d/%d post=%d in place=%d: %s differs from SSE2 at element %zu of "
+                            "dst%d: %#llx vs %#llx (inputs %#llx, %#llx)",
+                            t->name, kind_names[kind], n, off, pre0, pre1, post, inplace, isa_names[isa], e, w,
+                            (unsigned long long)x, (unsigned long long)y, (unsigned long long)load(a, t->size, e),
+                            (unsigned long long)load(b, t->size, e));
+            }
       }
 }
 END_TEST
 
-/* BRAID_REDUCE_ISA's choice: SSE2 always gives SSE2; AVX2 on a CPU without it falls back and
- * says so. */
+/* BRAID_REDUCE_ISA's choice: SSE2 always gives SSE2; AUTO the widest the CPU has; AVX2 or
+ * AVX512 on a CPU without it falls back to the widest it has and says so. */
 START_TEST(test_reduce_isa_choose) {
   const char* name;
   int downgraded;
   ck_assert_ptr_eq(braid_reduce_isa_choose(1, &name, &downgraded), braid_reduce_copy_sse2);
   ck_assert_str_eq(name, "SSE2");
   ck_assert_int_eq(downgraded, 0);
-  braid_reduce_copy_fn a = braid_reduce_isa_choose(0, &name, &downgraded),
-                       b = braid_reduce_isa_choose(2, &name, &downgraded);
-  ck_assert_ptr_eq(a, b);
+  braid_reduce_copy_fn a = braid_reduce_isa_choose(0, &name, &downgraded);
+  ck_assert_int_eq(downgraded, 0);
+  braid_reduce_copy_fn c = braid_reduce_isa_choose(3, &name, &downgraded);
+  ck_assert_ptr_eq(a, c); /* AUTO: the widest */
+  ck_assert_int_eq(downgraded, c != braid_reduce_copy_avx512);
+  ck_assert_str_eq(name, c == braid_reduce_copy_avx512 ? "AVX512" : c == braid_reduce_copy_avx2 ? "AVX2" : "SSE2");
+  braid_reduce_copy_fn b = braid_reduce_isa_choose(2, &name, &downgraded);
   ck_assert_int_eq(downgraded, b == braid_reduce_copy_sse2);
   ck_assert_str_eq(name, b == braid_reduce_copy_avx2 ? "AVX2" : "SSE2");
+  if (c == braid_reduce_copy_avx512) ck_assert_ptr_eq(b, braid_reduce_copy_avx2);
 }
 END_TEST
 

@@ -265,7 +265,8 @@ BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t handle, const ncclDevCommReq
   struct braid_devcomm* d = NULL;
   BRAID_CALLOC_GOTO(d, 1, res, out);
   BRAID_CHECK_GOTO(ncclMemAlloc(&d->mem, bytes), res, err_free);
-  BRAID_CHECK_GOTO(ncclCommWindowRegister(handle, d->mem, bytes, &d->win, NCCL_WIN_COLL_SYMMETRIC), res, err_mem);
+  /* At the call, in a group too (a queued registration would leave the handle unset). */
+  BRAID_CHECK_GOTO(braid_win_register(comm, d->mem, bytes, &d->win, NCCL_WIN_COLL_SYMMETRIC), res, err_mem);
   if (comm->device != NULL && !d->win->pinned)
     BRAID_WARN("%s: rank %d: this device has no unified addressing of pinned memory: kernels cannot read windows", fn,
                comm->rank);

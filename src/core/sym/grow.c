@@ -78,7 +78,7 @@ static ncclResult_t agree_on_id(struct braid_comm* comm, const ncclUniqueId* min
     votes[comm->rank].has_id = 1;
     votes[comm->rank].id = *mine;
   }
-  ncclResult_t res = braid_bootstrap_allgather(comm->bootstrap, votes, sizeof(*votes));
+  ncclResult_t res = braid_sym_allgather(comm, votes, sizeof(*votes), braid_sym_deadline(), fn);
   int nids = 0, from = -1;
   for (int r = 0; res == ncclSuccess && r < comm->nranks; r++)
     if (votes[r].has_id) nids++, from = r;

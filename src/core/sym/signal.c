@@ -28,6 +28,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
+#include "core/group.h"
 #include "core/sym/sym.h"
 #include "kernels/executor.h"
 
@@ -252,16 +253,33 @@ BRAID_API ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDa
                w->infos[peer].size);
     return ncclInvalidArgument;
   }
-  if (!comm->sym->peer_local[peer])
-    return braid_remote_put(comm, peer, w->id, peerWinOffset, localbuff, bytes, comm->device != NULL, ctx, sigIdx);
-  if (w->peer_ptr[peer] == NULL) {
-    BRAID_WARN("%s: rank %d: rank %d's window is not mapped here", fn, comm->rank, peer);
-    return ncclInternalError;
-  }
-  BRAID_CHECK(local_put(comm, (char*)w->peer_ptr[peer] + peerWinOffset, localbuff, bytes, stream));
-  return raise_signal(comm, peer, ctx, sigIdx);
+  struct braid_sym_op op = {.kind = BRAID_SYM_OP_PUT,
+                            .comm = comm,
+                            .peer = peer,
+                            .ctx = ctx,
+                            .sig = sigIdx,
+                            .stream = stream,
+                            .src = localbuff,
+                            .bytes = bytes,
+                            .win = w,
+                            .offset = peerWinOffset};
+  return braid_group_depth() > 0 ? braid_sym_defer(&op) : braid_sym_op_run(&op);
 }
 BRAID_PROFILE_ALIAS(ncclPutSignal)
+
+static ncclResult_t put_run(const struct braid_sym_op* op) {
+  struct braid_comm* comm = op->comm;
+  struct ncclWindow_vidmem* w = op->win;
+  int peer = op->peer;
+  if (!comm->sym->peer_local[peer])
+    return braid_remote_put(comm, peer, w->id, op->offset, op->src, op->bytes, comm->device != NULL, op->ctx, op->sig);
+  if (w->peer_ptr[peer] == NULL) {
+    BRAID_WARN("ncclPutSignal: rank %d: rank %d's window is not mapped here", comm->rank, peer);
+    return ncclInternalError;
+  }
+  BRAID_CHECK(local_put(comm, (char*)w->peer_ptr[peer] + op->offset, op->src, op->bytes, op->stream));
+  return raise_signal(comm, peer, op->ctx, op->sig);
+}
 
 BRAID_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t handle,
                                   cudaStream_t stream) {
@@ -273,11 +291,17 @@ BRAID_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int fl
     BRAID_WARN("%s: invalid flags %u (must be 0)", fn, flags);
     return ncclInvalidArgument;
   }
-  /* Device mode: after the stream's earlier work (puts included). */
-  if (comm->device != NULL) BRAID_CHECK(comm->device->stream_sync(stream));
-  return raise_signal(comm, peer, ctx, sigIdx);
+  struct braid_sym_op op = {
+      .kind = BRAID_SYM_OP_SIGNAL, .comm = comm, .peer = peer, .ctx = ctx, .sig = sigIdx, .stream = stream};
+  return braid_group_depth() > 0 ? braid_sym_defer(&op) : braid_sym_op_run(&op);
 }
 BRAID_PROFILE_ALIAS(ncclSignal)
+
+static ncclResult_t signal_run(const struct braid_sym_op* op) {
+  /* Device mode: after the stream's earlier work (puts included). */
+  if (op->comm->device != NULL) BRAID_CHECK(op->comm->device->stream_sync(op->stream));
+  return raise_signal(op->comm, op->peer, op->ctx, op->sig);
+}
 
 /* Wait until `slot` reaches `target`, applying messages from a remote origin meanwhile (a
  * remote origin that dies fails the bootstrap receive). Local waits poll the abort flag and
@@ -326,10 +350,18 @@ BRAID_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDes
     }
     BRAID_CHECK(check_signal(comm, fn, d->peer, d->sigIdx, d->ctx));
   }
+  struct braid_sym_op op = {
+      .kind = BRAID_SYM_OP_WAIT, .comm = comm, .stream = stream, .ndesc = nDesc, .descs = signalDescs};
+  return braid_group_depth() > 0 ? braid_sym_defer(&op) : braid_sym_op_run(&op);
+}
+BRAID_PROFILE_ALIAS(ncclWaitSignal)
+
+static ncclResult_t wait_run(const struct braid_sym_op* op) {
+  struct braid_comm* comm = op->comm;
   /* Device mode: the stream's earlier work is ordered before the wait returns. */
-  if (comm->device != NULL) BRAID_CHECK(comm->device->stream_sync(stream));
-  for (int i = 0; i < nDesc; i++) {
-    const ncclWaitSignalDesc_t* d = &signalDescs[i];
+  if (comm->device != NULL) BRAID_CHECK(comm->device->stream_sync(op->stream));
+  for (int i = 0; i < op->ndesc; i++) {
+    const ncclWaitSignalDesc_t* d = &op->descs[i];
     uint64_t* waited = braid_sym_slot(comm->sym->waited, comm, d->peer, d->ctx, d->sigIdx);
     uint64_t target = *waited + (uint64_t)d->opCnt;
     BRAID_CHECK(wait_slot(comm, d->peer, braid_sym_slot(comm->sym->inbox, comm, d->peer, d->ctx, d->sigIdx), target));
@@ -337,4 +369,16 @@ BRAID_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDes
   }
   return ncclSuccess;
 }
-BRAID_PROFILE_ALIAS(ncclWaitSignal)
+
+ncclResult_t braid_sym_op_run(const struct braid_sym_op* op) {
+  switch (op->kind) {
+    case BRAID_SYM_OP_REGISTER:
+      return braid_win_register(op->comm, (void*)op->src, op->bytes, op->out_win, op->flags);
+    case BRAID_SYM_OP_PUT:
+      return put_run(op);
+    case BRAID_SYM_OP_SIGNAL:
+      return signal_run(op);
+    default:
+      return wait_run(op);
+  }
+}

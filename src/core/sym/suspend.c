@@ -121,14 +121,15 @@ BRAID_API ncclResult_t ncclCommSuspend(ncclComm_t handle, int flags) {
     }
   }
   /* Every rank has stopped using the connections before anyone frees its side. */
-  BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
+  int64_t deadline = braid_sym_deadline();
+  BRAID_CHECK(braid_sym_barrier(comm, deadline, fn));
   uint64_t before, pers;
   braid_sym_mem_bytes(comm, &before, &pers);
   pthread_mutex_lock(&comm->mutex);
   release(comm);
   comm->sym->suspended = 1;
   pthread_mutex_unlock(&comm->mutex);
-  BRAID_CHECK(braid_bootstrap_barrier(comm->bootstrap));
+  BRAID_CHECK(braid_sym_barrier(comm, deadline, fn));
   BRAID_INFO(BRAID_LOG_INIT, "ncclCommSuspend: rank %d released %llu bytes", comm->rank, (unsigned long long)before);
   return ncclSuccess;
 }
@@ -141,7 +142,7 @@ BRAID_API ncclResult_t ncclCommResume(ncclComm_t handle) {
   if (!comm->sym->suspended) return ncclSuccess; /* nothing was released */
   ncclResult_t res = braid_connect_rings(comm);
   /* As at init: every sender mapped its FIFO before anyone may use (or free) it. */
-  if (res == ncclSuccess) res = braid_bootstrap_barrier(comm->bootstrap);
+  if (res == ncclSuccess) res = braid_sym_barrier(comm, braid_sym_deadline(), fn);
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res == ncclSuccess) res = braid_win_map_all(comm);
   if (res != ncclSuccess) {

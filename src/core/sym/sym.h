@@ -159,6 +159,51 @@ struct braid_lsa_view;
  * number; NULL when the communicator has no scratch. */
 const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p);
 
+/* ---- one-sided calls and registrations inside a group (signal.c, group_ops.c) ------------- */
+
+enum braid_sym_op_kind { BRAID_SYM_OP_REGISTER = 1, BRAID_SYM_OP_PUT, BRAID_SYM_OP_SIGNAL, BRAID_SYM_OP_WAIT };
+
+/* One checked call: what it runs, now or at its group's end. */
+struct braid_sym_op {
+  struct braid_sym_op* next;
+  int kind; /* enum braid_sym_op_kind */
+  struct braid_comm* comm;
+  uint32_t comm_gen; /* the communicator's handle generation at the call (braid_sym_defer) */
+  int peer, ctx, sig;
+  cudaStream_t stream;
+  const void* src;               /* PUT: the local buffer; REGISTER: the buffer */
+  size_t bytes;                  /* PUT: the payload; REGISTER: the size */
+  struct ncclWindow_vidmem* win; /* PUT: the target window */
+  size_t offset;                 /* PUT: in the peer's window */
+  ncclWindow_t* out_win;         /* REGISTER */
+  int flags;                     /* REGISTER */
+  int ndesc;                     /* WAIT */
+  ncclWaitSignalDesc_t* descs;   /* WAIT: the caller's; braid_sym_defer keeps a copy */
+  ncclResult_t result;           /* REGISTER at a group's end: this one's result */
+};
+
+ncclResult_t braid_sym_op_run(const struct braid_sym_op* op);
+/* Inside ncclGroupStart/End: queue a copy of op for the outermost ncclGroupEnd. */
+ncclResult_t braid_sym_defer(const struct braid_sym_op* op);
+/* The outermost ncclGroupEnd: braid_sym_group_begin before the group's collectives run
+ * (registrations, then puts and signals, in call order), braid_sym_group_finish after them
+ * (waits). braid_sym_group_drop discards what is queued (a failed or simulated group). */
+ncclResult_t braid_sym_group_begin(void);
+ncclResult_t braid_sym_group_finish(void);
+void braid_sym_group_drop(void);
+/* Number of queued calls on comm (destroying it with calls pending is refused by the caller). */
+int braid_sym_group_holds(const struct braid_comm* comm);
+/* 1 when a put queued in this thread's group targets win (deregistering it is refused). */
+int braid_sym_group_holds_win(const struct ncclWindow_vidmem* win);
+
+/* ---- bounded bootstrap steps of post-init collective calls (sync.c) ----------------------- */
+
+/* BRAID_INIT_TIMEOUT seconds from now (0: none): one deadline for all steps of one call. */
+int64_t braid_sym_deadline(void);
+/* An allgather / barrier on comm's bootstrap bounded by deadline; a failure WARNs fn. */
+ncclResult_t braid_sym_allgather(struct braid_comm* comm, void* all, size_t size, int64_t deadline, const char* fn);
+ncclResult_t braid_sym_barrier(struct braid_comm* comm, int64_t deadline, const char* fn);
+
 /* Memory statistics (suspend.c). */
 void braid_sym_mem_bytes(const struct braid_comm* comm, uint64_t* suspendable_p, uint64_t* persistent_p);
 

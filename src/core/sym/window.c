@@ -15,7 +15,7 @@
 
 #include "base/api.h"
 #include "base/check.h"
-#include "bootstrap/bootstrap.h"
+#include "core/group.h"
 #include "core/sym/sym.h"
 
 #define WIN_FLAGS_KNOWN (NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING)
@@ -200,6 +200,7 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
   ncclResult_t res = ncclSuccess, mine;
   struct ncclWindow_vidmem* w = NULL;
   int *oks = NULL, n = comm->nranks;
+  int64_t deadline = braid_sym_deadline(); /* both allgathers: a rank that never comes fails the call */
   /* Bad arguments on one rank still take part in the allgathers (size 0 tells the others). */
   mine = win_args(comm, buff, size, win, winFlags);
   BRAID_CHECK_GOTO(win_alloc(comm, &w), res, out);
@@ -209,7 +210,7 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
   BRAID_CALLOC_GOTO(oks, n, res, out);
   if (mine == ncclSuccess) mine = my_info(comm, buff, size, winFlags, &w->infos[comm->rank]);
   if (mine != ncclSuccess) w->infos[comm->rank].size = 0;
-  BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, w->infos, sizeof(*w->infos)), res, out);
+  BRAID_CHECK_GOTO(braid_sym_allgather(comm, w->infos, sizeof(*w->infos), deadline, fn), res, out);
   if (mine == ncclSuccess) mine = win_check_infos(comm, w->infos, winFlags);
   w->comm = comm;
   w->user_ptr = buff;
@@ -217,7 +218,7 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
   w->flags = winFlags;
   if (mine == ncclSuccess) mine = win_map(comm, w);
   oks[comm->rank] = mine;
-  BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, oks, sizeof(*oks)), res, out);
+  BRAID_CHECK_GOTO(braid_sym_allgather(comm, oks, sizeof(*oks), deadline, fn), res, out);
   for (int r = 0; r < n && res == ncclSuccess; r++) res = oks[r] != ncclSuccess ? (ncclResult_t)oks[r] : res;
   if (res != ncclSuccess) {
     if (mine == ncclSuccess)
@@ -244,7 +245,14 @@ out:
 BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, size_t size, ncclWindow_t* win,
                                               int winFlags) {
   BRAID_CHECK(braid_comm_check(handle, "ncclCommWindowRegister"));
-  return braid_win_register(braid_comm_of(handle), buff, size, win, winFlags);
+  struct braid_sym_op op = {.kind = BRAID_SYM_OP_REGISTER,
+                            .comm = braid_comm_of(handle),
+                            .src = buff,
+                            .bytes = size,
+                            .out_win = win,
+                            .flags = winFlags};
+  /* In a group: at its end, with the group's other registrations (window ids in call order) */
+  return braid_group_depth() > 0 ? braid_sym_defer(&op) : braid_sym_op_run(&op);
 }
 BRAID_PROFILE_ALIAS(ncclCommWindowRegister)
 
@@ -259,6 +267,11 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t 
   BRAID_CHECK(braid_comm_check(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (braid_win_lookup(comm, win, fn) == NULL) return ncclInvalidArgument;
+  if (braid_sym_group_holds_win(win)) {
+    BRAID_WARN("%s: rank %d: window %p has puts queued in this thread's open group; call ncclGroupEnd first", fn,
+               comm->rank, (void*)win);
+    return ncclInvalidUsage;
+  }
   pthread_mutex_lock(&comm->sym->lock);
   for (struct ncclWindow_vidmem** p = &comm->sym->windows; *p != NULL; p = &(*p)->next) {
     if (*p == win) {
