@@ -171,7 +171,15 @@ $(BUILD)/lib/libbraid-ibemu.so: $(wildcard tests/ibemu/*.c tests/ibemu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -o $@ $(filter %.c,$^)
 
-$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA) $(IBEMU)
+# The test profiler (tests/plugins/test_profiler.c) at each NCCL profiler ABI version; v0
+# exports no table (the "unsupported" case). tests/unit/test_profiler.c loads them.
+PROF_TEST_LIBS := $(foreach v,0 1 2 3 4 5 6,$(BUILD)/lib/libnccl-profiler-braidtest-v$(v).so)
+$(BUILD)/lib/libnccl-profiler-braidtest-v%.so: tests/plugins/test_profiler.c tests/plugins/test_profiler.h src/plugin/profiler_abi.h
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-function -fvisibility=hidden -Iinclude -Isrc \
+	  -DBRAID_NO_CUDA_HEADERS -DPROF_V=$* -o $@ $< -pthread
+
+$(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA) $(IBEMU) $(PROF_TEST_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(CUDA_LIBS) $(CHECK_LIBS) $(LDLIBS)
 

@@ -179,7 +179,7 @@
   X(NVB_DISABLE, "NCCL_NVB_DISABLE", LIVE, BOOL, 0, "no NVLink paths through an intermediate GPU")                     \
   /* plugins */                                                                                                        \
   X(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", LIVE, STR, NULL, "tuner plugin library: a name, a path, none")                  \
-  X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", ACCEPTED, STR, NULL, "external profiler plugin (not loaded yet)")         \
+  X(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", LIVE, STR, NULL, "profiler plugin library: a name, a path, none")         \
   /* other NCCL knobs */                                                                                               \
   X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", ACCEPTED, ENUM("PARALLEL|GROUP"), "PARALLEL",                                     \
     "PARALLEL or GROUP kernel launches")                                                                               \

@@ -19,6 +19,7 @@
 #include "core/group.h"
 #include "core/mismatch.h"
 #include "core/plan.h"
+#include "core/profile.h"
 #include "device/launch.h"
 #include "kernels/executor.h"
 
@@ -156,7 +157,7 @@ static void flight_set_all(struct braid_plan* plans, int nplans, struct braid_ta
 ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_plan* plans = NULL;
-  int nplans = 0;
+  int nplans = 0, profiled = 0;
   BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
   for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
   /* BRAID_CHECK_MISMATCH: the ranks agree on what the group does before anything moves */
@@ -169,6 +170,7 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
         res = connect_error(&plans[i], res);
         goto out_plans;
       }
+  if (braid_profile_on) braid_profile_group_start(plans, nplans, tasks), profiled = 1;
   if (plans[0].comm->device != NULL) { /* device mode (a group never mixes modes: launch_plans) */
     res = launch_plans(plans, nplans, tasks);
     goto out_plans;
@@ -177,6 +179,7 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   flight_set_all(plans, nplans, tasks, BRAID_FLIGHT_RUNNING);
   res = run_plans(plans, nplans);
 out_plans:
+  if (profiled) braid_profile_group_stop(plans, nplans, tasks);
   flight_set_all(plans, nplans, tasks,
                  res != ncclSuccess              ? BRAID_FLIGHT_FAILED
                  : plans[0].comm->device != NULL ? BRAID_FLIGHT_LAUNCHED
@@ -187,6 +190,7 @@ out_plans:
     __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
   }
 out_tasks:
+  if (braid_profile_on) braid_profile_api_end(); /* the outermost group's end */
   while (tasks != NULL) {
     struct braid_task* t = tasks;
     tasks = t->next;

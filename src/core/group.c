@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "core/flight.h"
 #include "core/init_internal.h"
+#include "core/profile.h"
 #include "core/sym/sym.h"
 #include "topo/tuner.h"
 
@@ -65,6 +66,7 @@ ncclResult_t braid_group_add(struct braid_task* task) {
   task->next = NULL;
   if (task->comm_gen == 0) task->comm_gen = task->comm->handle_gen; /* the comm it is queued on now */
   task->flight_id = braid_flight_add(task);
+  if (braid_profile_on) braid_profile_api_call(task);
   if (depth == 0) return braid_enqueue_run(task);
   if (tail != NULL)
     tail->next = task;
@@ -111,6 +113,7 @@ static ncclResult_t check_task_comms(const char* fn) {
 }
 
 static void drop_tasks(void) {
+  if (braid_profile_on) braid_profile_api_end();
   braid_sym_group_drop();
   while (head != NULL) {
     struct braid_task* t = head;

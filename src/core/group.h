@@ -30,6 +30,11 @@ struct braid_task {
   int on_stack;             /* a lone call's task lives on its caller's stack: not freed */
   uint64_t flight_id;       /* its entry in comm's flight recorder (core/flight.h), 0: none */
   cudaStream_t stream;      /* the user's stream (device mode: the kernel runs there) */
+  struct {                  /* collectives: what the tuner chose (plan.c), for the profiler */
+    int algo, proto, nchannels, nthreads;
+  } chosen;
+  void* prof_event; /* the profiler plugin's handle of its coll / p2p event (core/profile.c) */
+  void* prof_api;   /* ... and of its CollApi / P2pApi event (stopped; the parent of prof_event) */
 };
 
 /* Depth of the calling thread's group nesting. */

@@ -20,6 +20,7 @@
 #include "core/group.h"
 #include "core/init_internal.h"
 #include "core/mismatch.h"
+#include "core/profile.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
 #include "device/launch.h"
@@ -151,6 +152,7 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
   BRAID_CHECK_GOTO(braid_tuner_attach_plugin(comm->tuner, comm->comm_hash), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
+  BRAID_CHECK_GOTO(braid_profile_open(comm), res, out);
   comm->topo = sys; /* the transports decide on its paths (P2P levels) */
   sys = NULL;
 out:
@@ -469,6 +471,7 @@ void braid_comm_free(struct braid_comm* comm) {
   }
   free(comm->redops);
   braid_flight_free(comm);
+  braid_profile_close(comm);
   braid_tuner_free(comm->tuner);
   braid_graph_free(comm->graph);
   braid_topo_free(comm->topo);

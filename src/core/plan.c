@@ -54,9 +54,10 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   return ncclSuccess;
 }
 
-static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t, int* nworks) {
+static ncclResult_t add_coll(struct braid_plan* plan, struct braid_task* t, int* nworks) {
   struct braid_comm* comm = plan->comm;
   struct braid_tuner_choice choice;
+  t->chosen.algo = t->chosen.proto = -1, t->chosen.nchannels = 0; /* for the profiler (core/profile.c) */
   if (t->count == 0) return ncclSuccess;
   size_t bytes = task_bytes(t, comm->nranks);
   int es = braid_dtype_size(t->dtype);
@@ -64,6 +65,8 @@ static ncclResult_t add_coll(struct braid_plan* plan, const struct braid_task* t
   int proto = choice.proto;
   int nch = choice.nchannels < comm->nchannels ? choice.nchannels : comm->nchannels;
   if (nch < 1) nch = 1;
+  t->chosen.algo = choice.algo, t->chosen.proto = proto, t->chosen.nchannels = nch,
+  t->chosen.nthreads = choice.nthreads;
   if (choice.algo == BRAID_ALGO_NVLS) return add_lsa(plan, t, &choice, nworks);
   if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
   if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads;

@@ -32,6 +32,7 @@ struct braid_plan {
   cudaStream_t stream;            /* device mode: the stream of the comm's first task (the kernel's) */
   struct braid_self_copy* copies; /* sends to self, matched with receives from self */
   int ncopies;
+  void* prof_group;                               /* the profiler plugin's group event (core/profile.c) */
   struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */
 };
 

@@ -1,0 +1,35 @@
+/*
+ * profile.h - the profiler plugin's event sites in the core (profile.c; the plugin itself is
+ * plugin/profiler_plugin.c). One call per site, each behind one branch on braid_profile_on,
+ * which stays 0 unless some communicator of the process got a plugin context.
+ *
+ * Events, as NCCL 2.30 nests them: per outermost group (a lone call is one) of the calling
+ * thread a GroupApi event, inside it a CollApi / P2pApi event per call (v5+); per group run
+ * and communicator a Group event; inside it (parentGroup, and parentObj its API event) a
+ * Coll event per collective (its seqNumber per function, the algorithm, protocol and channels
+ * the tuner chose) and a P2p event per send or receive. Host mode: they stop when the group's
+ * work is done (the call returns); device mode: when the launch is on the stream (NCCL stops
+ * these host-side events after its proxy upload too; braid does not poll kernels for them).
+ */
+#ifndef BRAID_PROFILE_H
+#define BRAID_PROFILE_H
+
+#include "core/comm.h"
+#include "core/plan.h"
+
+extern int braid_profile_on;
+
+/* The communicator's plugin context (comm->prof), after its topology is known. */
+ncclResult_t braid_profile_open(struct braid_comm* comm);
+/* The plugin's finalize for the communicator (destroy, abort). */
+void braid_profile_close(struct braid_comm* comm);
+/* Group and task events of a group run: start before it moves data, stop when it is done. */
+void braid_profile_group_start(struct braid_plan* plans, int nplans, struct braid_task* tasks);
+void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid_task* tasks);
+/* API events (v5+): a call appends its task (a CollApi / P2pApi event, started and stopped
+ * there, as NCCL does; the calling thread's GroupApi event starts with its first task) ... */
+void braid_profile_api_call(struct braid_task* task);
+/* ... and the outermost group ends (run or dropped): the GroupApi event stops. */
+void braid_profile_api_end(void);
+
+#endif /* BRAID_PROFILE_H */

@@ -1,0 +1,61 @@
+/*
+ * profiler_plugin.h - NCCL's profiler plugins (NCCL_PROFILER_PLUGIN, ncclProfiler_v6 .. _v1;
+ * profiler_abi.h) behind one braid interface. The library is found once per process with
+ * NCCL's search rules (base/plugin_open.h, prefix libnccl-profiler; "none" disables) and stays
+ * loaded; each communicator gets its own plugin context and the event mask its init set.
+ *
+ * Events are described in the newest layout (v6's fields, ids kept for v1's numbers) and
+ * adapted to the version loaded. A plugin whose init fails is not used by that communicator
+ * (INFO, as NCCL: "Continue without profiler"); a failing startEvent / stopEvent is ignored.
+ */
+#ifndef BRAID_PROFILER_PLUGIN_H
+#define BRAID_PROFILER_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+struct braid_prof; /* one communicator's context */
+
+struct braid_prof_shape {
+  uint64_t comm_id;
+  const char* comm_name;
+  int nnodes, nranks, rank;
+};
+
+struct braid_prof_event {
+  int type;           /* NCCL_PROF_GROUP, _COLL, _P2P, _GROUP_API, _COLL_API, _P2P_API (profiler_abi.h) */
+  void* parent_group; /* coll / p2p: the group event's handle */
+  void* parent_obj;   /* v5+: coll / p2p: its API event; coll / p2p API events: the group API event */
+  int group_depth;    /* group API event: ncclGroupStart nesting when it started */
+  void* stream;       /* API events: the user's stream */
+  int rank;
+  uint64_t seq;  /* coll: its number among this communicator's calls of that function */
+  int func;      /* enum braid_func; p2p: BRAID_FUNC_SendRecv */
+  int is_send;   /* p2p */
+  int dtype;     /* ncclDataType_t */
+  int algo;      /* coll: enum braid_algo */
+  int proto;     /* coll: enum braid_proto */
+  int nchannels; /* coll: as the tuner chose; p2p: channels its ops use */
+  int nwarps;    /* coll: threads per channel / 32 (0 in host mode) */
+  int root;      /* coll (-1 without one) */
+  int peer;      /* p2p */
+  const void* sendbuff;
+  void* recvbuff; /* p2p: the buffer */
+  size_t count;
+};
+
+/* The communicator's context, *p = NULL without a plugin or when its init failed. */
+ncclResult_t braid_prof_open(const struct braid_prof_shape* shape, struct braid_prof** p);
+void braid_prof_close(struct braid_prof* p);
+/* The mask the plugin's init set (bits NCCL_PROF_*). */
+int braid_prof_mask(const struct braid_prof* p);
+/* Start an event; returns the plugin's handle (NULL when it gave none or failed). */
+void* braid_prof_start(struct braid_prof* p, const struct braid_prof_event* e);
+void braid_prof_stop(struct braid_prof* p, void* handle);
+/* The plugin's name and ABI version, for logs and tests; NULL / 0 without one. */
+const char* braid_prof_name(void);
+int braid_prof_version(void);
+
+#endif /* BRAID_PROFILER_PLUGIN_H */

@@ -1,0 +1,26 @@
+/*
+ * test_profiler.h - what the test profiler (test_profiler.c) reports per rank after its
+ * finalize, read by tests/unit/test_profiler.c through dlsym("braid_test_profiler_result").
+ */
+#ifndef BRAID_TEST_PROFILER_H
+#define BRAID_TEST_PROFILER_H
+
+#define BRAID_TEST_PROFILER_TYPES 15
+#define BRAID_TEST_PROFILER_MAX_RANKS 64
+
+struct braid_test_profiler_result {
+  int finalized;
+  int version;
+  int starts[BRAID_TEST_PROFILER_TYPES], stops[BRAID_TEST_PROFILER_TYPES]; /* by bit of the type */
+  int open;                                                                /* started and not stopped */
+  int unasked;         /* starts of a type outside the mask (dropped, as NCCL's example) */
+  int coll_by_func[5]; /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
+  int coll_by_algo[7], coll_by_proto[3];
+  int sends, recvs;
+  int errors;
+  char first_error[160];
+};
+
+typedef int (*braid_test_profiler_result_fn)(int rank, struct braid_test_profiler_result* out);
+
+#endif /* BRAID_TEST_PROFILER_H */
