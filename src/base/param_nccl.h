@@ -6,7 +6,8 @@
  * ways. Y(id) is the variable NCCL_<id>.
  *
  * BRAID_PARAMS_FOREIGN(Z): names other programs read under the NCCL_ prefix, Z(name, whose):
- * braid says whose they are instead of calling them unknown.
+ * braid says whose they are instead of calling them unknown. The plugins' names are those of
+ * NCCL 2.30.7's plugins/ examples (git grep getenv there).
  */
 #ifndef BRAID_PARAM_NCCL_H
 #define BRAID_PARAM_NCCL_H
@@ -180,12 +181,46 @@
   Y(WORK_ARGS_BYTES)                                      \
   Y(WORK_FIFO_BYTES)
 
-/* PyTorch's ProcessGroupNCCL reads these (deprecated spellings of its TORCH_NCCL_* names). */
-#define BRAID_PARAMS_FOREIGN(Z)                                               \
-  Z("NCCL_ASYNC_ERROR_HANDLING", "PyTorch (TORCH_NCCL_ASYNC_ERROR_HANDLING)") \
-  Z("NCCL_BLOCKING_WAIT", "PyTorch (TORCH_NCCL_BLOCKING_WAIT)")               \
-  Z("NCCL_DESYNC_DEBUG", "PyTorch (TORCH_NCCL_DESYNC_DEBUG)")                 \
-  Z("NCCL_ENABLE_TIMING", "PyTorch (TORCH_NCCL_ENABLE_TIMING)")               \
-  Z("NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK", "PyTorch (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK)")
+/* PyTorch's ProcessGroupNCCL reads these (deprecated spellings of its TORCH_NCCL_* names), and
+ * NCCL's own plugin examples read theirs. */
+#define BRAID_PARAMS_FOREIGN(Z)                                                                                   \
+  Z("NCCL_ASYNC_ERROR_HANDLING", "PyTorch (TORCH_NCCL_ASYNC_ERROR_HANDLING)")                                     \
+  Z("NCCL_BLOCKING_WAIT", "PyTorch (TORCH_NCCL_BLOCKING_WAIT)")                                                   \
+  Z("NCCL_DESYNC_DEBUG", "PyTorch (TORCH_NCCL_DESYNC_DEBUG)")                                                     \
+  Z("NCCL_ENABLE_TIMING", "PyTorch (TORCH_NCCL_ENABLE_TIMING)")                                                   \
+  Z("NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK", "PyTorch (TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK)")         \
+  Z("NCCL_PROFILER_CE_POLLER_INTERVAL_MICROSECONDS", "NCCL's example profiler plugin (plugins/profiler/example)") \
+  Z("NCCL_PROFILER_CE_TIMING", "NCCL's example profiler plugin (plugins/profiler/example)")                       \
+  Z("NCCL_PROFILE_CE_BATCH_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")               \
+  Z("NCCL_PROFILE_CE_COLL_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")                \
+  Z("NCCL_PROFILE_CE_SYNC_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")                \
+  Z("NCCL_PROFILE_COLL_API_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")               \
+  Z("NCCL_PROFILE_COLL_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")                   \
+  Z("NCCL_PROFILE_DUMP_FILE", "NCCL's example profiler plugin (plugins/profiler/example)")                        \
+  Z("NCCL_PROFILE_EVENT_MASK", "NCCL's example profiler plugin (plugins/profiler/example)")                       \
+  Z("NCCL_PROFILE_GROUP_API_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")              \
+  Z("NCCL_PROFILE_GROUP_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")                  \
+  Z("NCCL_PROFILE_KERNEL_LAUNCH_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")          \
+  Z("NCCL_PROFILE_P2P_API_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")                \
+  Z("NCCL_PROFILE_P2P_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")                    \
+  Z("NCCL_PROFILE_PROXY_CTRL_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")             \
+  Z("NCCL_PROFILE_PROXY_DETACH_POOL_SIZE", "NCCL's example profiler plugin (plugins/profiler/example)")           \
+  Z("NCCL_INSPECTOR_COLL_POOL_SIZE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")             \
+  Z("NCCL_INSPECTOR_COMM_POOL_SIZE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")             \
+  Z("NCCL_INSPECTOR_DUMP_COLL_RING_SIZE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")        \
+  Z("NCCL_INSPECTOR_DUMP_DIR", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")                   \
+  Z("NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")        \
+  Z("NCCL_INSPECTOR_DUMP_P2P_RING_SIZE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")         \
+  Z("NCCL_INSPECTOR_DUMP_THREAD_ENABLE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")         \
+  Z("NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS",                                                           \
+    "NCCL's inspector profiler plugin (plugins/profiler/inspector)")                                              \
+  Z("NCCL_INSPECTOR_DUMP_VERBOSE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")               \
+  Z("NCCL_INSPECTOR_ENABLE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")                     \
+  Z("NCCL_INSPECTOR_ENABLE_P2P", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")                 \
+  Z("NCCL_INSPECTOR_P2P_POOL_SIZE", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")              \
+  Z("NCCL_INSPECTOR_POOL_GROW", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")                  \
+  Z("NCCL_INSPECTOR_PROM_DUMP", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")                  \
+  Z("NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING", "NCCL's inspector profiler plugin (plugins/profiler/inspector)")      \
+  Z("NCCL_TUNER_CONFIG_FILE", "NCCL's example tuner plugin (plugins/tuner/example)")
 
 #endif /* BRAID_PARAM_NCCL_H */
