@@ -747,6 +747,18 @@ ncclResult_t braid_socket_handshake_check(struct braid_socket* s, const struct b
   return ncclRemoteError;
 }
 
+int braid_socket_if_speed(const char* ifname) {
+  char path[128];
+  int speed = -1;
+  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifname);
+  FILE* f = fopen(path, "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d", &speed) != 1) speed = -1;
+    fclose(f);
+  }
+  return speed > 0 ? speed : 10000;
+}
+
 int braid_socket_handshake_step(struct braid_socket* s, struct braid_socket_handshake* hs, size_t* off,
                                 int64_t deadline, int64_t now, uint64_t secret, int type, const char* ctx,
                                 int timeout_ms) {

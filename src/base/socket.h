@@ -73,7 +73,10 @@ struct braid_socket {
 };
 
 /* ---- time ---- */
-int64_t braid_socket_clock_ns(void);          /* CLOCK_MONOTONIC */
+int64_t braid_socket_clock_ns(void); /* CLOCK_MONOTONIC */
+/* A network interface's link speed in Mb/s from sysfs; 10000 when it says nothing (lo and
+ * virtual links), as the net plugins report it. */
+int braid_socket_if_speed(const char* ifname);
 int64_t braid_socket_deadline_ms(int64_t ms); /* now + ms, as a deadline */
 
 /* ---- addresses ---- */

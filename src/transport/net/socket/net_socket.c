@@ -92,18 +92,6 @@ static ncclResult_t sock_check_dev(int dev, const char* fn) {
   return ncclInvalidArgument;
 }
 
-static int sock_speed(const char* name) {
-  char path[128];
-  int speed = -1;
-  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", name);
-  FILE* f = fopen(path, "r");
-  if (f != NULL) {
-    if (fscanf(f, "%d", &speed) != 1) speed = -1;
-    fclose(f);
-  }
-  return speed > 0 ? speed : 10000; /* lo and virtual links say nothing: assume 10 Gb/s */
-}
-
 static ncclResult_t sock_get_properties(int dev, struct braid_net_props* props) {
   BRAID_CHECK(sock_check_dev(dev, "getProperties"));
   memset(props, 0, sizeof(*props));
@@ -112,7 +100,7 @@ static ncclResult_t sock_get_properties(int dev, struct braid_net_props* props) 
   props->guid = (uint64_t)dev;
   props->ptrSupport = BRAID_NET_PTR_HOST | BRAID_NET_PTR_HOST_ANY; /* plain send()/recv() on any address */
   props->regIsGlobal = 1;
-  props->speed = sock_speed(sock_dev_names[dev]);
+  props->speed = braid_socket_if_speed(sock_dev_names[dev]);
   props->port = 0;
   props->latency = 0;
   props->maxComms = 65536;

@@ -50,18 +50,6 @@ static ncclResult_t ucx_devices(int* ndev) {
   return ncclSuccess;
 }
 
-static int ucx_speed(const char* name) {
-  char path[128];
-  int speed = -1;
-  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", name);
-  FILE* f = fopen(path, "r");
-  if (f != NULL) {
-    if (fscanf(f, "%d", &speed) != 1) speed = -1;
-    fclose(f);
-  }
-  return speed > 0 ? speed : 10000; /* lo and virtual links say nothing: assume 10 Gb/s */
-}
-
 static ncclResult_t ucx_get_properties(int dev, struct braid_net_props* props) {
   if (dev != 0 || !ucx.loaded) {
     BRAID_WARN("NET/UCX : getProperties: invalid device %d (%d devices)", dev, ucx.loaded ? 1 : 0);
@@ -75,7 +63,7 @@ static ncclResult_t ucx_get_properties(int dev, struct braid_net_props* props) {
    * connection's progress on the shared worker may complete a receive nobody tests) */
   props->ptrSupport = BRAID_NET_PTR_HOST | BRAID_NET_PTR_HOST_ANY;
   props->regIsGlobal = 1; /* ucp_mem_map is per context: valid on every endpoint */
-  props->speed = ucx_speed(ucx.ifname);
+  props->speed = braid_socket_if_speed(ucx.ifname);
   props->port = 0;
   props->latency = 0;
   props->maxComms = 65536;
