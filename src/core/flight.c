@@ -50,7 +50,8 @@ struct flight_counters {
 };
 
 struct braid_flight {
-  int n;
+  int n;            /* BRAID_FLIGHT_CALLS: the dump shows the last n calls */
+  uint64_t mask;    /* the ring holds mask + 1 >= n entries, a power of two: no division per call */
   uint64_t next_id; /* the last id given */
   struct flight_counters ctr;
   struct flight_entry e[];
@@ -70,9 +71,12 @@ static struct braid_flight* flight_of(struct braid_comm* comm) {
   if (f != NULL) return f;
   int64_t n = braid_param_int(BRAID_PARAM_FLIGHT_CALLS);
   if (n <= 0) return NULL;
-  f = calloc(1, sizeof(*f) + (size_t)n * sizeof(f->e[0]));
+  uint64_t cap = 1;
+  while (cap < (uint64_t)n) cap <<= 1;
+  f = calloc(1, sizeof(*f) + (size_t)cap * sizeof(f->e[0]));
   if (f == NULL) return NULL; /* no record: nothing else changes */
   f->n = (int)n;
+  f->mask = cap - 1;
   struct braid_flight* expected = NULL;
   if (!__atomic_compare_exchange_n(&comm->flight, &expected, f, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     free(f);
@@ -107,7 +111,7 @@ uint64_t braid_flight_add(struct braid_task* t) {
   struct braid_flight* f = flight_of(t->comm);
   if (f == NULL) return 0;
   uint64_t id = __atomic_add_fetch(&f->next_id, 1, __ATOMIC_ACQ_REL);
-  struct flight_entry* e = &f->e[(id - 1) % (uint64_t)f->n];
+  struct flight_entry* e = &f->e[(id - 1) & f->mask];
   __atomic_store_n(&e->id, 0, __ATOMIC_RELEASE); /* changing */
   e->kind = t->kind;
   e->func = t->func;
@@ -128,7 +132,7 @@ uint64_t braid_flight_add(struct braid_task* t) {
 void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchannels) {
   struct braid_flight* f = __atomic_load_n(&comm->flight, __ATOMIC_ACQUIRE);
   if (f == NULL || id == 0) return;
-  struct flight_entry* e = &f->e[(id - 1) % (uint64_t)f->n];
+  struct flight_entry* e = &f->e[(id - 1) & f->mask];
   if (e->id != id) return; /* overwritten by a newer call */
   int host = comm->device == NULL;
   if (state == BRAID_FLIGHT_RUNNING || state == BRAID_FLIGHT_LAUNCHED) e->t_started = now_ns();
@@ -175,7 +179,7 @@ size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, 
         "  call   function          count  type      op       root/peer  channels  state     steps    ms since "
         "queued/started/ended\n");
     for (uint64_t id = first; id <= last && id > 0; id++) {
-      struct flight_entry c = f->e[(id - 1) % (uint64_t)f->n];
+      struct flight_entry c = f->e[(id - 1) & f->mask];
       int changing = c.id != id;
       int has_op = c.kind == BRAID_TASK_COLL && (c.func == BRAID_FUNC_AllReduce || c.func == BRAID_FUNC_Reduce ||
                                                  c.func == BRAID_FUNC_ReduceScatter);
