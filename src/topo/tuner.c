@@ -36,6 +36,9 @@
 
 struct braid_tuner {
   int nranks, nnodes, ppn, host_mode, log;
+  /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL (next to `log`: the two fields
+   * every call reads, on one line) */
+  struct braid_tuner_plugin* plugin;
   int nchannels;         /* of the graph */
   int multi_plateau_old; /* pre-Ampere ring plateau factor */
   float lat[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
@@ -44,11 +47,10 @@ struct braid_tuner {
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   char algo_env[128], proto_env[128];
-  size_t lsa_max_bytes;              /* host one-/two-shot all-reduce up to this size; 0: none */
-  int lsa_cores;                     /* CPUs the ranks' spinning shares */
-  int lsa_variant;                   /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
-  struct braid_tuner_plugin* plugin; /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL */
-  struct braid_tuner_memo memo;      /* braid_tuner_choose's answers per (function, bytes) */
+  size_t lsa_max_bytes;         /* host one-/two-shot all-reduce up to this size; 0: none */
+  int lsa_cores;                /* CPUs the ranks' spinning shares */
+  int lsa_variant;              /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
+  struct braid_tuner_memo memo; /* braid_tuner_choose's answers per (function, bytes) */
 };
 
 static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
