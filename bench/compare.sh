@@ -1,40 +1,59 @@
 #!/usr/bin/env bash
-# compare.sh - braid against Open MPI on this machine, side by side (`make bench-compare`).
+# compare.sh - braid against the CPU peers on this machine, side by side (`make bench-compare`).
 #
-# Runs build/bin/<coll>_perf (braid, host mode, -P ranks) and the Open MPI peer
-# (bench/peers/mpi_coll_perf, built here into build/bench/) alternately over the same sizes,
-# ROUNDS times, then prints one table of medians: size, braid time and busbw, Open MPI time
-# and busbw, and braid busbw / MPI busbw. Raw outputs, the median tables and compare.png
-# (tools/plot-bench) land in build/bench/. Run from anywhere after `make`.
+# Per round and per collective: a cache-line ping-pong between the ranks' CPUs
+# (bench/probe/pingpong.c), braid's build/bin/<coll>_perf (host mode, -P ranks), each peer
+# (Open MPI always, MPICH when installed: bench/peers/mpi_coll_perf.c built with each mpicc),
+# the ping-pong again; before each round's all-reduce, the one-pass memory ceiling
+# (bench/probe/memceil.c) at each --ceil size. Then bench/compare_tables.py prints, per
+# collective and peer, busbw medians and the median per-round ratio braid/peer (all rounds,
+# near rounds, far rounds), the all-reduce's busbw as a fraction of the ceiling, and a summary
+# (collective x size class). Raw outputs, tables (compare-<coll>.txt, compare-summary.txt)
+# and plots (compare-<coll>.png; compare.png: the first collective) land in BUILD/bench/.
+# Run from anywhere after `make`. Gloo and oneCCL have no peer here yet: said, and skipped.
 #
 # Options (or the environment variable in brackets):
-#   --coll NAME    all_reduce (default) | all_gather | reduce_scatter | broadcast | reduce |
-#                  alltoall | gather | scatter | sendrecv                          [COLL]
+#   --coll NAME    all (default: the 9 below) | all_reduce | all_gather | reduce_scatter |
+#                  broadcast | reduce | alltoall | gather | scatter | sendrecv       [COLL]
 #   --rounds N     runs per side (default 5)                                      [ROUNDS]
 #   --min SIZE     smallest message, nccl-tests syntax (default 8)                [MINBYTES]
 #   --max SIZE     largest message (default 256M)                                 [MAXBYTES]
 #   --np N         ranks (default 2)                                              [NP]
 #   --iters N      timed iterations per size (default 20)                         [ITERS]
 #   --warmup N     warm-up iterations per size (default 5)                        [WARMUP]
+#   --peers LIST   comma list of ompi, mpich (default: ompi and every one installed) [PEERS]
+#   --near-ns NS   a round is near when both ping-pongs' round trips are below NS
+#                  (default 150: this machine shows 60-75 near, 275-355 far), far when both
+#                  are at or above it, mixed otherwise                            [NEAR_NS]
+#   --pp-cpus A,B  the CPUs of the ping-pong (default: the first two this shell may use,
+#                  where -P 2's ranks run on a 2-CPU machine)                      [PP_CPUS]
+#   --ceil LIST    comma list of memory-ceiling sizes (default 64M,256M; none: skip) [CEIL]
 #   --net          ranks on two fake nodes: braid with a different NCCL_HOSTID per rank (so
 #                  it must use its network transport), MPI with --mca btl tcp,self  [BENCH_NET=1]
 #   --net-plugin NAME  --net with braid's network NCCL_NET=NAME (Socket, UCX, IB)   [BENCH_NET_PLUGIN]
 #                  IB runs over the emulated verbs provider (tests/ibemu/, BUILD/lib/
 #                  libbraid-ibemu.so, one port): its correctness counts, its speed means nothing
 #   --build DIR    the build directory (default build)                            [BUILD]
+#   --out DIR      where outputs, tables and plots go (default BUILD/bench; the peers and
+#                  probes are built in BUILD/bench either way)                    [BENCH_OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-COLL=${COLL:-all_reduce}
+COLL=${COLL:-all}
 ROUNDS=${ROUNDS:-5}
 MINBYTES=${MINBYTES:-8}
 MAXBYTES=${MAXBYTES:-256M}
 NP=${NP:-2}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
+PEERS=${PEERS:-}
+NEAR_NS=${NEAR_NS:-150}
+PP_CPUS=${PP_CPUS:-}
+CEIL=${CEIL:-64M,256M}
 NET=${BENCH_NET:-0}
 NET_PLUGIN=${BENCH_NET_PLUGIN:-}
 BUILD=${BUILD:-build}
+OUT=${BENCH_OUT:-}
 RUN_TIMEOUT=${RUN_TIMEOUT:-1800}
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -47,29 +66,66 @@ while [ $# -gt 0 ]; do
     --np) NP=$2; shift 2 ;;
     --iters) ITERS=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
+    --peers) PEERS=$2; shift 2 ;;
+    --near-ns) NEAR_NS=$2; shift 2 ;;
+    --pp-cpus) PP_CPUS=$2; shift 2 ;;
+    --ceil) CEIL=$2; shift 2 ;;
     --net) NET=1; shift ;;
     --net-plugin) NET=1; NET_PLUGIN=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-COLLS="all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"
-case " $COLLS " in *" $COLL "*) ;; *) echo "compare.sh: unknown collective '$COLL' (one of: $COLLS)" >&2; exit 2 ;; esac
+ALL_COLLS="all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv"
+if [ "$COLL" = all ]; then COLLS=$ALL_COLLS; else COLLS=$COLL; fi
+for c in $COLLS; do
+  case " $ALL_COLLS " in *" $c "*) ;; *) echo "compare.sh: unknown collective '$c' (all, or one of: $ALL_COLLS)" >&2; exit 2 ;; esac
+done
+case "$ROUNDS" in '' | *[!0-9]* | 0) echo "compare.sh: --rounds wants a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
+case "$NEAR_NS" in '' | *[!0-9.]*) echo "compare.sh: --near-ns wants a number of ns, got '$NEAR_NS'" >&2; exit 2 ;; esac
+[ "$CEIL" != none ] || CEIL=
 
-BRAID=$BUILD/bin/${COLL}_perf
-OUT=$BUILD/bench
-if [ ! -x "$BRAID" ]; then
-  echo "compare.sh: $BRAID not found: build braid first (make)" >&2
-  exit 1
-fi
+TOOLS=$BUILD/bench
+OUT=${OUT:-$TOOLS}
+mkdir -p "$OUT"
+for c in $COLLS; do
+  if [ ! -x "$BUILD/bin/${c}_perf" ]; then
+    echo "compare.sh: $BUILD/bin/${c}_perf not found: build braid first (make)" >&2
+    exit 1
+  fi
+done
 tests/ensure-deps.sh mpi
 PLOT=1
 tests/ensure-deps.sh matplotlib || { echo "compare.sh: matplotlib unavailable, no plot" >&2; PLOT=0; }
+PROBE=$(bench/probe/build.sh "$TOOLS") || { echo "compare.sh: cannot build the probes" >&2; exit 1; }
+PP=("$PROBE/pingpong")
+[ -z "$PP_CPUS" ] || PP+=(-c "$PP_CPUS")
 
-# The Open MPI peer: the per-collective files of bench/ give it the same sizes, data checks
-# and bandwidth formulas; rebuilt when any source is newer than it.
-PEER=$(bench/peers/build.sh "$OUT") || { echo "compare.sh: cannot build the MPI peer" >&2; exit 1; }
+# The peers: the per-collective files of bench/ give them the same sizes, data checks and
+# bandwidth formulas; each MPI's peer is rebuilt when any source is newer than it.
+if [ -z "$PEERS" ]; then
+  PEERS=ompi
+  if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then PEERS=ompi,mpich
+  else echo "== MPICH: not installed (make bench-deps), skipped"; fi
+fi
+echo "== Gloo, Intel oneCCL: no peer program in bench/peers/ yet, skipped"
+declare -A PEER_BIN PEER_LABEL
+for p in ${PEERS//,/ }; do
+  case "$p" in
+    ompi) PEER_BIN[ompi]=$(bench/peers/build.sh "$TOOLS") || { echo "compare.sh: cannot build the Open MPI peer" >&2; exit 1; }
+      PEER_LABEL[ompi]="Open MPI" ;;
+    mpich)
+      if [ "$NET" = 1 ]; then echo "== MPICH: no TCP-only mode in --net, skipped"; continue; fi
+      PEER_BIN[mpich]=$(bench/peers/build.sh "$TOOLS" mpicc.mpich mpich_coll_perf) ||
+        { echo "compare.sh: cannot build the MPICH peer" >&2; exit 1; }
+      PEER_LABEL[mpich]=MPICH ;;
+    *) echo "compare.sh: unknown peer '$p' (ompi, mpich)" >&2; exit 2 ;;
+  esac
+done
+PEER_LIST=${!PEER_BIN[*]}
+PEER_LIST=$(for p in ompi mpich; do case " $PEER_LIST " in *" $p "*) echo -n "$p ";; esac; done)
 
 # Open MPI's shared-memory BTL is "vader" up to 4.x and "sm" from 5.0.
 SHM_BTL=sm
@@ -78,19 +134,19 @@ ARGS=(-b "$MINBYTES" -e "$MAXBYTES" -f 2 -n "$ITERS" -w "$WARMUP" -c 1)
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np "$NP" --mca pml ob1)
 if [ "$NET" = 1 ]; then
   MPIRUN+=(--mca btl "tcp,self")
-  MODE="two fake nodes (braid: NCCL_HOSTID per rank${NET_PLUGIN:+, NCCL_NET=$NET_PLUGIN}; MPI: btl tcp,self)"
+  MODE="two fake nodes (braid: NCCL_HOSTID per rank${NET_PLUGIN:+, NCCL_NET=$NET_PLUGIN}; Open MPI: btl tcp,self)"
   [ "${NET_PLUGIN,,}" != ib ] || MODE="$MODE; braid's IB is the emulated verbs provider: its speed means nothing"
 else
   MPIRUN+=(--mca btl "self,$SHM_BTL")
-  MODE="one node (braid: -P $NP; MPI: btl self,$SHM_BTL)"
+  MODE="one node (braid: -P $NP; Open MPI: btl self,$SHM_BTL; MPICH: its default)"
 fi
 
 # braid, one round. Local: -P forks the ranks. Network: one process per rank through the
 # launcher variables, each with its own NCCL_HOSTID, meeting at NCCL_COMM_ID.
-run_braid() {
-  local out=$1
+run_braid() { # run_braid PROGRAM OUT
+  local prog=$1 out=$2
   if [ "$NET" != 1 ]; then
-    timeout "$RUN_TIMEOUT" "$BRAID" -P "$NP" "${ARGS[@]}" >"$out" 2>&1
+    timeout "$RUN_TIMEOUT" "$prog" -P "$NP" "${ARGS[@]}" >"$out" 2>&1
     return
   fi
   local port pids=() r rc=0
@@ -102,89 +158,66 @@ run_braid() {
   port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   for ((r = 1; r < NP; r++)); do
     RANK=$r WORLD_SIZE=$NP LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-fake-node-$r \
-      timeout "$RUN_TIMEOUT" "$BRAID" "${ARGS[@]}" >"$out.rank$r" 2>&1 &
+      timeout "$RUN_TIMEOUT" "$prog" "${ARGS[@]}" >"$out.rank$r" 2>&1 &
     pids+=($!)
   done
   RANK=0 WORLD_SIZE=$NP LOCAL_RANK=0 NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-fake-node-0 \
-    timeout "$RUN_TIMEOUT" "$BRAID" "${ARGS[@]}" >"$out" 2>&1 || rc=$?
+    timeout "$RUN_TIMEOUT" "$prog" "${ARGS[@]}" >"$out" 2>&1 || rc=$?
   for p in "${pids[@]}"; do wait "$p" || rc=$?; done
   return "$rc"
 }
 
-run_mpi() {
-  timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "$PEER" "$COLL" "${ARGS[@]}" >"$1" 2>&1
+run_peer() { # run_peer PEER COLL OUT
+  case "$1" in
+    ompi) timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "${PEER_BIN[ompi]}" "$2" "${ARGS[@]}" >"$3" 2>&1 ;;
+    mpich) timeout "$RUN_TIMEOUT" mpirun.mpich -np "$NP" "${PEER_BIN[mpich]}" "$2" "${ARGS[@]}" >"$3" 2>&1 ;;
+  esac
 }
 
-echo "== $COLL: braid vs Open MPI, $NP ranks, $MODE, $ROUNDS rounds, $MINBYTES..$MAXBYTES"
+# side SIDE COLL ROUND: one run, its failure said with the output's tail.
+side() {
+  local f=$OUT/$1-$2-r$3.txt rc=0
+  echo "-- round $3/$ROUNDS: $2 $1 -> $f"
+  if [ "$1" = braid ]; then run_braid "$BUILD/bin/${2}_perf" "$f" || rc=$?; else run_peer "$1" "$2" "$f" || rc=$?; fi
+  if [ "$rc" -ne 0 ]; then
+    echo "compare.sh: $1 $2 round $3 failed (exit status $rc); see $f" >&2
+    tail -n 5 "$f" >&2 || true
+    failed=1
+  fi
+}
+
+probe() { # probe OUTFILE CMD...: a probe's one line, or a failure said
+  "${@:2}" >"$1" 2>&1 || { echo "compare.sh: probe failed: ${*:2}" >&2; cat "$1" >&2; failed=1; }
+}
+
+echo "== braid vs ${PEER_LIST% }: $COLLS; $NP ranks, $MODE, $ROUNDS rounds, $MINBYTES..$MAXBYTES"
 failed=0
+rm -f "$OUT"/pp-*-r*.txt "$OUT"/ceil-*-r*.txt
 for ((i = 1; i <= ROUNDS; i++)); do
-  for side in braid mpi; do
-    f=$OUT/$side-$COLL-r$i.txt
-    echo "-- round $i/$ROUNDS: $side -> $f"
-    if ! { if [ "$side" = braid ]; then run_braid "$f"; else run_mpi "$f"; fi; }; then
-      echo "compare.sh: $side round $i failed (exit status non-zero); see $f" >&2
-      tail -n 5 "$f" >&2 || true
-      failed=1
+  for c in $COLLS; do
+    if [ "$c" = all_reduce ]; then
+      for s in ${CEIL//,/ }; do probe "$OUT/ceil-$s-r$i.txt" "$PROBE/memceil" -s "$s"; done
     fi
+    probe "$OUT/pp-$c-r$i-before.txt" "${PP[@]}"
+    side braid "$c" "$i"
+    for p in $PEER_LIST; do side "$p" "$c" "$i"; done
+    probe "$OUT/pp-$c-r$i-after.txt" "${PP[@]}"
+    echo "   ping-pong before/after: $(cut -d' ' -f5 "$OUT/pp-$c-r$i-before.txt" 2>/dev/null) / $(cut -d' ' -f5 "$OUT/pp-$c-r$i-after.txt" 2>/dev/null) ns"
   done
 done
 
-# Medians per size over the rounds, one table, and median files in the benchmark format.
-/usr/bin/python3 - "$OUT" "$COLL" "$ROUNDS" "$NP" "$MODE" <<'PY'
-import sys
-from importlib.machinery import SourceFileLoader
-out, coll, rounds, np_, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-pb = SourceFileLoader("plot_bench", "tools/plot-bench").load_module()
-
-def medians(side):
-    per_size, header, wrong, key = {}, [], 0, ("float", "sum", "-1")
-    for i in range(1, rounds + 1):
-        path = f"{out}/{side}-{coll}-r{i}.txt"
-        try:
-            series = pb.parse_rows(path)
-            text = open(path).read().splitlines()
-        except OSError:
-            continue
-        if not header:
-            header = [l for l in text if l.startswith("#") and "Out of bounds" not in l and "Avg bus" not in l
-                      and "concluded" not in l]
-        wrong += sum(1 for l in text if l.startswith("# Out of bounds") and "FAILED" in l)
-        for key, rows in series.items():  # one series: compare runs one type/op/root
-            for r in rows:
-                per_size.setdefault(r[0], []).append(r)
-    def mid(rs, t):  # the round with the median time, so time and busbw stay a pair
-        r = sorted(rs, key=lambda r: r[t])[(len(rs) - 1) // 2]
-        return r[t], r[t + 1]
-    med = {s: mid(rs, 1) + mid(rs, 3) for s, rs in per_size.items()}
-    return med, header, wrong, key
-
-b, bh, bw_, bk = medians("braid")
-m, mh, mw_, mk = medians("mpi")
-for side, med, header, key in (("braid", b, bh, bk), ("mpi", m, mh, mk)):
-    with open(f"{out}/{side}-{coll}-median.txt", "w") as f:
-        f.write("\n".join(header) + "\n")
-        for s in sorted(med):
-            t_o, bw_o, t_i, bw_i = med[s]
-            f.write(f"{s:12d}  {0:12d}  {key[0]:>8}  {key[1]:>6}  {key[2]:>6}  {t_o:7.2f}  {0:6.2f}  {bw_o:6.2f}  {0:6d}"
-                    f"  {t_i:7.2f}  {0:6.2f}  {bw_i:6.2f}  {0:6d}\n")
-lines = [f"# {coll}: braid vs Open MPI, {np_} ranks, {mode}; median of {rounds} rounds, out-of-place",
-         f"# {'size':>12}  {'braid time':>11}  {'braid busbw':>11}  {'MPI time':>11}  {'MPI busbw':>11}  {'ratio':>7}",
-         f"# {'(B)':>12}  {'(us)':>11}  {'(GB/s)':>11}  {'(us)':>11}  {'(GB/s)':>11}  {'b/MPI':>7}"]
-for s in sorted(set(b) | set(m)):
-    bt, bb = (b[s][0], b[s][1]) if s in b else (float("nan"),) * 2
-    mt, mb = (m[s][0], m[s][1]) if s in m else (float("nan"),) * 2
-    ratio = bb / mb if mb and mb == mb and bb == bb else float("nan")
-    rs = f"{ratio:7.2f}" if ratio == ratio else f"{'-':>7}"
-    lines.append(f"  {s:12d}  {bt:11.2f}  {bb:11.4f}  {mt:11.2f}  {mb:11.4f}  {rs}")
-if bw_ or mw_:
-    lines.append(f"# WARNING: rounds with wrong results: braid {bw_}, MPI {mw_} (see the raw outputs)")
-print("\n".join(lines))
-open(f"{out}/compare-{coll}.txt", "w").write("\n".join(lines) + "\n")
-PY
+/usr/bin/python3 bench/compare_tables.py --out "$OUT" --colls "${COLLS// /,}" --rounds "$ROUNDS" --np "$NP" \
+  --mode "$MODE" --near-ns "$NEAR_NS" --peers "${PEER_LIST// /,}" --ceil "$CEIL" || failed=1
 
 if [ "$PLOT" = 1 ]; then
-  tools/plot-bench -o "$OUT/compare.png" --title "$COLL, $NP ranks, $MODE (median of $ROUNDS)" \
-    "braid=$OUT/braid-$COLL-median.txt" "Open MPI=$OUT/mpi-$COLL-median.txt"
+  first=
+  for c in $COLLS; do
+    sides=("braid=$OUT/braid-$c-median.txt")
+    for p in $PEER_LIST; do sides+=("${PEER_LABEL[$p]}=$OUT/$p-$c-median.txt"); done
+    tools/plot-bench -o "$OUT/compare-$c.png" --title "$c, $NP ranks (median of $ROUNDS)" "${sides[@]}" || failed=1
+    [ -n "$first" ] || { first=$c; cp "$OUT/compare-$c.png" "$OUT/compare.png" 2>/dev/null || true; }
+  done
 fi
-echo "== raw outputs: $OUT/{braid,mpi}-$COLL-r*.txt; table: $OUT/compare-$COLL.txt"
+echo "== raw outputs: $OUT/{braid,${PEER_LIST// /,}}-<coll>-r*.txt, probes $OUT/{pp,ceil}-*.txt;" \
+  "tables: $OUT/compare-<coll>.txt, $OUT/compare-summary.txt"
 exit "$failed"

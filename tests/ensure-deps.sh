@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ensure-deps.sh PKG... - install the Debian packages the tests or benchmarks need when they
-# are missing, and say so. Known names: check, clang-format, libfuzzer, mpi, matplotlib, ucx,
-# ibverbs.
+# are missing, and say so. Known names: check, clang-format, libfuzzer, mpi, mpich (MPICH
+# beside Open MPI: mpicc.mpich/mpirun.mpich; `make bench-deps`), matplotlib, ucx, ibverbs.
 set -euo pipefail
 need=()
 for what in "$@"; do
@@ -15,6 +15,7 @@ for what in "$@"; do
     ucx) [ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev ucx-utils) ;; # the UCX net plugin
     ibverbs) [ -f /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev) ;;
     mpi) command -v mpicc >/dev/null 2>&1 || need+=(openmpi-bin libopenmpi-dev) ;;
+    mpich) command -v mpicc.mpich >/dev/null 2>&1 || need+=(mpich libmpich-dev) ;;
     matplotlib) python3 -c 'import matplotlib' 2>/dev/null || /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib) ;;
     *) echo "ensure-deps: unknown dependency '$what'" >&2; exit 2 ;;
   esac

@@ -9,7 +9,8 @@
 # (BRAID_BENCH_CORRUPT=1: one corrupted element -> "#wrong 1", "Out of bounds values : 1
 # FAILED", exit 7); a process killed mid-run (BRAID_BENCH_DIE) ending the run with an error
 # instead of a hang; the launcher-variable mode (RANK/WORLD_SIZE + NCCL_COMM_ID); and the
-# Check unit tests of bench/common (tests/bench/unit.c). Each case runs under `timeout 120`.
+# Check unit tests of bench/common (tests/bench/unit.c); then tests/bench/compare.sh (`make
+# bench-compare`, one short round). Each case runs under `timeout 120`.
 # Last line: "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -145,6 +146,14 @@ grep -E '^(PASS|FAIL|SKIP) ' "$TMP/pages.txt"
 passed=$((passed + $(grep -c '^PASS ' "$TMP/pages.txt")))
 failed=$((failed + $(grep -c '^FAIL ' "$TMP/pages.txt")))
 [ "$prc" -eq 0 ] || grep -q '^FAIL ' "$TMP/pages.txt" || fail "pages.sh" "exit status $prc" "$TMP/pages.txt"
+
+# `make bench-compare` itself: every collective, one short round, and its probes.
+tests/bench/compare.sh "$BUILD" >"$TMP/compare.txt" 2>&1
+prc=$?
+grep -E '^(PASS|FAIL|SKIP) ' "$TMP/compare.txt"
+passed=$((passed + $(grep -c '^PASS ' "$TMP/compare.txt")))
+failed=$((failed + $(grep -c '^FAIL ' "$TMP/compare.txt")))
+[ "$prc" -eq 0 ] || grep -q '^FAIL ' "$TMP/compare.txt" || fail "compare.sh" "exit status $prc" "$TMP/compare.txt"
 
 # The Check tests of bench/common (no communicator needed).
 if pkg-config --exists check 2>/dev/null; then

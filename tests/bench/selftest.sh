@@ -72,8 +72,9 @@ if command -v mpicc >/dev/null 2>&1; then
   fi
   # The Open MPI peer and the comparison, with the fake standing in for braid.
   rc=0
-  bench/compare.sh --build "$B" --rounds 2 --max 64K --iters 3 --warmup 1 >"$B/cmp.txt" 2>&1 || rc=$?
-  if [ $rc -eq 0 ] && [ "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.-]+$' "$B/cmp.txt")" -eq 14 ] &&
+  bench/compare.sh --build "$B" --coll all_reduce --rounds 2 --max 64K --iters 3 --warmup 1 --ceil 4M \
+    --peers ompi >"$B/cmp.txt" 2>&1 || rc=$?
+  if [ $rc -eq 0 ] && [ "$(grep -cE '^ +[0-9]+ +[0-9.e+-]+ +[0-9.e+-]+ +[0-9.]+ +[0-9.-]+ +[0-9]+ +[0-9.-]+ +[0-9]+$' "$B/bench/compare-all_reduce.txt")" -eq 14 ] &&
       [ -s "$B/bench/compare.png" ]; then
     pass "compare.sh (14 sizes, compare.png)"
   else
