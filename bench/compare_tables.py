@@ -14,8 +14,9 @@ from importlib.machinery import SourceFileLoader
 
 pb = SourceFileLoader("plot_bench", "tools/plot-bench").load_module()
 NAMES = {"braid": "braid", "ompi": "Open MPI", "mpich": "MPICH"}
-CLASSES = [("<=4K", 0, 4096), ("4K-1M", 4097, 1 << 20), ("1M-16M", (1 << 20) + 1, 16 << 20),
-           (">16M", (16 << 20) + 1, 1 << 62)]
+MIB = 1 << 20
+CLASSES = [("<=4K", 0, 4096), ("4K-1M", 4097, MIB - 1), ("1M-16M", MIB, 16 * MIB - 1),
+           (">=16M", 16 * MIB, 1 << 62)]  # (label, smallest size, largest size)
 
 
 def med(xs):
