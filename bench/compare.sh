@@ -24,7 +24,8 @@
 #   --peers LIST   comma list of ompi, mpich (default: ompi and every one installed) [PEERS]
 #   --near-ns NS   a round is near when both ping-pongs' round trips are below NS
 #                  (default 150: this machine shows 60-75 near, 275-355 far), far when both
-#                  are at or above it, mixed otherwise                            [NEAR_NS]
+#                  are at or above it, mixed otherwise; "gap": NS from the run's own round
+#                  trips (the middle of their widest gap, if 1.8x wide; else 150)  [NEAR_NS]
 #   --pp-cpus A,B  the CPUs of the ping-pong (default: the first two this shell may use,
 #                  where -P 2's ranks run on a 2-CPU machine)                      [PP_CPUS]
 #   --ceil LIST    comma list of memory-ceiling sizes (default 64M,256M; none: skip) [CEIL]
@@ -84,7 +85,7 @@ for c in $COLLS; do
   case " $ALL_COLLS " in *" $c "*) ;; *) echo "compare.sh: unknown collective '$c' (all, or one of: $ALL_COLLS)" >&2; exit 2 ;; esac
 done
 case "$ROUNDS" in '' | *[!0-9]* | 0) echo "compare.sh: --rounds wants a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
-case "$NEAR_NS" in '' | *[!0-9.]*) echo "compare.sh: --near-ns wants a number of ns, got '$NEAR_NS'" >&2; exit 2 ;; esac
+case "$NEAR_NS" in gap) ;; '' | *[!0-9.]*) echo "compare.sh: --near-ns wants a number of ns or 'gap', got '$NEAR_NS'" >&2; exit 2 ;; esac
 [ "$CEIL" != none ] || CEIL=
 
 TOOLS=$BUILD/bench

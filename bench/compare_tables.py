@@ -58,6 +58,16 @@ def probe_value(path, key):
         return None
 
 
+def gap_threshold(out, colls, rounds, fallback=150.0):
+    """--near-ns gap: the geometric middle of the widest gap between the sorted round trips
+    of this run, when the values across it differ by 1.8x or more (two populations), else
+    FALLBACK ns (one population: the run cannot tell which, the fixed default decides)."""
+    vals = sorted(v for c in colls for i in range(1, rounds + 1) for w in ("before", "after")
+                  if (v := probe_value(f"{out}/pp-{c}-r{i}-{w}.txt", "rtt_ns")) and v > 0)
+    best = max(zip(vals, vals[1:]), key=lambda p: p[1] / p[0], default=None)
+    return (best[0] * best[1]) ** 0.5 if best and best[1] / best[0] >= 1.8 else fallback
+
+
 def classify(out, coll, rnd, near_ns):
     pp = [probe_value(f"{out}/pp-{coll}-r{rnd}-{w}.txt", "rtt_ns") for w in ("before", "after")]
     if None in pp:
@@ -173,12 +183,18 @@ def main():
         ap.add_argument("--" + opt, default="")
     ap.add_argument("--rounds", type=int, required=True)
     ap.add_argument("--np", default="2")
-    ap.add_argument("--near-ns", type=float, default=150)
+    ap.add_argument("--near-ns", default="150", help="ns, or 'gap': split at the run's widest gap")
     a = ap.parse_args()
+    colls = a.colls.split(",")
+    if a.near_ns == "gap":
+        a.near_ns = gap_threshold(a.out, colls, a.rounds)
+        print(f"# near/far threshold from the widest gap between this run's round trips: {a.near_ns:.0f} ns\n")
+    else:
+        a.near_ns = float(a.near_ns)
     a.peers = [p for p in a.peers.split(",") if p]
     ceil = [s for s in a.ceil.split(",") if s]
     all_ratios = []
-    for coll in a.colls.split(","):
+    for coll in colls:
         kinds = [classify(a.out, coll, i, a.near_ns) for i in range(1, a.rounds + 1)]
         lines, per_peer = coll_tables(a, coll, kinds, ceil)
         all_ratios.append((coll, per_peer))

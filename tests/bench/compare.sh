@@ -43,6 +43,33 @@ for bad in "-s 0" "-s 12Q" "-t 0" "-r 99"; do
   if [ $rc -eq 2 ] && grep -q usage "$TMP/bad.txt"; then pass "memceil $bad refused"; else fail "memceil $bad" "exit $rc" "$TMP/bad.txt"; fi
 done
 
+# Near/far from given round trips (no benchmark run): 4 rounds, near/far alternating, and a
+# mixed one; the fixed threshold and the gap rule must agree here, and --near-ns 50 make
+# every round far.
+S=$TMP/synthetic
+mkdir -p "$S"
+i=0
+for pair in "70 72" "320 330" "68 71" "69 310"; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  set -- $pair
+  echo "pingpong cpus 0,1 rtt_ns $1 median $1 reps 7 trips 2000" >"$S/pp-all_reduce-r$i-before.txt"
+  echo "pingpong cpus 0,1 rtt_ns $2 median $2 reps 7 trips 2000" >"$S/pp-all_reduce-r$i-after.txt"
+done
+want='^# rounds \(ping-pong before/after, ns\): r1 near \(70/72\), r2 far \(320/330\), r3 near \(68/71\), r4 mixed \(69/310\)$'
+for nn in 150 gap; do
+  if python3 bench/compare_tables.py --out "$S" --colls all_reduce --rounds 4 --near-ns $nn --peers ompi >"$TMP/syn.txt" 2>&1 &&
+      grep -qE "$want" "$S/compare-all_reduce.txt"; then pass "near/far classes (--near-ns $nn)"
+  else fail "near/far classes (--near-ns $nn)" "rounds line" "$TMP/syn.txt"; fi
+done
+if python3 bench/compare_tables.py --out "$S" --colls all_reduce --rounds 4 --near-ns 50 --peers ompi >"$TMP/syn.txt" 2>&1 &&
+    grep -qE '^# rounds .*: r1 far .*, r2 far .*, r3 far .*, r4 far ' "$S/compare-all_reduce.txt"; then pass "near/far classes (--near-ns 50: all far)"
+else fail "near/far classes (--near-ns 50)" "rounds line" "$TMP/syn.txt"; fi
+python3 bench/compare_tables.py --out "$S" --colls all_reduce --rounds 4 --near-ns gap --peers ompi >"$TMP/syn.txt" 2>&1
+if grep -q "widest gap between this run's round trips: 1[45][0-9] ns" "$TMP/syn.txt"; then
+  pass "near/far gap threshold (between 72 and 310)"
+else fail "near/far gap threshold" "not 140-159 ns" "$TMP/syn.txt"; fi
+
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
   echo "SKIP compare.sh --coll all (no mpicc/mpirun; tests/ensure-deps.sh mpi)"
   [ "$failed" -eq 0 ]
