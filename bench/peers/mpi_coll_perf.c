@@ -1,5 +1,6 @@
 /*
- * mpi_coll_perf.c - the Open MPI peer of braid's benchmarks: the same sizes, the same data and
+ * mpi_coll_perf.c - the MPI peer of braid's benchmarks (built with Open MPI's mpicc, and with
+ * mpicc.mpich when MPICH is installed: bench/peers/build.sh): the same sizes, the same data and
  * checks, the same busbw factors and the same output columns as bench/<coll>_perf, but each
  * operation is the MPI collective (MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block,
  * MPI_Bcast, MPI_Reduce, MPI_Alltoall, MPI_Gather, MPI_Scatter, MPI_Sendrecv to rank+1).
