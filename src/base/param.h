@@ -127,7 +127,10 @@
     "PCIe relaxed ordering for IB (2: auto)")                                                                          \
   X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", LIVE, BOOL, BRAID_PARAM_UNSET, "IB adaptive routing")             \
   X(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", LIVE, STR, NULL, "farthest path for GPUDirect RDMA (as NCCL_P2P_LEVEL)")      \
-  X(NET_GDR_READ, "NCCL_NET_GDR_READ", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "GPUDirect RDMA for sends")                  \
+  X(NET_GDR_READ, "NCCL_NET_GDR_READ", LIVE, BOOL, BRAID_PARAM_UNSET,                                                  \
+    "GPUDirect RDMA for sends (unset: on from sm_80, or with NVLink peers)")                                           \
+  X(GDR_FLUSH_DISABLE, "NCCL_GDR_FLUSH_DISABLE", LIVE, BOOL, 0, "1: no flush after GPUDirect RDMA receives")           \
+  X(NET_FORCE_FLUSH, "NCCL_NET_FORCE_FLUSH", LIVE, BOOL, 0, "1: flush GPUDirect RDMA receives on sm_90+ too")          \
   X(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                       \
     "helper threads per socket connection (0..16)")                                                                    \
   X(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                     \

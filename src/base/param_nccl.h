@@ -33,7 +33,6 @@
   Y(GDRCOPY_FIFO_ENABLE)                                  \
   Y(GDRCOPY_FLUSH_ENABLE)                                 \
   Y(GDRCOPY_SYNC_ENABLE)                                  \
-  Y(GDR_FLUSH_DISABLE)                                    \
   Y(GIN_COUNTER_POOL_SIZE)                                \
   Y(GIN_ENABLE)                                           \
   Y(GIN_ERROR_QUERY_SEC)                                  \
@@ -115,7 +114,6 @@
   Y(NCHANNELS_PER_NET_PEER)                               \
   Y(NETDEVS_POLICY)                                       \
   Y(NET_DISABLE_INTRA)                                    \
-  Y(NET_FORCE_FLUSH)                                      \
   Y(NET_FORCE_MERGE)                                      \
   Y(NET_GDR_C2C)                                          \
   Y(NET_GDR_MLOPART)                                      \

@@ -17,11 +17,13 @@
 
 #if defined(BRAID_CUDA_BUILT) && BRAID_CUDA_BUILT
 
+#include <cuda.h> /* types and constants of the driver API entry points fetched at run time */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/check.h"
 #include "kernels/kernel.cuh"
@@ -349,6 +351,52 @@ static ncclResult_t cuda_enable_peer_access(int peer_dev) {
   return ncclSuccess;
 }
 
+/* ---- GPUDirect RDMA through dma-buf: driver entry points, fetched through the runtime ---- */
+
+static void* driver_sym(const char* name) {
+  void* fn = NULL;
+  enum cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &st);
+#elif CUDART_VERSION >= 12000
+  cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &st);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault);
+  st = cudaDriverEntryPointSuccess;
+#endif
+  if (e != cudaSuccess || st != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return fn;
+}
+
+static ncclResult_t cuda_dmabuf_supported(int dev, int* yes) {
+  CUresult (*attr)(int*, CUdevice_attribute, CUdevice) = driver_sym("cuDeviceGetAttribute");
+  int v = 0;
+  *yes = attr != NULL && driver_sym("cuMemGetHandleForAddressRange") != NULL &&
+         attr(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, (CUdevice)dev) == CUDA_SUCCESS && v != 0;
+  return ncclSuccess;
+}
+
+static ncclResult_t cuda_dmabuf_get(void* ptr, size_t bytes, int* fd_p, uint64_t* offset_p) {
+  CUresult (*get)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) =
+      driver_sym("cuMemGetHandleForAddressRange");
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t base = (uintptr_t)ptr & ~(page - 1), end = ((uintptr_t)ptr + bytes + page - 1) & ~(page - 1);
+  int fd = -1;
+  CUresult r = get != NULL ? get(&fd, (CUdeviceptr)base, end - base, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)
+                           : CUDA_ERROR_NOT_SUPPORTED;
+  if (r != CUDA_SUCCESS || fd < 0) {
+    BRAID_INFO(BRAID_LOG_NET | BRAID_LOG_REG, "cuMemGetHandleForAddressRange of %zu bytes at %p failed: CUDA error %d",
+               (size_t)(end - base), (void*)base, (int)r);
+    return ncclSystemError;
+  }
+  *fd_p = fd;
+  *offset_p = (uint64_t)((uintptr_t)ptr - base);
+  return ncclSuccess;
+}
+
 static const struct braid_device_ops cuda_ops = {
     .name = "cuda",
     .count = cuda_count,
@@ -381,6 +429,8 @@ static const struct braid_device_ops cuda_ops = {
     .setup_copy = cuda_setup_copy,
     .stream_kind = cuda_stream_kind,
     .capture_mode = cuda_capture_mode,
+    .dmabuf_supported = cuda_dmabuf_supported,
+    .dmabuf_get = cuda_dmabuf_get,
     .caps = 0,
 };
 

@@ -55,6 +55,7 @@
 #include "core/comm.h"
 #include "device/device.h"
 #include "harness.h"
+#include "ibemu_fixture.h"
 #include "nccl.h"
 #include "transport/net/net_internal.h"
 #include "transport/net/socket/net_socket.h"
@@ -62,7 +63,6 @@
 #include "transport/net/ucx/ucx.h"
 #endif
 #if BRAID_IB_BUILT
-#include <libgen.h>
 #include <limits.h>
 
 #include "transport/net/ib/ib_net.h"
@@ -111,12 +111,7 @@ static int ib_stream_fd(void* c) {
 /* Emulated IB (tests/ibemu/, next to the runner: BUILD/bin/../lib): two ports per fake node
  * process, InfiniBand and RoCE, all of them reachable from each other. */
 static void ib_setup(void) {
-  char exe[PATH_MAX], lib[PATH_MAX + 64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  exe[len > 0 ? len : 0] = '\0';
-  snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
-  setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
-  setenv("IBEMU_DEVICES", "mlx5_0:1:ib", 1);
+  ibemu_fixture_env("mlx5_0:1:ib", NULL);
 }
 #endif
 

@@ -91,9 +91,10 @@ static ncclResult_t wc_error(struct ib_comm* c, const struct ibv_wc* wc) {
   if (!peer)
     BRAID_WARN("NET/IB : %s:%d: completion error on QP 0x%x: %s (status %d, vendor error 0x%x, %s)", c->cfg.dev,
                c->cfg.port, wc->qp_num, wc_status_str(wc->status), wc->status, wc->vendor_err,
-               wc->wr_id & WR_CTS ? "clear-to-send write"
-               : c->is_send       ? "data write"
-                                  : "receive");
+               wc->wr_id & WR_CTS               ? "clear-to-send write"
+               : wc->opcode == IBV_WC_RDMA_READ ? "flush read"
+               : c->is_send                     ? "data write"
+                                                : "receive");
   ib_fail(c, "%s (status %d on %s:%d, QP 0x%x)", wc_status_str(wc->status), wc->status, c->cfg.dev, c->cfg.port,
           wc->qp_num);
   return peer ? ncclRemoteError : ncclSystemError;
@@ -149,7 +150,7 @@ static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t id
   return ncclSystemError;
 }
 
-static struct ib_req* req_new(struct ib_comm* c) {
+struct ib_req* ib_req_new(struct ib_comm* c) {
   if (c->req_tail - c->req_head >= IB_NREQ) return NULL;
   struct ib_req* r = &c->reqs[c->req_tail % IB_NREQ];
   memset(r, 0, sizeof(*r));
@@ -205,7 +206,7 @@ ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandl
     BRAID_WARN("NET/IB : isend of %zu bytes at %p outside its registration", size, data);
     return ncclInvalidArgument;
   }
-  struct ib_req* r = req_new(c);
+  struct ib_req* r = ib_req_new(c);
   BRAID_CHECK(send_data(c, i, s, data, size, mr, r));
   r->size = size;
   c->req_tail++;
@@ -228,14 +229,14 @@ ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, 
     return ncclInvalidArgument;
   }
   if (c->failed) return ncclRemoteError;
-  struct ib_req* r = req_new(c);
+  struct ib_req* r = ib_req_new(c);
   if (r == NULL) return ncclSuccess;
-  uint64_t i = c->req_tail;
+  uint64_t i = c->recv_msgs, slot = c->req_tail % IB_NREQ; /* message i, in request slot `slot` */
   int first = c->split ? 0 : (int)(i % (uint64_t)c->nqps), nq = c->split ? c->nqps : 1;
   for (int k = 0; k < nq; k++) {
     struct ibv_recv_wr wr, *bad = NULL;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = i % IB_NREQ;
+    wr.wr_id = slot;
     int rc = ibv_post_recv(c->qp[first + k], &wr, &bad);
     if (rc != 0) {
       BRAID_WARN("NET/IB : ibv_post_recv failed on %s:%d QP 0x%x: %s", c->cfg.dev, c->cfg.port,
@@ -252,10 +253,11 @@ ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, 
                              tags != NULL ? tags[0] : 0,
                              0,
                              i + 1};
-  BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | (i % IB_NREQ), IBV_WR_RDMA_WRITE, s, sizeof(*s), c->fifo_mr->lkey,
+  BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | slot, IBV_WR_RDMA_WRITE, s, sizeof(*s), c->fifo_mr->lkey,
                          c->peer.fifo_addr + (i % IB_NREQ) * sizeof(*s), c->peer.fifo_rkey, 0));
   r->pending++;
   c->req_tail++;
+  c->recv_msgs++;
   *request = r;
   return ncclSuccess;
 }
@@ -276,7 +278,7 @@ ncclResult_t ib_test(void* request, int* done, size_t* sizes) {
   if (!c->is_send) {
     ctrl_read(c);
     if (c->failed) return ncclRemoteError;
-    c->posted_msgs++;
+    if (!r->flush) c->posted_msgs++;
   }
   r->used = 0;
   while (c->req_head < c->req_tail && !c->reqs[c->req_head % IB_NREQ].used) c->req_head++;
@@ -337,8 +339,10 @@ ncclResult_t ib_abort_send(void* comm, int code) {
 ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
   struct ib_comm* c = comm;
   struct ib_dev* d = c->dev;
-  if (type != BRAID_NET_PTR_HOST) {
-    BRAID_WARN("NET/IB : regMr: memory type %d is not host memory (no GPUDirect RDMA in braid's IB network yet)", type);
+  int cuda = type == BRAID_NET_PTR_CUDA;
+  if (type != BRAID_NET_PTR_HOST && !(cuda && ib_gdr_ptr_support(d) != 0)) {
+    BRAID_WARN("NET/IB : regMr: memory type %d on %s:%d, which registers %s", type, d->port.dev, d->port.port,
+               ib_gdr_ptr_support(d) ? "host and GPU memory only" : "host memory only (no GPUDirect RDMA)");
     return ncclInvalidArgument;
   }
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -346,19 +350,22 @@ ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mha
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&d->lock);
   struct ib_mr* m = d->cache;
-  while (m != NULL && !(m->base <= (uintptr_t)data && (uintptr_t)data + size <= m->base + m->len)) m = m->next;
+  while (m != NULL && !(m->cuda == cuda && m->base <= (uintptr_t)data && (uintptr_t)data + size <= m->base + m->len))
+    m = m->next;
   if (m == NULL) {
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (ib.ro) access |= IBV_ACCESS_RELAXED_ORDERING;
-    struct ibv_mr* mr = ib.ibv->reg_mr(d->pd, (void*)base, end - base, access);
+    struct ibv_mr* mr =
+        cuda ? ib_gdr_reg(d, base, end - base, access) : ib.ibv->reg_mr(d->pd, (void*)base, end - base, access);
     if (mr == NULL || (m = calloc(1, sizeof(*m))) == NULL) {
-      BRAID_WARN("NET/IB : ibv_reg_mr of %zu bytes at %p failed on %s:%d: %s", (size_t)(end - base), (void*)base,
-                 d->port.dev, d->port.port, strerror(errno));
+      if (!cuda || mr != NULL)
+        BRAID_WARN("NET/IB : ibv_reg_mr of %zu bytes at %p failed on %s:%d: %s", (size_t)(end - base), (void*)base,
+                   d->port.dev, d->port.port, strerror(errno));
       if (mr != NULL) ib.ibv->dereg_mr(mr);
       res = ncclSystemError;
       goto out;
     }
-    *m = (struct ib_mr){d->cache, d, mr, base, end - base, 0};
+    *m = (struct ib_mr){d->cache, d, mr, base, end - base, 0, cuda};
     d->cache = m;
   }
   m->refs++;

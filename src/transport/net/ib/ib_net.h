@@ -52,6 +52,7 @@ struct ib_dev {
   uint16_t lid;
   uint8_t mtu;          /* enum ibv_mtu: the port's active MTU */
   int ar;               /* adaptive routing: data as RDMA WRITE + a 0-byte WRITE_WITH_IMM */
+  int peermem, dmabuf;  /* GPUDirect RDMA: a peer-memory module; dma-buf registration (ib_gdr.c) */
   pthread_mutex_t lock; /* the registration cache */
   struct ib_mr* cache;
 };
@@ -74,6 +75,7 @@ struct ib_mr {
   uintptr_t base;
   size_t len;
   int refs;
+  int cuda; /* device memory (GPUDirect RDMA) */
 };
 
 struct ib_handle {
@@ -114,6 +116,7 @@ struct ib_req {
   struct ib_comm* comm;
   int used;
   int pending; /* completions still to come */
+  int flush;   /* an iflush read (ib_gdr.c), not a message */
   size_t size; /* receive: bytes (sum of the imm values) */
 };
 
@@ -132,9 +135,13 @@ struct ib_comm {
   struct ib_fifo_slot fifo[IB_NREQ]
       __attribute__((aligned(64))); /* sender: the receiver writes it; receiver: staging */
   struct ibv_mr* fifo_mr;
+  struct ibv_qp* flush_qp; /* receiver with GPUDirect RDMA: connected to itself (ib_gdr.c) */
+  struct ibv_mr* flush_mr;
+  char flush_byte;
   struct ib_req reqs[IB_NREQ];
   uint64_t req_head, req_tail;
   uint64_t posted_msgs;
+  uint64_t recv_msgs; /* receiver: irecvs posted, the clear-to-send index (requests count flushes too) */
   int64_t ctrl_checked;
   struct ib_ctrl_msg in;
   size_t in_off;
@@ -160,5 +167,14 @@ ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mha
 ncclResult_t ib_dereg_mr(void* comm, void* mhandle);
 /* Sender: read the receiver's info and go to RTS; 1 ready, 0 not yet, -1 failed. */
 int ib_sender_ready(struct ib_comm* c);
+/* A free request slot of c (NULL: IB_NREQ in flight). */
+struct ib_req* ib_req_new(struct ib_comm* c);
+/* ib_gdr.c: GPUDirect RDMA (see there). */
+void ib_gdr_probe(struct ib_dev* d);
+int ib_gdr_ptr_support(const struct ib_dev* d); /* BRAID_NET_PTR_CUDA / _DMABUF */
+struct ibv_mr* ib_gdr_reg(struct ib_dev* d, uintptr_t base, size_t len, int access);
+ncclResult_t ib_gdr_flush_open(struct ib_comm* c);
+void ib_gdr_flush_close(struct ib_comm* c);
+ncclResult_t ib_iflush(void* comm, int n, void** data, size_t* sizes, void** mhandles, void** request);
 
 #endif /* BRAID_NET_IB_H */

@@ -81,6 +81,7 @@ static ncclResult_t dev_open(const struct braid_ib_port* p, struct ib_dev* d) {
   d->mtu = (uint8_t)pa.active_mtu;
   d->gid_index = gid_pick(d);
   if (v->query_gid(d->ctx, (uint8_t)p->port, d->gid_index, &d->gid) != 0) memset(&d->gid, 0, sizeof(d->gid));
+  ib_gdr_probe(d);
   int64_t ar = braid_param_int(BRAID_PARAM_IB_ADAPTIVE_ROUTING);
   d->ar = ar == BRAID_PARAM_UNSET ? !p->roce : ar != 0; /* NCCL: on for InfiniBand, off for RoCE */
   return ncclSuccess;
@@ -123,10 +124,6 @@ static ncclResult_t ib_init(braid_net_log_fn log) {
   if (ib.ndev > 0)
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s; OOB %s:%s", line, ib.ifname,
                braid_socket_addr_str(&ib.ifaddr, a));
-  if (ib.ndev > 0 && braid_param_str(BRAID_PARAM_NET_GDR_LEVEL) != NULL)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
-               "NET/IB : GPUDirect RDMA is not implemented: NCCL_NET_GDR_LEVEL "
-               "does not apply to IB (host memory only)");
   ib.inited = 1;
 out:
   pthread_mutex_unlock(&ib_init_lock);
@@ -148,8 +145,8 @@ static ncclResult_t ib_get_properties(int dev, struct braid_net_props* props) {
   props->name = d->port.dev;
   props->pciPath = NULL;
   props->guid = d->port.guid;
-  props->ptrSupport = BRAID_NET_PTR_HOST; /* no GDR (dma-buf / peermem) yet */
-  props->regIsGlobal = 1;                 /* one PD per port: a registration serves every comm */
+  props->ptrSupport = BRAID_NET_PTR_HOST | ib_gdr_ptr_support(d); /* GPUDirect RDMA: ib_gdr.c */
+  props->regIsGlobal = 1; /* one PD per port: a registration serves every comm */
   props->speed = d->port.speed;
   props->port = d->port.port;
   props->latency = 0; /* as NCCL's IB plugin */
@@ -204,6 +201,7 @@ static void comm_free(struct ib_comm* c) {
   const struct braid_ibv* v = ib.ibv;
   for (int i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL) v->destroy_qp(c->qp[i]);
+  ib_gdr_flush_close(c);
   if (c->fifo_mr != NULL) v->dereg_mr(c->fifo_mr);
   if (c->cq != NULL) v->destroy_cq(c->cq);
   braid_socket_close(&c->ctrl);
@@ -444,7 +442,8 @@ static ncclResult_t accept_finish(struct ib_listen* l, struct braid_socket* sock
   c->ctrl = *sock;
   braid_socket_init(sock);
   c->peer = info;
-  res = ib_comm_rts(c, &info);
+  res = ib_gdr_flush_open(c);
+  if (res == ncclSuccess) res = ib_comm_rts(c, &info);
   if (res == ncclSuccess) res = braid_socket_send(&c->ctrl, &c->mine, sizeof(c->mine), NULL, deadline);
   if (res != ncclSuccess) {
     comm_free(c);
@@ -478,11 +477,6 @@ static ncclResult_t ib_close_listen(void* p) {
 
 static ncclResult_t ib_close(void* comm) {
   comm_free(comm); /* requests in flight are dropped with the QPs */
-  return ncclSuccess;
-}
-
-static ncclResult_t ib_iflush(void* comm, int n, void** data, size_t* sizes, void** mhandles, void** request) {
-  *request = NULL; /* host memory only: nothing to flush (no GDR) */
   return ncclSuccess;
 }
 
