@@ -206,10 +206,10 @@ END_TEST
 /* ---- device all-reduces over IB ------------------------------------------------------------ */
 
 struct run_case {
-  const char* env;   /* space-separated NAME=VALUE */
-  int send_gdr;      /* the [send] connection lines say /GDRDMA */
-  int recv_gdr;      /* the [receive] ones */
-  const char* hca;   /* NCCL's per-HCA line */
+  const char* env; /* space-separated NAME=VALUE */
+  int send_gdr;    /* the [send] connection lines say /GDRDMA */
+  int recv_gdr;    /* the [receive] ones */
+  const char* hca; /* NCCL's per-HCA line */
 };
 static const struct run_case run_cases[] = {
     {"NCCL_NET_GDR_LEVEL=SYS NCCL_NET_FORCE_FLUSH=1", 1, 1, "GPU Direct RDMA Enabled for HCA 0 'mlx5_0'"},
@@ -271,7 +271,8 @@ static int body_run(struct harness_rank* r) {
     RCHECK(r, d->stream_sync(NULL));
     RCHECK(r, d->memcpy_sync(host, buf, n * sizeof(int32_t)));
     for (size_t i = 0; i < n && !bad; i++)
-      if (host[i] != val(0, i) + val(1, i)) bad = harness_fail(r, "count %zu: [%zu] = %d, expected %d", n, i, host[i], val(0, i) + val(1, i));
+      if (host[i] != val(0, i) + val(1, i))
+        bad = harness_fail(r, "count %zu: [%zu] = %d, expected %d", n, i, host[i], val(0, i) + val(1, i));
   }
   ncclMemFree(buf);
   free(host);

@@ -29,7 +29,8 @@ int braid_net_gdr_decide(const struct braid_net_gdr_in* in, char* why, size_t le
   if (why == NULL || len == 0) why = none, len = sizeof(none);
   int nic = (in->nic_ptr & BRAID_NET_PTR_CUDA) || ((in->nic_ptr & BRAID_NET_PTR_DMABUF) && in->gpu_dmabuf);
   if (!nic) {
-    snprintf(why, len, "%s", in->nic_ptr & BRAID_NET_PTR_DMABUF ? "the GPU exports no dma-buf" : "the NIC reaches host memory only");
+    snprintf(why, len, "%s",
+             in->nic_ptr & BRAID_NET_PTR_DMABUF ? "the GPU exports no dma-buf" : "the NIC reaches host memory only");
     return 0;
   }
   if (in->read) {

@@ -26,13 +26,13 @@ struct braid_net_props;
 
 /* What the decision reads (all of it, so that tests can tabulate it). */
 struct braid_net_gdr_in {
-  int nic_ptr;     /* the device's props.ptrSupport (BRAID_NET_PTR_*) */
-  int gpu_dmabuf;  /* the GPU exports dma-bufs */
-  int sm;          /* the GPU's compute capability x10 */
-  int read;        /* 1: send side (the NIC reads GPU memory) */
-  int nvlink_peer; /* the GPU has an NVLink to another GPU, or is the node's only GPU */
-  int distance;    /* BRAID_PATH_* from the GPU to the NIC */
-  int level;       /* NCCL_NET_GDR_LEVEL as a BRAID_PATH_* (default PXB) */
+  int nic_ptr;      /* the device's props.ptrSupport (BRAID_NET_PTR_*) */
+  int gpu_dmabuf;   /* the GPU exports dma-bufs */
+  int sm;           /* the GPU's compute capability x10 */
+  int read;         /* 1: send side (the NIC reads GPU memory) */
+  int nvlink_peer;  /* the GPU has an NVLink to another GPU, or is the node's only GPU */
+  int distance;     /* BRAID_PATH_* from the GPU to the NIC */
+  int level;        /* NCCL_NET_GDR_LEVEL as a BRAID_PATH_* (default PXB) */
   int64_t gdr_read; /* NCCL_NET_GDR_READ: 0, 1, or BRAID_PARAM_UNSET */
 };
 

@@ -117,12 +117,13 @@ static ncclResult_t ib_init(braid_net_log_fn log) {
   int len = 0;
   for (int i = 0; i < n && nif > 0; i++) {
     if (dev_open(&ports[i], &ib.dev[ib.ndev]) != ncclSuccess) continue;
-    len += snprintf(line + len, sizeof(line) - (size_t)len, " [%d]%s:%d/%s%s", ib.ndev, ports[i].dev, ports[i].port,
-                    ports[i].roce ? "RoCE" : "IB", ib.ro ? " [RO]" : "");
+    len += snprintf(line + len, sizeof(line) - (size_t)len, " [%d]%s:%d/%s", ib.ndev, ports[i].dev, ports[i].port,
+                    ports[i].roce ? "RoCE" : "IB");
     ib.ndev++;
   }
+  /* NCCL's line, once per process (discovery itself says nothing when it found ports) */
   if (ib.ndev > 0)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s; OOB %s:%s", line, ib.ifname,
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s %s; OOB %s:%s", line, ib.ro ? "[RO]" : "", ib.ifname,
                braid_socket_addr_str(&ib.ifaddr, a));
   ib.inited = 1;
 out:
