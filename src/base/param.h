@@ -123,6 +123,10 @@
   X(IB_SL, "NCCL_IB_SL", LIVE, INT(-1, 15), -1, "IB service level")                                                    \
   X(IB_TC, "NCCL_IB_TC", LIVE, INT(-1, 255), -1, "IB traffic class")                                                   \
   X(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", LIVE, INT(1, 2), 2, "RoCE version for GID selection")             \
+  X(IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", LIVE, ENUM("AF_INET|AF_INET6"), "AF_INET", "RoCE GID address family")       \
+  X(IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", LIVE, STR, NULL, "RoCE GIDs inside this prefix only (a.b.c.d/n, IPv6/n)")     \
+  X(IB_ROUTABLE_FLID_GID_INDEX, "NCCL_IB_ROUTABLE_FLID_GID_INDEX", LIVE, INT(0, 255), 1,                               \
+    "InfiniBand: this GID index when its GID has a routable FLID")                                                     \
   X(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", LIVE, INT(0, 2), 2,                                       \
     "PCIe relaxed ordering for IB (2: auto)")                                                                          \
   X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", LIVE, BOOL, BRAID_PARAM_UNSET, "IB adaptive routing")             \

@@ -54,8 +54,6 @@
   Y(GRAPH_STREAM_ORDERING)                                \
   Y(GROUP_CUDA_STREAM)                                    \
   Y(IBVERBS_LIB)                                          \
-  Y(IB_ADDR_FAMILY)                                       \
-  Y(IB_ADDR_RANGE)                                        \
   Y(IB_AR_THRESHOLD)                                      \
   Y(IB_DATA_DIRECT)                                       \
   Y(IB_DEVICE_PCI_ORDER)                                  \
@@ -83,7 +81,6 @@
   Y(IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX)             \
   Y(IB_RESILIENCY_PORT_RECOVERY_START_DELAY)              \
   Y(IB_RETURN_ASYNC_EVENTS)                               \
-  Y(IB_ROUTABLE_FLID_GID_INDEX)                           \
   Y(IB_SUBNET_AWARE_ROUTING)                              \
   Y(IB_SUBNET_PREFIX_LEN)                                 \
   Y(IB_USE_INLINE)                                        \

@@ -303,6 +303,9 @@ static const struct qpfail_case qpfail_cases[] = {
     {"mlx5_1:1:eth", NULL, "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 3)"}, /* RoCE v2, IPv4 */
     {"mlx5_1:1:eth", "NCCL_IB_GID_INDEX=1", "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 1)"},
     {"mlx5_1:1:eth", "NCCL_IB_ROCE_VERSION_NUM=1", "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 2)"},
+    {"mlx5_1:1:eth", "NCCL_IB_ADDR_FAMILY=AF_INET6", "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 5)"},
+    {"mlx5_1:1:eth", "NCCL_IB_ADDR_RANGE=192.168.0.0/16",
+     "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 7)"},
 };
 
 static int body_qpfail(struct harness_rank* r) {
@@ -323,6 +326,8 @@ START_TEST(test_qpfail) {
   setenv("NCCL_NET", "IB", 1);
   unsetenv("NCCL_IB_GID_INDEX");
   unsetenv("NCCL_IB_ROCE_VERSION_NUM");
+  unsetenv("NCCL_IB_ADDR_FAMILY");
+  unsetenv("NCCL_IB_ADDR_RANGE");
   if (k->env != NULL) putenv((char*)k->env);
   braid_param_reload();
   int failed = harness_run(2, HARNESS_PROCS, body_qpfail, (void*)k, 60);
@@ -330,6 +335,8 @@ START_TEST(test_qpfail) {
   unsetenv("IBEMU_FAIL");
   unsetenv("NCCL_IB_GID_INDEX");
   unsetenv("NCCL_IB_ROCE_VERSION_NUM");
+  unsetenv("NCCL_IB_ADDR_FAMILY");
+  unsetenv("NCCL_IB_ADDR_RANGE");
   braid_param_reload();
   ck_assert_int_eq(failed, 0);
 }

@@ -13,6 +13,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "base/socket_pending.h"
+#include "transport/net/ib/ib_gid.h"
 #include "transport/net/ib/ib_net.h"
 
 struct ib_global ib;
@@ -31,30 +32,32 @@ ncclResult_t ib_fail(struct ib_comm* c, const char* fmt, ...) {
 
 /* ---- devices ------------------------------------------------------------------------------- */
 
-/* NCCL_IB_GID_INDEX, or as NCCL when unset: the first GID of NCCL_IB_ROCE_VERSION_NUM (2) that
- * is IPv4-mapped (NCCL_IB_ADDR_FAMILY's default AF_INET), else the first of that version, else 0.
- * The GID type comes from ibv_query_gid_ex; a library without it: the version is not known. */
+/* The GID index (ib_gid.h: NCCL's rules). RoCE: NCCL_IB_GID_INDEX, or the table's choice for
+ * NCCL_IB_ADDR_FAMILY / _ROCE_VERSION_NUM / _ADDR_RANGE (versions from ibv_query_gid_ex; a
+ * library without it: not known). InfiniBand: the routable-FLID index when its GID has one. */
 static int gid_pick(struct ib_dev* d) {
   const struct braid_ibv* v = ib.ibv;
-  int want = (int)braid_param_int(BRAID_PARAM_IB_GID_INDEX);
-  if (want >= 0 || !d->port.roce) return want >= 0 ? want : 0;
-  int ver = (int)braid_param_int(BRAID_PARAM_IB_ROCE_VERSION_NUM), any = -1;
-  uint32_t type_want = ver == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
-  for (int i = 0; i < d->port.gid_tbl_len; i++) {
-    union ibv_gid g;
-    struct ibv_gid_entry e;
-    if (v->query_gid(d->ctx, (uint8_t)d->port.port, i, &g) != 0) continue;
-    static const uint8_t zero[16];
-    if (memcmp(g.raw, zero, 16) == 0) continue;
-    if (v->query_gid_ex != NULL &&
-        (v->query_gid_ex(d->ctx, (uint32_t)d->port.port, (uint32_t)i, &e, 0, sizeof(e)) != 0 ||
-         e.gid_type != type_want))
-      continue;
-    int v4 = memcmp(g.raw, zero, 10) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff;
-    if (v4) return i;
-    if (any < 0) any = i;
+  uint8_t port = (uint8_t)d->port.port;
+  union ibv_gid g;
+  if (!d->port.roce) {
+    int flid = (int)braid_param_int(BRAID_PARAM_IB_ROUTABLE_FLID_GID_INDEX);
+    int routable = flid < d->port.gid_tbl_len && v->query_gid(d->ctx, port, flid, &g) == 0 && (g.raw[4] | g.raw[5]);
+    return routable ? flid : 0;
   }
-  return any >= 0 ? any : 0;
+  int want = (int)braid_param_int(BRAID_PARAM_IB_GID_INDEX);
+  if (want >= 0) return want;
+  struct braid_ib_gid tbl[256];
+  int n = d->port.gid_tbl_len < 256 ? d->port.gid_tbl_len : 256;
+  for (int i = 0; i < n; i++) {
+    struct ibv_gid_entry e;
+    memset(&tbl[i], 0, sizeof(tbl[i]));
+    if (v->query_gid(d->ctx, port, i, &g) == 0) memcpy(tbl[i].raw, g.raw, 16);
+    if (v->query_gid_ex != NULL && v->query_gid_ex(d->ctx, port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
+      tbl[i].version = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 2 : 1; /* IB/RoCE v1 counts as v1, as NCCL */
+  }
+  struct braid_ib_gid_want w;
+  braid_ib_gid_want_env(&w);
+  return n > 0 ? braid_ib_gid_select(tbl, n, &w) : 0;
 }
 
 static ncclResult_t dev_open(const struct braid_ib_port* p, struct ib_dev* d) {
