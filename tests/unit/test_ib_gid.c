@@ -47,9 +47,9 @@ struct gid_row {
   int want;
 };
 static const struct gid_row gid_rows[] = {
-    {AF_INET, 2, NULL, 1, 3},             /* NCCL's defaults: IPv4, RoCE v2 */
-    {AF_INET, 1, NULL, 1, 2},             /* IPv4, RoCE v1 */
-    {AF_INET6, 2, NULL, 1, 5},            /* the global IPv6 one, v2 (fe80:: is link-local) */
+    {AF_INET, 2, NULL, 1, 3},  /* NCCL's defaults: IPv4, RoCE v2 */
+    {AF_INET, 1, NULL, 1, 2},  /* IPv4, RoCE v1 */
+    {AF_INET6, 2, NULL, 1, 5}, /* the global IPv6 one, v2 (fe80:: is link-local) */
     {AF_INET6, 1, NULL, 1, 4},
     {AF_INET, 2, "192.168.0.0/16", 1, 7}, /* the second subnet */
     {AF_INET, 1, "192.168.0.0/16", 1, 6},
@@ -57,7 +57,7 @@ static const struct gid_row gid_rows[] = {
     {AF_INET, 2, "172.16.0.0/12", 1, 0}, /* nothing in range: index 0 */
     {AF_INET6, 2, "fd00::/8", 1, 5},
     {AF_INET6, 2, "fc00::/16", 1, 0},
-    {AF_INET, 2, NULL, 0, 2}, /* versions unknown: the first IPv4 GID */
+    {AF_INET, 2, NULL, 0, 2},  /* versions unknown: the first IPv4 GID */
     {AF_INET6, 2, NULL, 0, 0}, /* same family as fe80:: and no version to prefer it: 0, as NCCL */
 };
 

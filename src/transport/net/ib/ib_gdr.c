@@ -116,7 +116,7 @@ ncclResult_t ib_iflush(void* comm, int n, void** data, size_t* sizes, void** mha
     BRAID_WARN("NET/IB : iflush of %p without its registration", data[last]);
     return ncclInvalidArgument;
   }
-  if (c->failed) return ncclRemoteError;
+  if (c->ctl.failed) return ncclRemoteError;
   struct ib_req* r = ib_req_new(c);
   if (r == NULL) return ncclSuccess; /* no room: try again */
   uint64_t i = c->req_tail;

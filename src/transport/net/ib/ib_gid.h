@@ -24,9 +24,9 @@ struct braid_ib_gid {
 };
 
 struct braid_ib_gid_want {
-  int family;  /* AF_INET or AF_INET6 */
-  int version; /* 1 or 2 */
-  int prefixlen; /* 0: no NCCL_IB_ADDR_RANGE */
+  int family;         /* AF_INET or AF_INET6 */
+  int version;        /* 1 or 2 */
+  int prefixlen;      /* 0: no NCCL_IB_ADDR_RANGE */
   uint8_t prefix[16]; /* AF_INET: the 4 address bytes first */
 };
 

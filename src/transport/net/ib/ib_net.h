@@ -18,8 +18,8 @@
  *     NCCL_IB_SPLIT_DATA_ON_QPS=1 every QP carries a slice of it (each with its own imm);
  *   - completions are polled by test() (the progress engine's item, or the executor that waits);
  *     every WR of a request is signaled and counted back; an error completion fails the comm;
- *   - the control socket then carries only the end, as in UCX: a goodbye {IB_MSG_MAGIC,
- *     IB_TAG_BYE, messages sent} or an abort notice; an EOF without either is a dead peer.
+ *   - the control socket then carries only the end (net_ctrl.h, shared with UCX): a goodbye
+ *     {IB_MSG_MAGIC, BYE, messages sent} or an abort notice; an EOF without either is a dead peer.
  */
 #ifndef BRAID_NET_IB_H
 #define BRAID_NET_IB_H
@@ -31,15 +31,13 @@
 #include "transport/net/ib/ib_devices.h"
 #include "transport/net/ib/ib_qp.h"
 #include "transport/net/net.h"
+#include "transport/net/net_ctrl.h"
 
 #define IB_HANDLE_MAGIC 0x62726169642d6962ULL /* "braid-ib" */
 #define IB_MSG_MAGIC 0x49424e54u
 #define IB_HS_ARG 0x4942
-#define IB_TAG_BYE 1
-#define IB_TAG_ABORT 2
 #define IB_MAX_QPS 128
 #define IB_HANDSHAKE_MS 10000
-#define IB_CTRL_CHECK_NS 1000000LL
 #define IB_NREQ BRAID_NET_MAX_REQUESTS
 
 /* One port braid uses, opened for the life of the process. */
@@ -105,12 +103,6 @@ struct ib_fifo_slot {
   uint64_t idx;
 };
 
-struct ib_ctrl_msg {
-  uint32_t magic;
-  int32_t tag;
-  uint64_t value;
-};
-
 struct ib_comm;
 struct ib_req {
   struct ib_comm* comm;
@@ -123,7 +115,7 @@ struct ib_req {
 struct ib_comm {
   int is_send;
   struct ib_dev* dev;
-  struct braid_socket ctrl;
+  struct braid_net_ctrl ctl; /* the control socket and the end of the connection (net_ctrl.h) */
   struct braid_ib_qp_cfg cfg;
   struct ibv_cq* cq;
   int nqps, split;
@@ -140,21 +132,13 @@ struct ib_comm {
   char flush_byte;
   struct ib_req reqs[IB_NREQ];
   uint64_t req_head, req_tail;
-  uint64_t posted_msgs;
   uint64_t recv_msgs; /* receiver: irecvs posted, the clear-to-send index (requests count flushes too) */
-  int64_t ctrl_checked;
-  struct ib_ctrl_msg in;
-  size_t in_off;
-  int bye;
-  uint64_t bye_msgs;
-  int failed, closed_by_peer, peer_aborted, abort_code;
-  char reason[160];
 };
 
 /* ib_plugin.c */
 ncclResult_t ib_comm_rts(struct ib_comm* c, const struct ib_info* peer); /* RTR + RTS every QP */
 /* Record why the comm failed (first reason wins); returns ncclRemoteError. */
-ncclResult_t ib_fail(struct ib_comm* c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ib_fail(c, ...) braid_net_ctrl_fail(&(c)->ctl, __VA_ARGS__)
 /* ib_io.c */
 ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
 ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request);

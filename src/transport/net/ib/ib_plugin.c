@@ -19,17 +19,6 @@
 struct ib_global ib;
 static pthread_mutex_t ib_init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-ncclResult_t ib_fail(struct ib_comm* c, const char* fmt, ...) {
-  if (!c->failed) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
-    va_end(ap);
-    c->failed = 1;
-  }
-  return ncclRemoteError;
-}
-
 /* ---- devices ------------------------------------------------------------------------------- */
 
 /* The GID index (ib_gid.h: NCCL's rules). RoCE: NCCL_IB_GID_INDEX, or the table's choice for
@@ -208,7 +197,7 @@ static void comm_free(struct ib_comm* c) {
   ib_gdr_flush_close(c);
   if (c->fifo_mr != NULL) v->dereg_mr(c->fifo_mr);
   if (c->cq != NULL) v->destroy_cq(c->cq);
-  braid_socket_close(&c->ctrl);
+  braid_socket_close(&c->ctl.sock);
   free(c);
 }
 
@@ -244,7 +233,7 @@ static ncclResult_t comm_new(int is_send, int dev, const struct ib_ctx* ctx, int
   }
   memset(c, 0, sizeof(*c));
   ncclResult_t res = ncclSuccess;
-  braid_socket_init(&c->ctrl);
+  braid_net_ctrl_init(&c->ctl, is_send, IB_MSG_MAGIC);
   c->is_send = is_send;
   c->dev = d;
   c->nqps = nqps;
@@ -303,9 +292,9 @@ static int info_bad(const struct ib_info* in, int nqps) {
 
 int ib_sender_ready(struct ib_comm* c) {
   if (c->ready) return 1;
-  if (c->failed) return -1;
-  if (braid_socket_recv_try(&c->ctrl, &c->peer, sizeof(c->peer), &c->peer_off) != ncclSuccess) {
-    ib_fail(c, "%s before sending its QP numbers", braid_socket_fail_str(c->ctrl.fail));
+  if (c->ctl.failed) return -1;
+  if (braid_socket_recv_try(&c->ctl.sock, &c->peer, sizeof(c->peer), &c->peer_off) != ncclSuccess) {
+    ib_fail(c, "%s before sending its QP numbers", braid_socket_fail_str(c->ctl.sock.fail));
     return -1;
   }
   if (c->peer_off < sizeof(c->peer)) return 0;
@@ -400,7 +389,7 @@ static ncclResult_t ib_connect(void* p, int dev, void* handle, void** send_p) {
   if (!done) return ncclSuccess;
   *pp = k->next;
   struct ib_comm* c = k->comm;
-  c->ctrl = k->sock;
+  c->ctl.sock = k->sock;
   braid_socket_init(&k->sock);
   k->comm = NULL;
   connecting_free(k);
@@ -443,12 +432,12 @@ static ncclResult_t accept_finish(struct ib_listen* l, struct braid_socket* sock
     braid_socket_close(sock);
     return res;
   }
-  c->ctrl = *sock;
+  c->ctl.sock = *sock;
   braid_socket_init(sock);
   c->peer = info;
   res = ib_gdr_flush_open(c);
   if (res == ncclSuccess) res = ib_comm_rts(c, &info);
-  if (res == ncclSuccess) res = braid_socket_send(&c->ctrl, &c->mine, sizeof(c->mine), NULL, deadline);
+  if (res == ncclSuccess) res = braid_socket_send(&c->ctl.sock, &c->mine, sizeof(c->mine), NULL, deadline);
   if (res != ncclSuccess) {
     comm_free(c);
     return res;
