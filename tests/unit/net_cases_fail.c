@@ -32,9 +32,9 @@
 #include "core/comm.h"
 #include "device/device.h"
 #include "harness.h"
-#include "net_fixture.h"
 #include "ibemu_fixture.h"
 #include "nccl.h"
+#include "net_fixture.h"
 #include "transport/net/net_internal.h"
 #include "transport/net/socket/net_socket.h"
 #if BRAID_UCX_BUILT
@@ -45,7 +45,6 @@
 
 #include "transport/net/ib/ib_net.h"
 #endif
-
 
 /* ---- kill -9 during an all-reduce ------------------------------------------------------------ */
 

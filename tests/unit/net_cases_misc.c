@@ -27,9 +27,9 @@
 #include "core/comm.h"
 #include "device/device.h"
 #include "harness.h"
-#include "net_fixture.h"
 #include "ibemu_fixture.h"
 #include "nccl.h"
+#include "net_fixture.h"
 #include "transport/net/net_internal.h"
 #include "transport/net/socket/net_socket.h"
 #if BRAID_UCX_BUILT
@@ -40,7 +40,6 @@
 
 #include "transport/net/ib/ib_net.h"
 #endif
-
 
 /* ---- configuration errors -------------------------------------------------------------------- */
 
@@ -199,7 +198,8 @@ static int body_caps(struct harness_rank* r) {
   REXPECT(r, buf != NULL, "out of memory");
   for (size_t i = 0; i < count; i++) buf[i] = net_val(r->rank, i);
   RCHECK(r, ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, NULL));
-  bad = net_check_vals(r, declared ? "AllReduce (Declared)" : "AllReduce (Plain)", count, buf, count, net_ex_sum, r->rank);
+  bad = net_check_vals(r, declared ? "AllReduce (Declared)" : "AllReduce (Plain)", count, buf, count, net_ex_sum,
+                       r->rank);
   const struct braid_channel* ch = &braid_comm_of(comm)->channels[0];
   /* BRAID_NET_DIRECT=0 (tests/run.sh's second net run) turns the zero-copy paths off for all */
   int want = declared && braid_param_int(BRAID_PARAM_NET_DIRECT) != 0;

@@ -1,6 +1,8 @@
 /*
  * net_fixture.c - the network suite's shared helpers (net_fixture.h).
  */
+#include "net_fixture.h"
+
 #include <check.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,7 +20,6 @@
 #include "core/comm.h"
 #include "device/device.h"
 #include "harness.h"
-#include "net_fixture.h"
 #include "ibemu_fixture.h"
 #include "nccl.h"
 #include "transport/net/net_internal.h"
@@ -31,7 +32,6 @@
 
 #include "transport/net/ib/ib_net.h"
 #endif
-
 
 int net_full_tier(void) {
   const char* t = getenv("BRAID_TEST_TIER");
@@ -125,7 +125,7 @@ int32_t* net_ibuf(size_t n) {
 
 /* Compare n values with expected(q, i); q is given by the caller's lambda-like switch. */
 int net_check_vals(struct harness_rank* r, const char* what, size_t count, const int32_t* got, size_t n,
-                      int (*expect)(int nranks, int rank, size_t count, size_t i, int32_t* v), int rank) {
+                   int (*expect)(int nranks, int rank, size_t count, size_t i, int32_t* v), int rank) {
   for (size_t i = 0; i < n; i++) {
     int32_t v;
     expect(r->nranks, rank, count, i, &v);
