@@ -14,7 +14,7 @@ CC=${CC:-cc}
 [ -x "$BIN" ] || { echo "plugin: SKIPPED: $BIN is missing: build first"; echo "0 passed, 0 failed"; exit 0; }
 OUT=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$OUT"' EXIT
-for v in NCCL_ABI:ncclabi NCCL_V12:v12 BROKEN:broken NODEV:nodev; do
+for v in NCCL_ABI:ncclabi NCCL_V13:v13 BROKEN:broken NODEV:nodev; do
   $CC -shared -fPIC -fvisibility=hidden -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -DFAKE_${v%%:*} \
     -o "$OUT/libnccl-net-${v##*:}.so" tests/net/fake_plugin.c || { echo "plugin: cannot build the fake plugins"; echo "0 passed, 1 failed"; exit 1; }
 done
@@ -57,13 +57,13 @@ case_run missing 0 "NCCL_NET_PLUGIN=braid_nothere" "Could not find: braid_nother
 case_run none 0 "NCCL_NET_PLUGIN=none" "NCCL_NET_PLUGIN=none" "Using network Socket"
 case_run nccl-abi 0 "NCCL_NET_PLUGIN=ncclabi" "NET/Plugin: Loaded net plugin FakeNccl (v8)" "init through NCCL's v8 logger" \
   "NET/FakeNccl : No device found." "Using network Socket"
-case_run nccl-v12 0 "NCCL_NET_PLUGIN=v12" "External network plugin .*libnccl-net-v12.so is unsupported (it exports ncclNetPlugin_v12" \
+case_run nccl-v13 0 "NCCL_NET_PLUGIN=v13" "External network plugin .*libnccl-net-v13.so is unsupported (it exports ncclNetPlugin_v13" \
   "Using network Socket"
 # a list (NCCL 2.27+): the first that starts wins, the rest is not opened
 case_run list 0 "NCCL_NET_PLUGIN=braid_nothere,nodev,ncclabi,broken" "Could not find: braid_nothere" \
   "NET/Nodev : No device found." "NET/FakeNccl : No device found." "Loaded net plugin Broken" "Using network Socket"
 # braid's own Socket network under NCCL's ABI (libnccl-net-braid.so, found by its short name)
-case_run braid 0 "NCCL_NET_PLUGIN=braid" "NET/Plugin: Loaded net plugin BraidSocket (v11)" "Using network BraidSocket" \
+case_run braid 0 "NCCL_NET_PLUGIN=braid" "NET/Plugin: Loaded net plugin BraidSocket (v12)" "Using network BraidSocket" \
   "via NET/BraidSocket/0"
 case_run broken 0 "NCCL_NET_PLUGIN=broken" "Loaded net plugin Broken" "Using network Socket"
 case_run nodev 0 "NCCL_NET_PLUGIN=nodev" "NET/Nodev : No device found." "Using network Socket"
