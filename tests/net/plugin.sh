@@ -21,6 +21,7 @@ done
 
 passed=0
 failed=0
+SOCK_IF=lo # NCCL_SOCKET_IFNAME of every case; empty: not set
 # case NAME EXPECT_RC(0|fail) "ENV..." GREP...: run, check the exit status and every pattern in
 # rank 0's log.
 case_run() {
@@ -33,7 +34,7 @@ case_run() {
     echo $((20000 + RANDOM % 12000)))
   for r in 0 1; do
     env $env LD_LIBRARY_PATH="$OUT:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=$r WORLD_SIZE=2 \
-      NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-plugin-node$r NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO \
+      NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-plugin-node$r ${SOCK_IF:+NCCL_SOCKET_IFNAME=$SOCK_IF} NCCL_DEBUG=INFO \
       NCCL_DEBUG_SUBSYS=INIT,NET timeout 60 "$BIN" -b 8 -e 64K -f 8 -c 1 -w 1 -n 2 >"$OUT/$name.$r" 2>&1 &
     pids+=($!)
   done
@@ -65,6 +66,18 @@ case_run list 0 "NCCL_NET_PLUGIN=braid_nothere,nodev,ncclabi,broken" "Could not 
 # braid's own Socket network under NCCL's ABI (libnccl-net-braid.so, found by its short name)
 case_run braid 0 "NCCL_NET_PLUGIN=braid" "NET/Plugin: Loaded net plugin BraidSocket (v12)" "Using network BraidSocket" \
   "via NET/BraidSocket/0"
+# ... with its own instance of braid's parameter table (it must load into NVIDIA's NCCL too, where
+# braid's is absent), built from the same rows and loaders: a value only a conf file gives reaches
+# it, as its interface shows (without the file it takes lo, the interface of NCCL_COMM_ID)
+other=$(ip -o -4 addr show 2>/dev/null | awk '$2 != "lo" { print $2; exit }')
+if [ -z "$other" ]; then
+  echo "plugin: braid-conf: SKIPPED: no interface but lo with an IPv4 address (or no 'ip' command)"
+else
+  echo "NCCL_SOCKET_IFNAME=$other" >"$OUT/nccl.conf"
+  SOCK_IF= case_run braid-conf 0 "NCCL_NET_PLUGIN=braid NCCL_CONF_FILE=$OUT/nccl.conf" "Using network BraidSocket" \
+    "NET/Socket : Using .0.$other:" "via NET/BraidSocket/0"
+  SOCK_IF= case_run braid-noconf 0 "NCCL_NET_PLUGIN=braid" "NET/Socket : Using .0.lo:" "via NET/BraidSocket/0"
+fi
 case_run broken 0 "NCCL_NET_PLUGIN=broken" "Loaded net plugin Broken" "Using network Socket"
 case_run nodev 0 "NCCL_NET_PLUGIN=nodev" "NET/Nodev : No device found." "Using network Socket"
 case_run nodev-forced fail "NCCL_NET_PLUGIN=nodev NCCL_NET=Nodev" "NCCL_NET=Nodev could not start"
