@@ -73,6 +73,11 @@ if [ $# -eq 0 ]; then
     echo "FAIL coll-cma-denied: tests/shm/deny-cma.c does not compile"
     failed=$((failed + 1))
   fi
+  # The one-/two-shot all-reduce in device mode: the same cases over the fake GPU's device
+  # memory scratch (core/sym/lsa.c, kernels/lsa.h; test_lsa_device.c has the device-only rules).
+  part coll-nvls-fake-gpu env BRAID_FAKE_GPU=1 BRAID_GPU_SHARING=1 CK_RUN_SUITE=coll CK_RUN_CASE=nvls "$BUILD/bin/braid-tests"
+  part coll-nvls-premul-fake-gpu env BRAID_FAKE_GPU=1 BRAID_GPU_SHARING=1 CK_RUN_SUITE=coll CK_RUN_CASE=nvls-premul \
+    "$BUILD/bin/braid-tests"
   part format tests/format-check.sh
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"

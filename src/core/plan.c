@@ -67,9 +67,9 @@ static ncclResult_t add_coll(struct braid_plan* plan, struct braid_task* t, int*
   if (nch < 1) nch = 1;
   t->chosen.algo = choice.algo, t->chosen.proto = proto, t->chosen.nchannels = nch,
   t->chosen.nthreads = choice.nthreads;
+  if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads; /* NVLS too: its block's threads */
   if (choice.algo == BRAID_ALGO_NVLS) return add_lsa(plan, t, &choice, nworks);
   if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
-  if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads;
   uint32_t slot = comm->buff_bytes[proto] / BRAID_NSTEPS;
   uint32_t chunk = braid_proto_payload(proto, slot) / es;
   /* Channel shares in whole 64-byte units, so every share starts aligned like the buffer. */

@@ -140,7 +140,7 @@ struct braid_p2p_op {
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
 /* The NVLS-style all-reduce's view of the LSA scratch (kernels/lsa.h, core/sym/lsa.c): every
- * rank's segment as this rank maps it. Host mode only, so far. */
+ * rank's segment as this rank maps it (device mode: in pinned mapped memory the kernels read). */
 #define BRAID_LSA_MAX_RANKS 64
 struct braid_lsa_view {
   int nranks;
