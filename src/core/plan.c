@@ -49,7 +49,6 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   w->count = t->count;
   w->chan_count = t->count;
   w->lsa = v;
-  w->lsa_seq = (uint32_t)seq;
   w->lsa_mode = (uint8_t)c->variant;
   return ncclSuccess;
 }

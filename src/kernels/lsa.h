@@ -9,8 +9,11 @@
  * peers (not written: docs/notes/2026-12-01-nvls-device.md).
  *
  * Each rank's segment: an arrival counter, a reduce-scatter counter (one cache line each),
- * then two input slots and two result slots of slot_bytes, used alternately by odd and even
- * calls. A call numbered seq (the same on every rank):
+ * the done[] words, the count of calls this rank ran, then two input slots and two result
+ * slots of slot_bytes, used alternately by odd and even calls. A call's number seq is the
+ * executor's own count + 1, read from its segment when the call starts and stored when it
+ * ends: every rank runs the same calls in the same order, so every rank derives the same seq,
+ * and a CUDA graph's replays (whose kernel arguments never change) get fresh numbers. A call:
  *   1. waits until every rank arrived at seq-1: they all finished reading what call seq-2 left
  *      in the slot this call overwrites;
  *   2. copies its input, with its own pre-op (PreMulSum's scalar is per rank), into its input
@@ -34,7 +37,8 @@
 
 #define BRAID_LSA_ARRIVE_OFF 0
 #define BRAID_LSA_RS_OFF 64
-#define BRAID_LSA_DONE_OFF 128 /* [nranks]: the last call rank r finished reading this segment in */
+#define BRAID_LSA_DONE_OFF 128   /* [nranks]: the last call rank r finished reading this segment in */
+#define BRAID_LSA_CALLS_OFF 3584 /* calls this rank ran (only its own executor writes it) */
 #define BRAID_LSA_DATA_OFF 4096
 /* Bytes of one rank's segment for slots of slot_bytes. */
 #define BRAID_LSA_SEG_BYTES(slot_bytes) (BRAID_LSA_DATA_OFF + 4 * (size_t)(slot_bytes))
@@ -49,12 +53,14 @@ HD volatile uint64_t* braid_lsa_flag(const struct braid_lsa_view* v, int r, size
   return (volatile uint64_t*)(v->seg[r] + off);
 }
 
-/* Step 5: tell every rank this one will not read its segment for call seq any more. Every
- * thread's last loads precede the barrier; thread 0's release stores follow it. */
+/* Step 5: tell every rank this one will not read its segment for call seq any more, and count
+ * the call. Every thread's last loads precede the barrier; thread 0's stores follow it (the
+ * next item's first barrier, coll.h, orders the count before any thread reads it again). */
 HD void braid_lsa_done(const struct braid_lsa_view* v, int me, uint32_t seq) {
   simt_bar_sync();
   if (simt_tid() != 0) return;
   for (int r = 0; r < v->nranks; r++) simt_st_release_u64(braid_lsa_flag(v, r, BRAID_LSA_DONE_OFF + 8 * me), seq);
+  simt_st_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF), seq);
 }
 
 /* Publish counter `off` of this rank's segment = seq once every thread's stores (and loads) of
@@ -132,11 +138,11 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
 HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_work* w) {
   const struct braid_lsa_view* v = w->lsa;
   const int n = w->nranks, me = w->rank, es = p->esize;
-  const uint32_t seq = w->lsa_seq;
   int st;
   if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes ||
       (w->lsa_mode != BRAID_LSA_ONESHOT && w->lsa_mode != BRAID_LSA_TWOSHOT))
     return BRAID_EXEC_BAD_SCHEDULE;
+  const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
   if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq - 1)) != 0) return st;
   braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
   braid_lsa_publish(v, me, BRAID_LSA_ARRIVE_OFF, seq);

@@ -12,7 +12,8 @@
  * handle across processes); it is made only when every rank's GPU reaches every other's (the
  * same GPU, or peer access both ways as the driver says; NCCL_P2P_DISABLE=1: never), agreed
  * by an allgather so every rank decides the same. The kernels read the view (segment
- * pointers) from pinned mapped memory whose device address is its host address (UVA).
+ * pointers) from device memory: a host copy is kept, and pushed by a setup copy whenever the
+ * window's mappings changed (the first call; after a suspend/resume remap).
  */
 #include "kernels/lsa.h"
 
@@ -32,10 +33,11 @@
 struct braid_lsa {
   void* mem;                   /* this rank's segment */
   ncclWindow_t win;            /* the window over it: peer_ptr[r] is rank r's segment as mapped here */
-  struct braid_lsa_view* view; /* then seg[nranks], refreshed from the window at each call (suspend/resume remap) */
-  char** seg;
-  int pinned;   /* view and seg in the device layer's pinned mapped memory (device mode) */
-  uint64_t seq; /* calls planned on this communicator */
+  struct braid_lsa_view* host; /* then seg[nranks], refreshed from the window at each call (suspend/resume remap) */
+  char** seg;                  /* the host copy's seg[] */
+  struct braid_lsa_view* view; /* what work items point to: host, or its device-memory copy (device mode) */
+  int pushed;                  /* device mode: view holds what host holds */
+  uint64_t seq;                /* calls planned on this communicator (their numbers: lsa.h) */
 };
 
 /* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
@@ -100,25 +102,35 @@ out:
   return res;
 }
 
-/* The view and seg[]: device mode pinned mapped memory the kernels read (NULL without UVA). */
-static struct braid_lsa_view* view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
-  size_t bytes = sizeof(struct braid_lsa_view) + (size_t)comm->nranks * sizeof(char*);
-  void *h = NULL, *dv = NULL;
-  if (comm->device == NULL) return calloc(1, bytes);
-  if (comm->device->host_alloc(&h, &dv, bytes) != ncclSuccess) return NULL;
-  if (h != dv) {
-    comm->device->host_free(h);
-    return NULL;
+static size_t view_bytes(const struct braid_comm* comm) {
+  return sizeof(struct braid_lsa_view) + (size_t)comm->nranks * sizeof(char*);
+}
+/* The view and seg[] (host memory), and in device mode their device-memory copy. */
+static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
+  l->host = calloc(1, view_bytes(comm));
+  if (l->host == NULL) {
+    BRAID_WARN("rank %d: out of memory (%zu bytes) for the one-/two-shot all-reduce", comm->rank, view_bytes(comm));
+    return ncclSystemError;
   }
-  memset(h, 0, bytes);
-  l->pinned = 1;
-  return h;
+  l->seg = (char**)(l->host + 1);
+  l->host->seg = l->seg;
+  l->view = l->host;
+  if (comm->device == NULL) return ncclSuccess;
+  void* d = NULL;
+  ncclResult_t res = comm->device->alloc(&d, view_bytes(comm));
+  if (res != ncclSuccess) {
+    BRAID_WARN("rank %d: cannot allocate %zu bytes of device memory for the one-/two-shot all-reduce", comm->rank,
+               view_bytes(comm));
+    free(l->host);
+    return res;
+  }
+  l->view = d;
+  l->host->seg = (char**)(l->view + 1); /* the device copy's seg[] */
+  return ncclSuccess;
 }
 static void view_free(struct braid_comm* comm, struct braid_lsa* l) {
-  if (l->pinned)
-    comm->device->host_free(l->view);
-  else
-    free(l->view);
+  if (l->view != l->host) comm->device->free(l->view);
+  free(l->host);
 }
 
 ncclResult_t braid_lsa_init(struct braid_comm* comm) {
@@ -137,20 +149,11 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   size_t slot = ((size_t)max + 4095) & ~(size_t)4095, bytes = BRAID_LSA_SEG_BYTES(slot);
   struct braid_lsa* l = NULL;
   BRAID_CALLOC_GOTO(l, 1, res, out);
-  l->view = view_alloc(comm, l);
-  if (l->view == NULL) { /* the same on every rank: UVA is a property of the platform */
-    BRAID_INFO(BRAID_LOG_INIT,
-               "rank %d: no one-/two-shot all-reduce: no pinned memory the kernels address as the host does",
-               comm->rank);
-    free(l);
-    return ncclSuccess;
-  }
-  l->seg = (char**)(l->view + 1);
+  BRAID_CHECK_GOTO(view_alloc(comm, l), res, err_l);
   BRAID_CHECK_GOTO(ncclMemAlloc(&l->mem, bytes), res, err_free);
   BRAID_CHECK_GOTO(braid_win_register(comm, l->mem, bytes, &l->win, NCCL_WIN_COLL_SYMMETRIC), res, err_mem);
-  l->view->nranks = comm->nranks;
-  l->view->slot_bytes = slot;
-  l->view->seg = l->seg;
+  l->host->nranks = comm->nranks;
+  l->host->slot_bytes = slot;
   s->lsa = l;
   if (comm->device != NULL)
     braid_tuner_enable_lsa_device(comm->tuner, slot);
@@ -163,30 +166,34 @@ err_mem:
   ncclMemFree(l->mem);
 err_free:
   view_free(comm, l);
+err_l:
   free(l);
 out:
   return res;
 }
 
-/* done[r] of this rank's segment: read directly (host mode) or by a setup copy (device memory). */
-static uint32_t done_of(struct braid_comm* comm, struct braid_lsa* l, int r) {
-  const volatile uint64_t* p = (const volatile uint64_t*)((char*)l->mem + BRAID_LSA_DONE_OFF + 8 * r);
+/* A word of this rank's segment: read directly (host mode) or by a setup copy (device
+ * memory); *ok = 0 when the copy failed (WARNed). */
+static uint32_t seg_word(struct braid_comm* comm, struct braid_lsa* l, size_t off, int* ok) {
+  const volatile uint64_t* p = (const volatile uint64_t*)((char*)l->mem + off);
   uint64_t v = 0;
   if (comm->device == NULL) return (uint32_t)simt_ld_acquire_u64(p);
-  if (comm->device->setup_copy(&v, (const void*)p, sizeof(v)) != ncclSuccess) return (uint32_t)l->seq; /* WARNed */
+  if (comm->device->setup_copy(&v, (const void*)p, sizeof(v)) != ncclSuccess) *ok = 0;
   return (uint32_t)v;
 }
 
 /* Peers of this process read its segment through its own mapping, and in device mode every
  * peer through its IPC import of it: before that goes, wait (bounded: a peer may have died or
- * left mid-call) until each finished its last call. */
+ * left mid-call) until each finished the calls this rank ran (its count in the segment: graph
+ * replays run calls that were planned once). */
 static void wait_peers_done(struct braid_comm* comm, struct braid_lsa* l) {
-  const uint32_t seq = (uint32_t)l->seq;
+  int ok = 1;
+  const uint32_t seq = seg_word(comm, l, BRAID_LSA_CALLS_OFF, &ok);
   double deadline = braid_time_now() + 5.0;
-  for (int r = 0; r < comm->nranks; r++) {
+  for (int r = 0; r < comm->nranks && ok; r++) {
     if (r == comm->rank || (comm->device == NULL && comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash))
       continue;
-    while ((int32_t)(done_of(comm, l, r) - seq) < 0 && !comm->abort_flag) {
+    while (ok && (int32_t)(seg_word(comm, l, BRAID_LSA_DONE_OFF + 8 * (size_t)r, &ok) - seq) < 0 && !comm->abort_flag) {
       if (braid_time_now() > deadline) {
         BRAID_INFO(BRAID_LOG_INIT, "rank %d: rank %d never finished one-/two-shot call %u; freeing its scratch anyway",
                    comm->rank, r, seq);
@@ -210,7 +217,16 @@ void braid_lsa_free(struct braid_comm* comm) {
 const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p) {
   struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   if (l == NULL || !l->win->mapped) return NULL;
-  for (int r = 0; r < comm->nranks; r++) l->seg[r] = l->win->peer_ptr[r];
+  for (int r = 0; r < comm->nranks; r++) {
+    l->pushed &= l->seg[r] == l->win->peer_ptr[r];
+    l->seg[r] = l->win->peer_ptr[r];
+  }
+  /* Device mode: no kernel reads the view while the mappings change (suspended), so the copy
+   * lands before any launch that reads it (setup_copy: not the legacy stream, no device sync). */
+  if (l->view != l->host && !l->pushed) {
+    if (comm->device->setup_copy(l->view, l->host, view_bytes(comm)) != ncclSuccess) return NULL; /* WARNed */
+    l->pushed = 1;
+  }
   *seq_p = ++l->seq;
   return l->view;
 }
