@@ -224,10 +224,6 @@ START_TEST(test_host_lsa) {
 }
 END_TEST
 
-/* Device mode, one node of GPUs with P2P (pcie-4gpu.xml, 4 ranks) and the one-/two-shot
- * scratch in device memory (core/sym/lsa.c): NVLS offered without a switch, one-shot at 8 B,
- * at most one crossover to two-shot, nothing past the scratch, one block; without the scratch
- * never chosen. */
 /* braid_tuner_choose without choose()'s "implemented" check: NVLS runs only where enabled. */
 static struct braid_tuner_choice lsa_choose(const struct braid_tuner* t, int f, size_t b) {
   struct braid_tuner_choice c;
@@ -236,6 +232,10 @@ static struct braid_tuner_choice lsa_choose(const struct braid_tuner* t, int f, 
   return c;
 }
 
+/* Device mode, one node of GPUs with P2P (pcie-4gpu.xml, 4 ranks) and the one-/two-shot
+ * scratch in device memory (core/sym/lsa.c): NVLS offered without a switch, one-shot at 8 B,
+ * at most one crossover to two-shot, nothing past the scratch, one block; without the scratch
+ * never chosen. */
 START_TEST(test_device_lsa) {
   env_reset();
   struct braid_tuner* t = NULL;
@@ -259,6 +259,43 @@ START_TEST(test_device_lsa) {
   ck_assert_int_ne(lsa_choose(t, BRAID_FUNC_AllReduce, (512 << 10) + 1).algo, BRAID_ALGO_NVLS);
   ck_assert_int_ne(lsa_choose(t, BRAID_FUNC_AllGather, 8).algo, BRAID_ALGO_NVLS);
   braid_tuner_free(t);
+}
+END_TEST
+
+/* The memo of choices (tuner_memo.c): a repeated call shape gets the same choice as its first
+ * time, for every size and function, and what changes a choice after init is seen at once:
+ * the LSA offer (8 B all-reduce: ring, then one-shot NVLS) and the channel cap. */
+START_TEST(test_memo) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(make_tuner("cpu-only.xml", 1, 2, 1, &t, &g), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  int funcs[] = {BRAID_FUNC_AllReduce, BRAID_FUNC_AllGather, BRAID_FUNC_Broadcast};
+  for (int round = 0; round < 2; round++)
+    for (int f = 0; f < 3; f++)
+      for (size_t b = 1; b <= (1ull << 33); b = b * 3 + 1) { /* more shapes than memo slots */
+        struct braid_tuner_choice first = choose(t, funcs[f], b), again = choose(t, funcs[f], b);
+        ck_assert_int_eq(first.algo, again.algo);
+        ck_assert_int_eq(first.proto, again.proto);
+        ck_assert_int_eq(first.nchannels, again.nchannels);
+        ck_assert_int_eq(first.nthreads, again.nthreads);
+        ck_assert_int_eq(first.variant, again.variant);
+        ck_assert_float_eq(first.time_us, again.time_us);
+        ck_assert_float_eq(first.time_us, braid_tuner_predict(t, funcs[f], first.algo, first.proto, b));
+      }
+  ck_assert_int_ne(choose(t, BRAID_FUNC_AllReduce, 8).algo, BRAID_ALGO_NVLS);
+  braid_tuner_enable_lsa(t, 512 << 10, 2);
+  struct braid_tuner_choice lsa;
+  ck_assert_int_eq(braid_tuner_choose(t, BRAID_FUNC_AllReduce, 8, &lsa), ncclSuccess);
+  ck_assert_int_eq(lsa.algo, BRAID_ALGO_NVLS);
+  if (g->nchannels > 1) {
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, g->nchannels);
+    braid_tuner_cap_channels(t, 1);
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, 1);
+  }
+  braid_tuner_free(t);
+  braid_graph_free(g);
 }
 END_TEST
 
@@ -477,13 +514,17 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_host_fake_nodes);
   tcase_add_test(tc, test_host_lsa);
   tcase_add_test(tc, test_device_lsa);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("env");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_forced_and_logged);
-  tcase_add_test(tc, test_forced_per_function);
-  tcase_add_loop_test(tc, test_parse, 0, sizeof(pcases) / sizeof(pcases[0]));
-  tcase_add_test(tc, test_names_and_bad_init);
-  suite_add_tcase(s, tc);
-  return s;
+}
+END_TEST
+
+tcase_add_test(tc, test_memo);
+suite_add_tcase(s, tc);
+tc = tcase_create("env");
+tcase_set_timeout(tc, 60);
+tcase_add_test(tc, test_forced_and_logged);
+tcase_add_test(tc, test_forced_per_function);
+tcase_add_loop_test(tc, test_parse, 0, sizeof(pcases) / sizeof(pcases[0]));
+tcase_add_test(tc, test_names_and_bad_init);
+suite_add_tcase(s, tc);
+return s;
 }
