@@ -514,17 +514,14 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_host_fake_nodes);
   tcase_add_test(tc, test_host_lsa);
   tcase_add_test(tc, test_device_lsa);
-}
-END_TEST
-
-tcase_add_test(tc, test_memo);
-suite_add_tcase(s, tc);
-tc = tcase_create("env");
-tcase_set_timeout(tc, 60);
-tcase_add_test(tc, test_forced_and_logged);
-tcase_add_test(tc, test_forced_per_function);
-tcase_add_loop_test(tc, test_parse, 0, sizeof(pcases) / sizeof(pcases[0]));
-tcase_add_test(tc, test_names_and_bad_init);
-suite_add_tcase(s, tc);
-return s;
+  tcase_add_test(tc, test_memo);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("env");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_forced_and_logged);
+  tcase_add_test(tc, test_forced_per_function);
+  tcase_add_loop_test(tc, test_parse, 0, sizeof(pcases) / sizeof(pcases[0]));
+  tcase_add_test(tc, test_names_and_bad_init);
+  suite_add_tcase(s, tc);
+  return s;
 }
