@@ -261,14 +261,39 @@ static void cuda_ipc_close(void* dptr) {
     BRAID_WARN("Cuda failure %d '%s': cudaIpcCloseMemHandle(%p)", (int)e, cudaGetErrorString(e), dptr);
 }
 
+/* The most threads a block of fn may have on the current device: what its __launch_bounds__
+ * for that architecture allows (kernel.cuh: 384 on sm_100, 512 before), read once per device
+ * and datatype. The block size follows the compiled kernel instead of failing its launch. */
+#define MAX_THREADS_DEVS 64
+static int max_threads_cache[MAX_THREADS_DEVS][BRAID_NUM_DTYPES];
+static ncclResult_t kernel_max_threads(const void* fn, int dtype, int* max) {
+  int dev = -1;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  int* c = dev >= 0 && dev < MAX_THREADS_DEVS && dtype >= 0 && dtype < BRAID_NUM_DTYPES ? &max_threads_cache[dev][dtype]
+                                                                                        : NULL;
+  int v = c != NULL ? __atomic_load_n(c, __ATOMIC_RELAXED) : 0;
+  if (v == 0) {
+    struct cudaFuncAttributes a;
+    CUDA_CHECK(cudaFuncGetAttributes(&a, fn));
+    v = a.maxThreadsPerBlock / 32 * 32;
+    if (v < 32) v = 32;
+    if (c != NULL) __atomic_store_n(c, v, __ATOMIC_RELAXED);
+  }
+  *max = v;
+  return ncclSuccess;
+}
+
 static ncclResult_t cuda_launch(const struct braid_kernel_args* args, int dtype, int nblocks, int nthreads,
                                 cudaStream_t stream) {
   const void* fn = kernel_of(dtype);
+  int max = 0;
   if (fn == NULL || nblocks < 1 || nblocks > BRAID_MAX_CHANNELS || nthreads < 32 ||
       nthreads > BRAID_KERNEL_MAX_THREADS) {
     BRAID_WARN("launch: invalid kernel for datatype %d or grid %d x %d threads", dtype, nblocks, nthreads);
     return ncclInvalidArgument;
   }
+  BRAID_CHECK(kernel_max_threads(fn, dtype, &max));
+  if (nthreads > max) nthreads = max;
   void* params[1] = {(void*)args};
   dim3 grid = {(unsigned)nblocks, 1, 1}, block = {(unsigned)nthreads, 1, 1};
   CUDA_CHECK(cudaLaunchKernel(fn, grid, block, params, 0, stream));

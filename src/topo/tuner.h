@@ -71,6 +71,9 @@ int braid_tuner_implemented(int algo);
  * all-reduces up to max_bytes are offered, priced by the LSA rows of tuner_tables.h (ncores:
  * the CPUs the ranks share; more ranks than that wait in turns). */
 void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores);
+/* Device mode, one node, every GPU reaching every other (core/sym/lsa.c): the same over device
+ * memory, priced by the LSA block's device row. */
+void braid_tuner_enable_lsa_device(struct braid_tuner* t, size_t max_bytes);
 
 /* Names: NCCL's spelling ("AllReduce", "Ring", "LL128"); "?" out of range. */
 const char* braid_tuner_func_name(int func);
