@@ -13,8 +13,8 @@
  *
  * Memory statistics count what the communicator holds, in bytes (host memory in host mode,
  * where NCCL's names say "GPU"): suspendable = the FIFOs of connected receive connectors
- * (each receiver owns its FIFO) + peer window mappings; persistent = the communicator itself,
- * its peer table, channel tables, signal inbox and wait counters.
+ * (each receiver owns its FIFO) + peer window mappings + the one-sided connections' buffers; persistent = the
+ * communicator itself, its peer table, channel tables, signal inbox and wait counters.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +40,7 @@ static size_t recv_fifo_bytes(const struct braid_comm* comm) {
 
 void braid_sym_mem_bytes(const struct braid_comm* comm, uint64_t* suspendable_p, uint64_t* persistent_p) {
   const struct braid_sym* s = comm->sym;
-  uint64_t susp = recv_fifo_bytes(comm), pers = sizeof(*comm);
+  uint64_t susp = recv_fifo_bytes(comm) + braid_remote_bytes(comm), pers = sizeof(*comm);
   size_t n = (size_t)comm->nranks;
   pers += n * sizeof(*comm->peers) + n * sizeof(*comm->rank_to_node);
   /* per channel: ring order, p2p connectors and their device-pointer tables */
@@ -99,6 +99,7 @@ static void release(struct braid_comm* comm) {
     if (ch->p2p_recv_dev != NULL) memset(ch->p2p_recv_dev, 0, (size_t)comm->nranks * sizeof(*ch->p2p_recv_dev));
   }
   braid_win_unmap_all(comm);
+  braid_remote_free(comm);
 }
 
 BRAID_API ncclResult_t ncclCommSuspend(ncclComm_t handle, int flags) {
@@ -145,6 +146,7 @@ BRAID_API ncclResult_t ncclCommResume(ncclComm_t handle) {
   if (res == ncclSuccess) res = braid_sym_barrier(comm, braid_sym_deadline(), fn);
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res == ncclSuccess) res = braid_win_map_all(comm);
+  if (res == ncclSuccess && comm->sym->rma_wanted) res = braid_remote_connect(comm, braid_sym_deadline(), fn);
   if (res != ncclSuccess) {
     BRAID_WARN("%s: rank %d: could not reacquire the communicator's resources (%s); it stays suspended", fn, comm->rank,
                ncclGetErrorString(res));
