@@ -394,6 +394,71 @@ START_TEST(test_memalloc_exit) {
 }
 END_TEST
 
+/* ---- a rank that never resumes ------------------------------------------------------------- */
+
+#define RESUME_TIMEOUT_S "3" /* BRAID_INIT_TIMEOUT: how long the others wait for it */
+#define RESUME_GIVE_UP_S 60  /* rank 2 stops waiting for the others' failure (a missing deadline) */
+
+struct resume_arg {
+  int mode;
+  int* done; /* shared (MAP_SHARED): ranks 0 and 1 returned from ncclCommResume */
+};
+
+/* Every rank suspends; rank 2 never resumes and keeps its communicator open until the others
+ * returned (so only a deadline can end their wait, not a closed connection). Their resume
+ * fails with ncclRemoteError; a rank alone in its process checks that the error names rank 2. */
+static int body_resume_absent(struct harness_rank* r) {
+  struct resume_arg* a = r->arg;
+  ncclComm_t comm;
+  ncclWindow_t win;
+  rank_env(r, a->mode);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  void* buf = NULL;
+  RCHECK(r, ncclMemAlloc(&buf, 4096));
+  RCHECK(r, ncclCommWindowRegister(comm, buf, 4096, &win, 0)); /* fake nodes: one-sided connections too */
+  RCHECK(r, ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+  if (r->rank == 2) {
+    for (int i = 0; i < RESUME_GIVE_UP_S * 100 && __atomic_load_n(a->done, __ATOMIC_ACQUIRE) < 2; i++) usleep(10000);
+    int done = __atomic_load_n(a->done, __ATOMIC_ACQUIRE);
+    RCHECK(r, ncclCommDestroy(comm));
+    RCHECK(r, ncclMemFree(buf));
+    REXPECT(r, done == 2, "after %d s, %d of ranks 0 and 1 had returned from ncclCommResume (no deadline?)",
+            RESUME_GIVE_UP_S, done);
+    return 0;
+  }
+  ncclResult_t res = ncclCommResume(comm);
+  const char* last = ncclGetLastError(NULL);
+  __atomic_fetch_add(a->done, 1, __ATOMIC_RELEASE);
+  REXPECT(r, res == ncclRemoteError, "ncclCommResume without rank 2 returned %d (%s)", (int)res,
+          ncclGetErrorString(res));
+  if (sym_harness_modes[a->mode] == HARNESS_PROCS)
+    REXPECT(r, strstr(last, "ncclCommResume") != NULL && strstr(last, "rank 2") != NULL,
+            "the error does not name the call and rank 2: %s", last);
+  RCHECK(r, ncclCommDestroy(comm));
+  RCHECK(r, ncclMemFree(buf));
+  return 0;
+}
+
+START_TEST(test_resume_absent) {
+  /* Not as threads yet: a failed resume there frees a same-process shm FIFO its peer thread
+   * still maps (transport/shm.c shm_recv_free: "not connected" is taken for "never mapped"). */
+  static const int modes[] = {SYM_PROCS, SYM_FAKE_NODES};
+  int mode = modes[_i];
+  int* done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert(done != MAP_FAILED);
+  *done = 0;
+  struct resume_arg a = {mode, done};
+  sym_use_mode(mode, 3);
+  setenv("BRAID_INIT_TIMEOUT", RESUME_TIMEOUT_S, 1);
+  braid_param_reload();
+  int failed = harness_run(3, sym_harness_modes[mode], body_resume_absent, &a, RANK_TIMEOUT_S);
+  unsetenv("BRAID_INIT_TIMEOUT");
+  sym_use_mode(SYM_THREADS, 0);
+  munmap(done, sizeof(int));
+  ck_assert_msg(failed == 0, "mode %s", sym_mode_names[mode]);
+}
+END_TEST
+
 Suite* sym_suite(void) {
   Suite* s = suite_create("sym");
   TCase* tc = tcase_create("windows");
@@ -406,6 +471,7 @@ Suite* sym_suite(void) {
   tc = tcase_create("suspend");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_loop_test(tc, test_suspend, 0, SYM_NMODES);
+  tcase_add_loop_test(tc, test_resume_absent, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("grow");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
