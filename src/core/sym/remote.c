@@ -177,9 +177,11 @@ ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int
   return send_hdr(comm, peer, &h, NULL);
 }
 
-ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer) {
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_ms) {
   BRAID_CHECK(need_rma(comm, peer, "ncclWaitSignal"));
-  if (braid_rma_poll(comm->sym->rma, peer) == ncclSuccess) return ncclSuccess;
+  struct braid_rma* rma = comm->sym->rma;
+  if ((sleep_ms > 0 ? braid_rma_wait(rma, peer, sleep_ms) : braid_rma_poll(rma, peer)) == ncclSuccess)
+    return ncclSuccess;
   const char* why;
   ncclResult_t res = braid_rma_peer_error(comm->sym->rma, peer, &why);
   BRAID_WARN("ncclWaitSignal: rank %d: waiting for signals from rank %d: %s", comm->rank, peer, why);

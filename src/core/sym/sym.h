@@ -139,9 +139,10 @@ size_t braid_remote_bytes(const struct braid_comm* comm); /* buffers the connect
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
                               size_t bytes, int src_on_device, int ctx, int sig);
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
-/* Apply what has arrived from `peer` (never blocks); an error (WARNed, naming the peer) when
- * its connection failed or closed. */
-ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer);
+/* Apply what has arrived from `peer`; sleep_ms > 0: when nothing had, sleep on the
+ * connection's descriptors up to that long. An error (WARNed, naming the peer) when its
+ * connection failed or closed. */
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_ms);
 
 /* ---- device communicators (devcomm.c) ----------------------------------------------------- */
 

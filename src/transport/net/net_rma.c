@@ -17,6 +17,7 @@
  * A failed request (the peer died, reset, aborted) fails the peer: what is in flight is
  * dropped, later sends and polls return ncclRemoteError, the reason names the rank.
  */
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #define RMA_FRAG_BYTES (256u << 10)
 #define RMA_NRECV 4
 #define RMA_NSEND 2
+#define RMA_DRIVEN_NS 2000000LL /* a receive side a waiter moved this recently is the waiter's */
 
 struct rma_frame {
   uint64_t frag_off;
@@ -57,7 +59,8 @@ struct rma_peer {
   void* rreq[RMA_NRECV];
   uint64_t rposted, rdone;
   pthread_mutex_t send_lock, recv_lock;
-  int state; /* PEER_* (atomic) */
+  int state;      /* PEER_* (atomic) */
+  int64_t driven; /* (atomic) when a waiter last moved it: the engine leaves it to the waiter */
   char why[400];
 };
 
@@ -140,7 +143,9 @@ static int rma_progress(struct braid_progress_item* it, int64_t now, unsigned fl
   int moved = 0;
   for (int r = 0; r < rma->t->nranks; r++) {
     struct rma_peer* p = &rma->peers[r];
-    if (p->recv_comm == NULL || pthread_mutex_trylock(&p->recv_lock) != 0) continue;
+    if (p->recv_comm == NULL || now - __atomic_load_n(&p->driven, __ATOMIC_RELAXED) < RMA_DRIVEN_NS ||
+        pthread_mutex_trylock(&p->recv_lock) != 0)
+      continue;
     moved |= recv_move(rma, r);
     pthread_mutex_unlock(&p->recv_lock);
   }
@@ -154,6 +159,12 @@ static void rma_wait(struct braid_progress_item* it, int64_t now, struct braid_p
   for (int r = 0; r < rma->t->nranks; r++) {
     struct rma_peer* p = &rma->peers[r];
     if (p->recv_comm == NULL || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_OK) continue;
+    int64_t driven = __atomic_load_n(&p->driven, __ATOMIC_RELAXED) + RMA_DRIVEN_NS - now;
+    if (driven > 0) { /* a waiter moves it: look again once it may have left */
+      int ms = (int)(driven / 1000000) + 1;
+      if (w->timeout_ms < 0 || ms < w->timeout_ms) w->timeout_ms = ms;
+      continue;
+    }
     if (pthread_mutex_trylock(&p->recv_lock) != 0) {
       w->blind = 1; /* a waiter is moving it */
       continue;
@@ -175,9 +186,28 @@ static const struct braid_progress_ops rma_ops = {rma_progress, rma_wait};
 ncclResult_t braid_rma_poll(struct braid_rma* rma, int peer) {
   struct rma_peer* p = &rma->peers[peer];
   if (p->recv_comm != NULL && pthread_mutex_trylock(&p->recv_lock) == 0) {
+    __atomic_store_n(&p->driven, braid_progress_clock_ns(), __ATOMIC_RELAXED);
     recv_move(rma, peer);
     pthread_mutex_unlock(&p->recv_lock);
   }
+  return braid_rma_peer_error(rma, peer, NULL);
+}
+
+ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_ms) {
+  struct rma_peer* p = &rma->peers[peer];
+  if (p->recv_comm == NULL || pthread_mutex_trylock(&p->recv_lock) != 0) {
+    sched_yield(); /* the engine is delivering */
+    return braid_rma_peer_error(rma, peer, NULL);
+  }
+  __atomic_store_n(&p->driven, braid_progress_clock_ns(), __ATOMIC_RELAXED);
+  struct pollfd fds[BRAID_PROGRESS_MAX_FDS];
+  int k = 0;
+  /* Ask for the descriptors, then look once more before sleeping (net.h: waitFds). */
+  if (!recv_move(rma, peer) && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PEER_OK && rma->net->waitFds != NULL &&
+      rma->net->waitFds(p->recv_comm, fds, BRAID_PROGRESS_MAX_FDS, &k) == ncclSuccess && k > 0 && !recv_move(rma, peer))
+    (void)poll(fds, (nfds_t)k, timeout_ms);
+  recv_move(rma, peer);
+  pthread_mutex_unlock(&p->recv_lock);
   return braid_rma_peer_error(rma, peer, NULL);
 }
 
