@@ -36,14 +36,16 @@
 struct plugin {
   const char* name;
   int ib;
+  const char* kill_full_only; /* non-NULL: kill cases only with BRAID_TEST_TIER=full, and why */
 };
 static const struct plugin plugins[] = {
-    {"Socket", 0},
+    {"Socket", 0, NULL},
 #if BRAID_UCX_BUILT
-    {"UCX", 0},
+    /* as test_net.c: UCX 1.13.1 sometimes aborts a survivor after a peer's kill -9 */
+    {"UCX", 0, "UCX 1.13 may abort a survivor in ucp_rndv_receive after a peer's kill -9"},
 #endif
 #if BRAID_IB_BUILT
-    {"IB", 1},
+    {"IB", 1, NULL},
 #endif
 };
 #define NPLUGINS NELEMS(plugins)
@@ -205,11 +207,15 @@ static int body_kill(struct harness_rank* r) {
   return 0;
 }
 
+/* The plugins whose kill cases this tier registers (a case not run is not registered). */
+static int kill_plugins[NPLUGINS];
+
 START_TEST(test_kill) {
   static const int victim_puts[2] = {1, 0};
-  use_plugin(_i / 2);
+  int p = kill_plugins[_i / 2];
+  use_plugin(p);
   int failed = harness_run(2, HARNESS_PROCS, body_kill, (void*)&victim_puts[_i % 2], HARNESS_TIMEOUT_S);
-  ck_assert_msg(failed == 1, "kill over %s (%s): %d processes failed, only the victim should", plugins[_i / 2].name,
+  ck_assert_msg(failed == 1, "kill over %s (%s): %d processes failed, only the victim should", plugins[p].name,
                 victim_puts[_i % 2] ? "victim puts" : "survivor puts", failed);
 }
 END_TEST
@@ -264,7 +270,16 @@ Suite* rma_net_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("kill");
   tcase_set_timeout(tc, 300);
-  tcase_add_loop_test(tc, test_kill, 0, 2 * NPLUGINS);
+  const char* tier = getenv("BRAID_TEST_TIER");
+  int nkill = 0;
+  for (int p = 0; p < NPLUGINS; p++) {
+    if (plugins[p].kill_full_only == NULL || (tier != NULL && strcmp(tier, "full") == 0))
+      kill_plugins[nkill++] = p;
+    else
+      fprintf(stderr, "rma_net: 2 kill cases over %s not run in this tier (BRAID_TEST_TIER=full runs them): %s\n",
+              plugins[p].name, plugins[p].kill_full_only);
+  }
+  tcase_add_loop_test(tc, test_kill, 0, 2 * nkill);
   suite_add_tcase(s, tc);
   tc = tcase_create("timeout");
   tcase_set_timeout(tc, 120);
