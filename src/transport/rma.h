@@ -51,8 +51,8 @@ ncclResult_t braid_rma_send(struct braid_rma* rma, int peer, const void* hdr, co
  * the peer's connection failed or closed. */
 ncclResult_t braid_rma_poll(struct braid_rma* rma, int peer);
 /* The same, but when nothing has arrived sleep until the plugin's descriptors say something
- * may have (at most timeout_ms): a waiter that spins loses its CPU on a loaded machine. */
-ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_ms);
+ * may have (at most timeout_us): a waiter that spins loses its CPU on a loaded machine. */
+ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_us);
 /* ncclSuccess, or why peer's connections are unusable (*why: a sentence). */
 ncclResult_t braid_rma_peer_error(struct braid_rma* rma, int peer, const char** why);
 /* Bytes of buffers the channels hold (memory statistics); the plugin's name. */

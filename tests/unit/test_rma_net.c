@@ -11,7 +11,8 @@
  *   kill:    2 nodes; rank 1 is killed while it puts 4 MiB messages to rank 0 in a loop:
  *            rank 0, waiting for signals that never all come, fails naming rank 1 (no hang);
  *            and the other way: rank 0 puts to rank 1 while rank 1 dies;
- *   timeout: BRAID_TIMEOUT=2: a wait for a signal never sent fails naming the origin;
+ *   timeout: BRAID_TIMEOUT=2: a wait for a signal never sent fails naming the origin; a last
+ *            signal whose origin destroys its communicator at once still arrives;
  *   before:  ncclSignal to a remote rank before any window registration: ncclInvalidUsage.
  */
 #include <check.h>
@@ -251,7 +252,13 @@ static int body_timeout(struct harness_rank* r) {
   }
   int x = 0;
   RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt, ncclSum, comm, NULL)); /* rank 1 waits for rank 0 here */
+  /* A last signal, then the origin's communicator goes at once: the signal still counts. */
+  ncclWaitSignalDesc_t last = {.opCnt = 1, .peer = 1, .sigIdx = 4, .ctx = 0};
+  if (r->rank == 1) RCHECK(r, ncclSignal(0, 4, 0, 0, comm, NULL));
   RCHECK(r, ncclCommWindowDeregister(comm, win));
+  if (r->rank == 1) RCHECK(r, ncclCommDestroy(comm));
+  if (r->rank == 1) return ncclMemFree(wbuf) == ncclSuccess ? 0 : 1;
+  RCHECK(r, ncclWaitSignal(1, &last, comm, NULL));
   RCHECK(r, ncclCommDestroy(comm));
   RCHECK(r, ncclMemFree(wbuf));
   return 0;

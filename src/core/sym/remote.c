@@ -177,11 +177,13 @@ ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int
   return send_hdr(comm, peer, &h, NULL);
 }
 
-ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_ms) {
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_us) {
   BRAID_CHECK(need_rma(comm, peer, "ncclWaitSignal"));
   struct braid_rma* rma = comm->sym->rma;
-  if ((sleep_ms > 0 ? braid_rma_wait(rma, peer, sleep_ms) : braid_rma_poll(rma, peer)) == ncclSuccess)
-    return ncclSuccess;
+  return sleep_us > 0 ? braid_rma_wait(rma, peer, sleep_us) : braid_rma_poll(rma, peer);
+}
+
+ncclResult_t braid_remote_fail(struct braid_comm* comm, int peer) {
   const char* why;
   ncclResult_t res = braid_rma_peer_error(comm->sym->rma, peer, &why);
   BRAID_WARN("ncclWaitSignal: rank %d: waiting for signals from rank %d: %s", comm->rank, peer, why);

@@ -312,7 +312,8 @@ static ncclResult_t wait_slot(struct braid_comm* comm, int origin, uint64_t* slo
   double start = 0;
   for (unsigned spins = 0; __atomic_load_n(slot, __ATOMIC_ACQUIRE) < target; spins++) {
     /* A broken connection of the origin first: it names the cause the abort flag may follow. */
-    if (!comm->sym->peer_local[origin]) BRAID_CHECK(braid_remote_progress(comm, origin, spins < 20 ? 0 : 1));
+    if (!comm->sym->peer_local[origin] && braid_remote_progress(comm, origin, spins < 20 ? 0 : 100) != ncclSuccess)
+      return __atomic_load_n(slot, __ATOMIC_ACQUIRE) >= target ? ncclSuccess : braid_remote_fail(comm, origin);
     if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
       BRAID_WARN("ncclWaitSignal: rank %d: communicator aborted while waiting for rank %d", comm->rank, origin);
       return ncclInvalidUsage;

@@ -139,10 +139,13 @@ size_t braid_remote_bytes(const struct braid_comm* comm); /* buffers the connect
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
                               size_t bytes, int src_on_device, int ctx, int sig);
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
-/* Apply what has arrived from `peer`; sleep_ms > 0: when nothing had, sleep on the
- * connection's descriptors up to that long. An error (WARNed, naming the peer) when its
- * connection failed or closed. */
-ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_ms);
+/* Apply what has arrived from `peer`; sleep_us > 0: when nothing had, sleep on the
+ * connection's descriptors up to that long (microseconds). An error, not WARNed, when its
+ * connection failed or closed: what arrived before still counts (a peer that sent its last
+ * signal and destroyed its communicator), so the waiter decides, and braid_remote_fail WARNs
+ * the reason, naming the peer, and returns the error. */
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_us);
+ncclResult_t braid_remote_fail(struct braid_comm* comm, int peer);
 
 /* ---- device communicators (devcomm.c) ----------------------------------------------------- */
 

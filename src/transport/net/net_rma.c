@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/check.h"
@@ -193,7 +194,7 @@ ncclResult_t braid_rma_poll(struct braid_rma* rma, int peer) {
   return braid_rma_peer_error(rma, peer, NULL);
 }
 
-ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_ms) {
+ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_us) {
   struct rma_peer* p = &rma->peers[peer];
   if (p->recv_comm == NULL || pthread_mutex_trylock(&p->recv_lock) != 0) {
     sched_yield(); /* the engine is delivering */
@@ -204,8 +205,13 @@ ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_ms) {
   int k = 0;
   /* Ask for the descriptors, then look once more before sleeping (net.h: waitFds). */
   if (!recv_move(rma, peer) && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PEER_OK && rma->net->waitFds != NULL &&
-      rma->net->waitFds(p->recv_comm, fds, BRAID_PROGRESS_MAX_FDS, &k) == ncclSuccess && k > 0 && !recv_move(rma, peer))
-    (void)poll(fds, (nfds_t)k, timeout_ms);
+      rma->net->waitFds(p->recv_comm, fds, BRAID_PROGRESS_MAX_FDS, &k) == ncclSuccess && k > 0 &&
+      !recv_move(rma, peer)) {
+    /* Short: a plugin whose descriptors miss a wake-up (UCX's, when test() consumed the event
+     * after waitFds armed it) costs at most this per message, not a millisecond. */
+    struct timespec ts = {timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000};
+    (void)ppoll(fds, (nfds_t)k, &ts, NULL);
+  }
   recv_move(rma, peer);
   pthread_mutex_unlock(&p->recv_lock);
   return braid_rma_peer_error(rma, peer, NULL);
