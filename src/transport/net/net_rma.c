@@ -207,8 +207,8 @@ ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_us) {
   if (!recv_move(rma, peer) && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PEER_OK && rma->net->waitFds != NULL &&
       rma->net->waitFds(p->recv_comm, fds, BRAID_PROGRESS_MAX_FDS, &k) == ncclSuccess && k > 0 &&
       !recv_move(rma, peer)) {
-    /* Short: a plugin whose descriptors miss a wake-up (UCX's, when test() consumed the event
-     * after waitFds armed it) costs at most this per message, not a millisecond. */
+    /* Short (the caller's choice): a plugin whose descriptors miss wake-ups (UCX's, when
+     * test() consumed the event after waitFds armed it) costs at most this per message. */
     struct timespec ts = {timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000};
     (void)ppoll(fds, (nfds_t)k, &ts, NULL);
   }
