@@ -100,6 +100,7 @@ struct braid_comm {
   struct braid_transport_ctx tctx;     /* what the transports see of this communicator (connect.c) */
   struct braid_watchdog* watchdog;     /* dead peers, BRAID_TIMEOUT (core/watchdog.c) */
   struct braid_flight* flight;         /* its last calls (core/flight.c), from its first call */
+  uint32_t conn_gen;                   /* bumped when a connection is made or freed (connect.c) */
   struct braid_prof* prof;             /* NCCL_PROFILER_PLUGIN's context (core/profile.c), NULL: none */
   uint64_t prof_seq[BRAID_NUM_FUNCS];  /* collectives per function: the profiler's seqNumber */
 

@@ -146,6 +146,7 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
     BRAID_CHECK(braid_bootstrap_recv_until(comm->bootstrap, peer, ack_tag, &ack, 1, deadline));
   }
   c->connected = 1;
+  __atomic_add_fetch(&comm->conn_gen, 1, __ATOMIC_RELEASE); /* the flight recorder's counter list */
   log_connection(comm, channel, conn_index, peer, is_send, c);
   return ncclSuccess;
 }
@@ -242,6 +243,7 @@ static void free_connector(struct braid_connector* c, int is_send) {
 
 void braid_connect_free(struct braid_comm* comm) {
   braid_watchdog_stop(comm);
+  __atomic_add_fetch(&comm->conn_gen, 1, __ATOMIC_RELEASE);
   for (int c = 0; c < comm->nchannels; c++) {
     struct braid_channel* ch = &comm->channels[c];
     free_connector(&ch->ring_send, 1);

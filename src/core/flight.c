@@ -39,9 +39,21 @@ struct flight_entry {
   volatile int64_t steps;
 };
 
+/* The counters braid_watchdog_steps sums, kept while comm->conn_gen stays: a call's two
+ * readings then cost a load per connection, not a walk over every channel's ring, tree and
+ * peer slots (a fifth of a host-mode 8-byte all-reduce). Only the thread running a group on
+ * the communicator uses it; a dump walks the connections itself. */
+struct flight_counters {
+  int valid, n, cap;
+  uint32_t gen;
+  const volatile uint64_t** ptrs;
+};
+
 struct braid_flight {
-  int n;
+  int n;            /* BRAID_FLIGHT_CALLS: the dump shows the last n calls */
+  uint64_t mask;    /* the ring holds mask + 1 >= n entries, a power of two: no division per call */
   uint64_t next_id; /* the last id given */
+  struct flight_counters ctr;
   struct flight_entry e[];
 };
 
@@ -59,9 +71,12 @@ static struct braid_flight* flight_of(struct braid_comm* comm) {
   if (f != NULL) return f;
   int64_t n = braid_param_int(BRAID_PARAM_FLIGHT_CALLS);
   if (n <= 0) return NULL;
-  f = calloc(1, sizeof(*f) + (size_t)n * sizeof(f->e[0]));
+  uint64_t cap = 1;
+  while (cap < (uint64_t)n) cap <<= 1;
+  f = calloc(1, sizeof(*f) + (size_t)cap * sizeof(f->e[0]));
   if (f == NULL) return NULL; /* no record: nothing else changes */
   f->n = (int)n;
+  f->mask = cap - 1;
   struct braid_flight* expected = NULL;
   if (!__atomic_compare_exchange_n(&comm->flight, &expected, f, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     free(f);
@@ -70,11 +85,33 @@ static struct braid_flight* flight_of(struct braid_comm* comm) {
   return f;
 }
 
+/* braid_watchdog_steps(comm), from the kept list (rebuilt when a connection came or went). */
+static uint64_t steps_now(struct braid_comm* comm, struct flight_counters* c) {
+  uint32_t gen = __atomic_load_n(&comm->conn_gen, __ATOMIC_ACQUIRE);
+  if (!c->valid || c->gen != gen) {
+    c->valid = 0;
+    int n = braid_watchdog_step_counters(comm, c->ptrs, c->cap);
+    if (n > c->cap) {
+      const volatile uint64_t** p = realloc((void*)c->ptrs, (size_t)n * sizeof(*p));
+      if (p == NULL) return braid_watchdog_steps(comm); /* no list: the walk */
+      c->ptrs = p;
+      c->cap = n;
+      n = braid_watchdog_step_counters(comm, c->ptrs, c->cap);
+    }
+    c->n = n;
+    c->gen = gen;
+    c->valid = 1;
+  }
+  uint64_t sum = 0;
+  for (int i = 0; i < c->n; i++) sum += __atomic_load_n(c->ptrs[i], __ATOMIC_ACQUIRE);
+  return sum;
+}
+
 uint64_t braid_flight_add(struct braid_task* t) {
   struct braid_flight* f = flight_of(t->comm);
   if (f == NULL) return 0;
   uint64_t id = __atomic_add_fetch(&f->next_id, 1, __ATOMIC_ACQ_REL);
-  struct flight_entry* e = &f->e[(id - 1) % (uint64_t)f->n];
+  struct flight_entry* e = &f->e[(id - 1) & f->mask];
   __atomic_store_n(&e->id, 0, __ATOMIC_RELEASE); /* changing */
   e->kind = t->kind;
   e->func = t->func;
@@ -95,14 +132,14 @@ uint64_t braid_flight_add(struct braid_task* t) {
 void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchannels) {
   struct braid_flight* f = __atomic_load_n(&comm->flight, __ATOMIC_ACQUIRE);
   if (f == NULL || id == 0) return;
-  struct flight_entry* e = &f->e[(id - 1) % (uint64_t)f->n];
+  struct flight_entry* e = &f->e[(id - 1) & f->mask];
   if (e->id != id) return; /* overwritten by a newer call */
   int host = comm->device == NULL;
   if (state == BRAID_FLIGHT_RUNNING || state == BRAID_FLIGHT_LAUNCHED) e->t_started = now_ns();
-  if (state == BRAID_FLIGHT_RUNNING && host) e->steps0 = braid_watchdog_steps(comm);
+  if (state == BRAID_FLIGHT_RUNNING && host) e->steps0 = steps_now(comm, &f->ctr);
   if (state == BRAID_FLIGHT_DONE || state == BRAID_FLIGHT_FAILED) {
     e->t_ended = now_ns();
-    if (host && e->t_started) e->steps = (int64_t)(braid_watchdog_steps(comm) - e->steps0);
+    if (host && e->t_started) e->steps = (int64_t)(steps_now(comm, &f->ctr) - e->steps0);
   }
   if (nchannels >= 0) e->nchannels = nchannels;
   __atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
@@ -142,7 +179,7 @@ size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, 
         "  call   function          count  type      op       root/peer  channels  state     steps    ms since "
         "queued/started/ended\n");
     for (uint64_t id = first; id <= last && id > 0; id++) {
-      struct flight_entry c = f->e[(id - 1) % (uint64_t)f->n];
+      struct flight_entry c = f->e[(id - 1) & f->mask];
       int changing = c.id != id;
       int has_op = c.kind == BRAID_TASK_COLL && (c.func == BRAID_FUNC_AllReduce || c.func == BRAID_FUNC_Reduce ||
                                                  c.func == BRAID_FUNC_ReduceScatter);
@@ -185,6 +222,7 @@ void braid_flight_dump(struct braid_comm* comm, const char* why, int fd) {
 }
 
 void braid_flight_free(struct braid_comm* comm) {
+  if (comm->flight != NULL) free((void*)comm->flight->ctr.ptrs);
   free(comm->flight);
   comm->flight = NULL;
 }

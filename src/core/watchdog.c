@@ -326,6 +326,23 @@ uint64_t braid_watchdog_steps(struct braid_comm* comm) {
   return sum;
 }
 
+struct counter_list {
+  const volatile uint64_t** ptrs;
+  int n, max;
+};
+
+static void visit_list(void* arg, const struct watch_conn* wc) {
+  struct counter_list* l = arg;
+  if (l->n < l->max) l->ptrs[l->n] = wc->is_send ? &wc->ctrl->tail : &wc->ctrl->head;
+  l->n++;
+}
+
+int braid_watchdog_step_counters(struct braid_comm* comm, const volatile uint64_t** ptrs, int max) {
+  struct counter_list l = {ptrs, 0, max};
+  visit_conns(comm, visit_list, &l);
+  return l.n;
+}
+
 size_t braid_watchdog_describe(struct braid_comm* comm, char* buf, size_t len) {
   struct describe_pass d = {buf, len, 0, 0, 0};
   char what[400];

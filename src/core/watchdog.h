@@ -23,6 +23,10 @@ size_t braid_watchdog_describe(struct braid_comm* comm, char* buf, size_t len);
 /* Steps this rank sent plus steps it consumed over comm's connections the host can read (the
  * flight recorder's steps per call: the difference between two readings). */
 uint64_t braid_watchdog_steps(struct braid_comm* comm);
+/* The counters braid_watchdog_steps sums, for a caller that keeps them while comm->conn_gen
+ * stays the same (the flight recorder, per call): the first `max` into ptrs; returns how many
+ * there are. */
+int braid_watchdog_step_counters(struct braid_comm* comm, const volatile uint64_t** ptrs, int max);
 
 /* The rank braid blamed when it failed comm (braid_comm_raise), or -1. */
 int braid_comm_blamed_peer(const struct braid_comm* comm);

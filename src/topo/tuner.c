@@ -31,10 +31,14 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "plugin/tuner_plugin.h"
+#include "topo/tuner_memo.h"
 #include "topo/tuner_tables.h"
 
 struct braid_tuner {
   int nranks, nnodes, ppn, host_mode, log;
+  /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL (next to `log`: the two fields
+   * every call reads, on one line) */
+  struct braid_tuner_plugin* plugin;
   int nchannels;         /* of the graph */
   int multi_plateau_old; /* pre-Ampere ring plateau factor */
   float lat[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
@@ -43,10 +47,10 @@ struct braid_tuner {
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   char algo_env[128], proto_env[128];
-  size_t lsa_max_bytes;              /* host one-/two-shot all-reduce up to this size; 0: none */
-  int lsa_cores;                     /* CPUs the ranks' spinning shares */
-  int lsa_variant;                   /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
-  struct braid_tuner_plugin* plugin; /* NCCL_TUNER_PLUGIN's context for this communicator, or NULL */
+  size_t lsa_max_bytes;         /* host one-/two-shot all-reduce up to this size; 0: none */
+  int lsa_cores;                /* CPUs the ranks' spinning shares */
+  int lsa_variant;              /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
+  struct braid_tuner_memo memo; /* braid_tuner_choose's answers per (function, bytes) */
 };
 
 static const uint8_t algo_runs[BRAID_NUM_ALGOS] = {
@@ -64,6 +68,7 @@ void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores)
   t->lsa_max_bytes = max_bytes;
   t->lsa_cores = ncores > 0 ? ncores : 1;
   t->lsa_variant = (int)braid_param_int(BRAID_PARAM_LSA_VARIANT);
+  braid_tuner_memo_clear(&t->memo);
 }
 
 /* Host one-shot / two-shot (tuner_tables.h, LSA block): NCCL_ALGO names them NVLS. */
@@ -86,7 +91,10 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
 }
 
 void braid_tuner_cap_channels(struct braid_tuner* t, int n) {
-  if (t != NULL && n >= 1 && n < t->nchannels) t->nchannels = n;
+  if (t != NULL && n >= 1 && n < t->nchannels) {
+    t->nchannels = n;
+    braid_tuner_memo_clear(&t->memo);
+  }
 }
 
 void braid_tuner_free(struct braid_tuner* t) {
@@ -107,6 +115,7 @@ ncclResult_t braid_tuner_attach_plugin(struct braid_tuner* t, uint64_t comm_id) 
       s.base_lat[a][p] = t->host_mode ? braid_tuner_base_lat_host[a][p] : braid_tuner_base_lat[a][p];
       for (int h = 0; h < 3; h++) s.hw_lat[h][a][p] = braid_tuner_hw_lat[h][a][p];
     }
+  braid_tuner_memo_clear(&t->memo); /* with a plugin, every call asks it (best_of) */
   return braid_tuner_plugin_open(&s, &t->plugin);
 }
 
@@ -400,7 +409,12 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
 }
 
 ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out) {
-  BRAID_CHECK(best_of(t, func, bytes, 1, out));
+  /* the memo is the tuner's own cache: logically const (tuner_memo.h) */
+  int memo = t != NULL && out != NULL && t->plugin == NULL;
+  if (!memo || !braid_tuner_memo_get(&t->memo, func, bytes, out)) {
+    BRAID_CHECK(best_of(t, func, bytes, 1, out));
+    if (memo) braid_tuner_memo_put((struct braid_tuner_memo*)&t->memo, func, bytes, out);
+  }
   if (t->log)
     BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}%s",
                braid_tuner_func_name(func), (long)bytes, braid_tuner_algo_name(out->algo),

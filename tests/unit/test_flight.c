@@ -150,6 +150,50 @@ START_TEST(test_flight_sigusr1) {
 }
 END_TEST
 
+/* The steps column follows connections made after the first calls (point-to-point peers on
+ * first use) and connections freed and made again (ncclCommSuspend / ncclCommResume): the
+ * recorder keeps the list of counters it reads per call and must see both changes. Rank 0
+ * dumps with SIGUSR1: 2 all-reduces, 1 send, 1 receive, 1 all-reduce after the resume, each
+ * done with at least one step. */
+static int body_new_conns(struct harness_rank* r) {
+  ncclComm_t comm;
+  char path[64];
+  float* buf = calloc(4096, sizeof(float));
+  REXPECT(r, buf != NULL, "out of memory");
+  setenv("NCCL_ALGO", "Ring", 1); /* through the FIFOs, so every call moves steps */
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 2; i++) RCHECK(r, ncclAllReduce(buf, buf, 4096, ncclFloat, ncclSum, comm, NULL));
+  int peer = 1 - r->rank;
+  RCHECK(r, ncclGroupStart());
+  RCHECK(r, ncclSend(buf, 2048, ncclFloat, peer, comm, NULL));
+  RCHECK(r, ncclRecv(buf + 2048, 2048, ncclFloat, peer, comm, NULL));
+  RCHECK(r, ncclGroupEnd());
+  RCHECK(r, ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+  RCHECK(r, ncclCommResume(comm));
+  RCHECK(r, ncclAllReduce(buf, buf, 4096, ncclFloat, ncclSum, comm, NULL));
+  if (r->rank == 0) {
+    snprintf(path, sizeof(path), "/tmp/braid-flight-%d.txt", (int)getpid());
+    unlink(path);
+    raise(SIGUSR1);
+    char* dump = NULL;
+    for (int i = 0; i < 500 && (dump = slurp(path)) == NULL; i++) usleep(10000);
+    REXPECT(r, dump != NULL, "SIGUSR1 wrote no %s", path);
+    unlink(path);
+    REXPECT(r, count_of(dump, " done ") == 5, "the dump does not show 5 calls done:\n%s", dump);
+    REXPECT(r, rows_with_steps(dump, "done", 1) == 5, "a call's steps are missing or 0:\n%s", dump);
+    free(dump);
+  }
+  RCHECK(r, ncclCommDestroy(comm));
+  free(buf);
+  return 0;
+}
+
+START_TEST(test_flight_new_conns) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_new_conns, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 /* build/bin/braid-info next to this runner (build/bin/braid-tests). */
 static const char* braid_info_path(void) {
   static char path[PATH_MAX];
@@ -211,6 +255,7 @@ Suite* flight_suite(void) {
   tcase_add_test(tc, test_flight_timeout);
   tcase_add_test(tc, test_flight_sigusr1);
   tcase_add_test(tc, test_flight_braid_info);
+  tcase_add_test(tc, test_flight_new_conns);
   suite_add_tcase(s, tc);
   return s;
 }

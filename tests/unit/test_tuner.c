@@ -224,6 +224,43 @@ START_TEST(test_host_lsa) {
 }
 END_TEST
 
+/* The memo of choices (tuner_memo.c): a repeated call shape gets the same choice as its first
+ * time, for every size and function, and what changes a choice after init is seen at once:
+ * the LSA offer (8 B all-reduce: ring, then one-shot NVLS) and the channel cap. */
+START_TEST(test_memo) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(make_tuner("cpu-only.xml", 1, 2, 1, &t, &g), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  int funcs[] = {BRAID_FUNC_AllReduce, BRAID_FUNC_AllGather, BRAID_FUNC_Broadcast};
+  for (int round = 0; round < 2; round++)
+    for (int f = 0; f < 3; f++)
+      for (size_t b = 1; b <= (1ull << 33); b = b * 3 + 1) { /* more shapes than memo slots */
+        struct braid_tuner_choice first = choose(t, funcs[f], b), again = choose(t, funcs[f], b);
+        ck_assert_int_eq(first.algo, again.algo);
+        ck_assert_int_eq(first.proto, again.proto);
+        ck_assert_int_eq(first.nchannels, again.nchannels);
+        ck_assert_int_eq(first.nthreads, again.nthreads);
+        ck_assert_int_eq(first.variant, again.variant);
+        ck_assert_float_eq(first.time_us, again.time_us);
+        ck_assert_float_eq(first.time_us, braid_tuner_predict(t, funcs[f], first.algo, first.proto, b));
+      }
+  ck_assert_int_ne(choose(t, BRAID_FUNC_AllReduce, 8).algo, BRAID_ALGO_NVLS);
+  braid_tuner_enable_lsa(t, 512 << 10, 2);
+  struct braid_tuner_choice lsa;
+  ck_assert_int_eq(braid_tuner_choose(t, BRAID_FUNC_AllReduce, 8, &lsa), ncclSuccess);
+  ck_assert_int_eq(lsa.algo, BRAID_ALGO_NVLS);
+  if (g->nchannels > 1) {
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, g->nchannels);
+    braid_tuner_cap_channels(t, 1);
+    ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, 1);
+  }
+  braid_tuner_free(t);
+  braid_graph_free(g);
+}
+END_TEST
+
 /* Host mode over 4 fake nodes of one rank (the bench/tree-vs-ring.sh setup): tree from 8 B to
  * 64 KiB, ring from 1 MiB on, one crossover between them (measured between 64 and 128 KiB;
  * tuner_tables.h), times growing with size, two channels past the first 64 KiB. */
@@ -438,6 +475,7 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_host_mode);
   tcase_add_test(tc, test_host_fake_nodes);
   tcase_add_test(tc, test_host_lsa);
+  tcase_add_test(tc, test_memo);
   suite_add_tcase(s, tc);
   tc = tcase_create("env");
   tcase_set_timeout(tc, 60);
