@@ -119,6 +119,10 @@ ncclResult_t braid_tuner_attach_plugin(struct braid_tuner* t, uint64_t comm_id) 
   return braid_tuner_plugin_open(&s, &t->plugin);
 }
 
+struct braid_tuner_plugin* braid_tuner_plugin_of(const struct braid_tuner* t) {
+  return t != NULL ? t->plugin : NULL;
+}
+
 static int arch_of(const struct braid_channel_graph* g) {
   if (g->host_mode) return BRAID_ARCH_HOST;
   if (g->min_sm >= 100) return BRAID_ARCH_BLACKWELL;

@@ -1,5 +1,5 @@
 /*
- * nccl_adapt.c - NCCL's net plugins v6..v11 behind struct braid_net_v1 (nccl_adapt.h).
+ * nccl_adapt.c - NCCL's net plugins v6..v12 behind struct braid_net_v1 (nccl_adapt.h).
  */
 #include "transport/net/plugin/nccl_adapt.h"
 
@@ -62,7 +62,8 @@ static ncclResult_t a_init(braid_net_log_fn log) {
   (void)log;
   if (A.inited) return ncclSuccess;
   switch (A.version) {
-    case 11:
+    case 12:
+    case 11: /* same slot and signature */
       res = T(11)->init(&A.probe_ctx, 0, &cfg, nccl_log, nccl_prof);
       break;
     case 10:
@@ -88,6 +89,7 @@ static ncclResult_t a_props(int dev, struct braid_net_props* p) {
     struct nccl_net_props_v8 v8;
     struct nccl_net_props_v9 v9;
     struct nccl_net_props_v11 v11;
+    struct nccl_net_props_v12 v12;
   } u;
   int dev_type = NCCL_ABI_NET_DEVICE_HOST;
   memset(&u, 0, sizeof(u));
@@ -112,8 +114,11 @@ static ncclResult_t a_props(int dev, struct braid_net_props* p) {
     case 10:
       COMMON(u.v9), p->regIsGlobal = u.v9.regIsGlobal, dev_type = u.v9.netDeviceType;
       break;
-    default:
+    case 11:
       COMMON(u.v11), p->regIsGlobal = u.v11.regIsGlobal, dev_type = u.v11.netDeviceType;
+      break;
+    default: /* v12: vProps is longer, railId / planeId are topology hints braid does not use */
+      COMMON(u.v12), p->regIsGlobal = u.v12.regIsGlobal, dev_type = u.v12.netDeviceType;
       break;
   }
 #undef COMMON
@@ -168,6 +173,7 @@ static ncclResult_t a_connect(void* ctx, int dev, void* handle, void** send_p) {
     case 10:
       return T(10)->connect(dev, &x->cfg, handle, send_p, &dh);
     case 11:
+    case 12: /* same slot and signature */
       return T(11)->connect(x->pctx, dev, handle, send_p, &dh);
     default:
       return T(7)->connect(dev, handle, send_p, &dh); /* v7..v9 */
@@ -314,8 +320,9 @@ static int table_complete(const void* tab, int version) {
   return 1;
 }
 
-static const char* const collnet_symbols[] = {"ncclCollNetPlugin_v11", "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v9",
-                                              "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v7",  "ncclCollNetPlugin_v6"};
+static const char* const collnet_symbols[] = {"ncclCollNetPlugin_v12", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v10",
+                                              "ncclCollNetPlugin_v9",  "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v7",
+                                              "ncclCollNetPlugin_v6"};
 
 const struct braid_net_v1* braid_net_nccl_adapt(void* dl, const char* lib, int max_version, int* version_p) {
   char sym[32];
@@ -328,7 +335,7 @@ const struct braid_net_v1* braid_net_nccl_adapt(void* dl, const char* lib, int m
   }
   v++;
   if (tab == NULL) {
-    const char* newer = dlsym(dl, "ncclNetPlugin_v12") ? " (it exports ncclNetPlugin_v12, newer than braid's v11)" : "";
+    const char* newer = dlsym(dl, "ncclNetPlugin_v13") ? " (it exports ncclNetPlugin_v13, newer than braid's v12)" : "";
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "External network plugin %s is unsupported%s", lib, newer);
     return NULL;
   }
