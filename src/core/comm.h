@@ -176,8 +176,9 @@ void braid_comm_reblame(struct braid_comm* comm, int peer, int blamed, const cha
 /* A process of this machine that no longer runs (gone, or a zombie). */
 int braid_comm_pid_gone(int pid);
 
-/* Connection management (src/core/connect.c). */
-ncclResult_t braid_connect_rings(struct braid_comm* comm);
+/* Connection management (src/core/connect.c). The rings' bootstrap waits end at deadline (ns;
+ * 0: the bootstrap's own, i.e. init's): ncclCommResume bounds its reconnection this way. */
+ncclResult_t braid_connect_rings(struct braid_comm* comm, int64_t deadline);
 /* Connections are made in three phases, each over every communicator of a group before the
  * next, so that one thread can connect several (an ncclCommInitAll clique): POST (setup, blobs
  * to the peers), SENDS (senders connect and acknowledge), RECVS (receivers connect and wait

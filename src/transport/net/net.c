@@ -55,8 +55,8 @@ struct net_blob {
 
 #define NET_FLUSH_IDLE_S 30 /* a closing sender gives up when its peer took nothing for this long */
 
-static ncclResult_t ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
-                            struct net_ctx** ctx_p) {
+ncclResult_t braid_net_ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
+                               struct net_ctx** ctx_p) {
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&ctx_lock);
   struct net_ctx* x = ctx_list;
@@ -81,7 +81,7 @@ out:
   return res;
 }
 
-static void ctx_put(struct net_ctx* x) {
+void braid_net_ctx_put(struct net_ctx* x) {
   if (x == NULL) return;
   pthread_mutex_lock(&ctx_lock);
   if (--x->refs > 0) {
@@ -94,6 +94,10 @@ static void ctx_put(struct net_ctx* x) {
   pthread_mutex_unlock(&ctx_lock);
   x->net->closeContext(x->ctx);
   free(x);
+}
+
+void* braid_net_ctx_plugin(const struct net_ctx* x) {
+  return x->ctx;
 }
 
 static int net_can_connect(const struct braid_transport_ctx* t, int peer) {
@@ -200,7 +204,7 @@ static ncclResult_t net_res_new(const struct braid_transport_ctx* t, int peer, i
   r->ptr_support = props.ptrSupport;
   BRAID_CHECK_GOTO(braid_net_gdr_choose(t, net->name, r->dev, &props, is_send, &r->gdr, &r->flush), res, err_free);
   if (r->gdr) snprintf(r->desc, sizeof(r->desc), "%s/%d/GDRDMA", net->name, r->dev); /* NCCL's channel lines */
-  BRAID_CHECK_GOTO(ctx_get(t, net, &r->ctx), res, err_free);
+  BRAID_CHECK_GOTO(braid_net_ctx_get(t, net, &r->ctx), res, err_free);
   for (int p = 0; p < BRAID_NUM_PROTOS; p++)
     if (t->buff_bytes[p] / BRAID_NSTEPS > r->stride) r->stride = t->buff_bytes[p] / BRAID_NSTEPS;
   r->stride = align_up(r->stride, 4096);
@@ -229,7 +233,7 @@ static ncclResult_t net_res_new(const struct braid_transport_ctx* t, int peer, i
   *r_p = r;
   return ncclSuccess;
 err_ctx:
-  ctx_put(r->ctx);
+  braid_net_ctx_put(r->ctx);
 err_free:
   pthread_mutex_destroy(&r->lock);
   free(r);
@@ -244,7 +248,7 @@ static void net_res_free(struct braid_connector* c) {
   if (r->mhandle != NULL) r->net->deregMr(r->net_comm, r->mhandle);
   if (r->net_comm != NULL) (r->is_send ? r->net->closeSend : r->net->closeRecv)(r->net_comm);
   if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
-  ctx_put(r->ctx);
+  braid_net_ctx_put(r->ctx);
   net_fifo_free(r);
   pthread_mutex_destroy(&r->lock);
   free(r);

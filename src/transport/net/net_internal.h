@@ -89,6 +89,13 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p);
  * (initialised here), as if it had been chosen; NULL forgets the choice. */
 ncclResult_t braid_net_plugin_use(const struct braid_net_v1* net);
 
+/* net.c: a communicator's plugin context, shared by its connections and its one-sided
+ * channels (net_rma.c); opened by the first get, closed by the last put. */
+ncclResult_t braid_net_ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
+                               struct net_ctx** ctx_p);
+void braid_net_ctx_put(struct net_ctx* x);
+void* braid_net_ctx_plugin(const struct net_ctx* x);
+
 /* net_proxy.c: moving a connection. */
 /* Hand a connected end to the progress engine (state ACTIVE) / take it back: after remove
  * nothing moves it any more. */
