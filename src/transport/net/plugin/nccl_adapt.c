@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/check.h"
+#include "device/device.h"
 #include "transport/net/plugin/nccl_net_abi.h"
 
 #define NCCL_PTR_BITS 0x7   /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
@@ -23,6 +25,7 @@ static struct {
   const struct braid_net_ext_v1* ext;
   struct braid_net_v1 net; /* what braid calls */
   int inited;              /* init once per process (v11: the context devices() needs before any comm) */
+  int dmabuf;              /* some device declared NCCL_PTR_DMABUF: device memory goes through regMrDmaBuf */
   void* probe_ctx;
 } A;
 
@@ -123,6 +126,7 @@ static ncclResult_t a_props(int dev, struct braid_net_props* p) {
   }
 #undef COMMON
   if (A.ext == NULL) p->ptrSupport &= NCCL_PTR_BITS; /* braid's bits mean something only with its extension */
+  if (p->ptrSupport & BRAID_NET_PTR_DMABUF) A.dmabuf = 1;
   if (p->maxRecvs > MAX_GROUPED_RECVS) p->maxRecvs = MAX_GROUPED_RECVS;
   if (dev_type != NCCL_ABI_NET_DEVICE_HOST) {
     BRAID_WARN("NET/%s : device %d needs device offload (netDeviceType %d), which braid does not support", A.net.name,
@@ -192,7 +196,28 @@ static ncclResult_t too_big(const char* what, size_t size) {
   return ncclInternalError;
 }
 
+/* Device memory of a plugin that takes dma-bufs, as NCCL registers it: a dma-buf of the pages
+ * (the device layer's dmabuf_get) handed to regMrDmaBuf with type CUDA. 0: registered; 1: no
+ * dma-buf from the device (the caller tries regMr, which a peer-memory plugin takes). */
+static int reg_dmabuf(void* comm, void* data, size_t size, void** mhandle, ncclResult_t* res) {
+  const struct braid_device_ops* dev = braid_device();
+  int fd = -1;
+  uint64_t offset = 0;
+  if (dev == NULL || dev->dmabuf_get == NULL || dev->dmabuf_get(data, size, &fd, &offset) != ncclSuccess) return 1;
+  /* regMrDmaBuf sits at the same place with the same signature v6..v12 */
+  *res = T(6)->regMrDmaBuf(comm, data, size, BRAID_NET_PTR_CUDA, offset, fd, mhandle);
+  close(fd);
+  if (*res != ncclSuccess)
+    BRAID_WARN("NET/%s : regMrDmaBuf of %zu bytes of device memory at %p (dma-buf fd, offset %llu) failed: %d",
+               A.net.name, size, data, (unsigned long long)offset, (int)*res);
+  return 0;
+}
+
 static ncclResult_t a_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  ncclResult_t res;
+  if (type == BRAID_NET_PTR_CUDA && A.dmabuf && T(6)->regMrDmaBuf != NULL &&
+      reg_dmabuf(comm, data, size, mhandle, &res) == 0)
+    return res;
   if (A.version <= 7) {
     if (size > INT_MAX) return too_big("a registration", size);
     return T(6)->regMr(comm, data, (int)size, type, mhandle);

@@ -9,10 +9,12 @@
  * reports int sizes per grouped receive). A library that also exports braidNetExt_v1
  * (nccl_net_abi.h: libnccl-net-braid.so does) gets braid's optional slots (waitFds,
  * finishSend, abortSend, getStatus, recvInline) and may declare BRAID_NET_PTR_HOST_ANY;
- * otherwise ptrSupport keeps NCCL's bits only.
+ * otherwise ptrSupport keeps NCCL's bits only. Device memory (regMr type BRAID_NET_PTR_CUDA)
+ * of a plugin that declared NCCL_PTR_DMABUF goes through its regMrDmaBuf with a dma-buf of the
+ * pages (the device layer's dmabuf_get), as NCCL registers it; else through regMr.
  * Not adapted: device offload (a device whose netDeviceType is not NCCL_NET_DEVICE_HOST is
  * refused), virtual devices (makeVDevice is never called: one braid device per plugin
- * device), regMrDmaBuf (braid registers host FIFOs only), setNetAttr, the collNet tables
+ * device), setNetAttr, the collNet tables
  * (reported, never used: braid has no collNet algorithm). v12 (2.30) is v11's table with a
  * longer vProps and railId / planeId in its properties (not used: braid's topology does not
  * take rail or plane hints from a plugin).
