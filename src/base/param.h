@@ -123,11 +123,18 @@
   X(IB_SL, "NCCL_IB_SL", LIVE, INT(-1, 15), -1, "IB service level")                                                    \
   X(IB_TC, "NCCL_IB_TC", LIVE, INT(-1, 255), -1, "IB traffic class")                                                   \
   X(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", LIVE, INT(1, 2), 2, "RoCE version for GID selection")             \
+  X(IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", LIVE, ENUM("AF_INET|AF_INET6"), "AF_INET", "RoCE GID address family")       \
+  X(IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", LIVE, STR, NULL, "RoCE GIDs inside this prefix only (a.b.c.d/n, IPv6/n)")     \
+  X(IB_ROUTABLE_FLID_GID_INDEX, "NCCL_IB_ROUTABLE_FLID_GID_INDEX", LIVE, INT(0, 255), 1,                               \
+    "InfiniBand: this GID index when its GID has a routable FLID")                                                     \
   X(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", LIVE, INT(0, 2), 2,                                       \
     "PCIe relaxed ordering for IB (2: auto)")                                                                          \
   X(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", LIVE, BOOL, BRAID_PARAM_UNSET, "IB adaptive routing")             \
   X(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", LIVE, STR, NULL, "farthest path for GPUDirect RDMA (as NCCL_P2P_LEVEL)")      \
-  X(NET_GDR_READ, "NCCL_NET_GDR_READ", ACCEPTED, BOOL, BRAID_PARAM_UNSET, "GPUDirect RDMA for sends")                  \
+  X(NET_GDR_READ, "NCCL_NET_GDR_READ", LIVE, BOOL, BRAID_PARAM_UNSET,                                                  \
+    "GPUDirect RDMA for sends (unset: on from sm_80, or with NVLink peers)")                                           \
+  X(GDR_FLUSH_DISABLE, "NCCL_GDR_FLUSH_DISABLE", LIVE, BOOL, 0, "1: no flush after GPUDirect RDMA receives")           \
+  X(NET_FORCE_FLUSH, "NCCL_NET_FORCE_FLUSH", LIVE, BOOL, 0, "1: flush GPUDirect RDMA receives on sm_90+ too")          \
   X(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                       \
     "helper threads per socket connection (0..16)")                                                                    \
   X(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", LIVE, INT(INT32_MIN, INT32_MAX), BRAID_PARAM_UNSET,                     \

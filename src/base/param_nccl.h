@@ -33,7 +33,6 @@
   Y(GDRCOPY_FIFO_ENABLE)                                  \
   Y(GDRCOPY_FLUSH_ENABLE)                                 \
   Y(GDRCOPY_SYNC_ENABLE)                                  \
-  Y(GDR_FLUSH_DISABLE)                                    \
   Y(GIN_COUNTER_POOL_SIZE)                                \
   Y(GIN_ENABLE)                                           \
   Y(GIN_ERROR_QUERY_SEC)                                  \
@@ -55,8 +54,6 @@
   Y(GRAPH_STREAM_ORDERING)                                \
   Y(GROUP_CUDA_STREAM)                                    \
   Y(IBVERBS_LIB)                                          \
-  Y(IB_ADDR_FAMILY)                                       \
-  Y(IB_ADDR_RANGE)                                        \
   Y(IB_AR_THRESHOLD)                                      \
   Y(IB_DATA_DIRECT)                                       \
   Y(IB_DEVICE_PCI_ORDER)                                  \
@@ -84,7 +81,6 @@
   Y(IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX)             \
   Y(IB_RESILIENCY_PORT_RECOVERY_START_DELAY)              \
   Y(IB_RETURN_ASYNC_EVENTS)                               \
-  Y(IB_ROUTABLE_FLID_GID_INDEX)                           \
   Y(IB_SUBNET_AWARE_ROUTING)                              \
   Y(IB_SUBNET_PREFIX_LEN)                                 \
   Y(IB_USE_INLINE)                                        \
@@ -115,7 +111,6 @@
   Y(NCHANNELS_PER_NET_PEER)                               \
   Y(NETDEVS_POLICY)                                       \
   Y(NET_DISABLE_INTRA)                                    \
-  Y(NET_FORCE_FLUSH)                                      \
   Y(NET_FORCE_MERGE)                                      \
   Y(NET_GDR_C2C)                                          \
   Y(NET_GDR_MLOPART)                                      \

@@ -540,16 +540,26 @@ static ncclResult_t bs_check_args(const struct braid_bootstrap* bs, int peer, co
   return ncclSuccess;
 }
 
-ncclResult_t braid_bootstrap_send(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data, size_t size) {
+ncclResult_t braid_bootstrap_send_until(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data,
+                                        size_t size, int64_t deadline) {
   BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_send"));
   if (braid_fault_hit("bootstrap.send")) return ncclSystemError;
-  return bs_send(bs, peer, BS_KIND_USER, tag, data, size, 0);
+  return bs_send(bs, peer, BS_KIND_USER, tag, data, size, deadline);
+}
+
+ncclResult_t braid_bootstrap_recv_until(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size,
+                                        int64_t deadline) {
+  BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_recv"));
+  if (braid_fault_hit("bootstrap.recv")) return ncclSystemError;
+  return bs_recv(bs, peer, BS_KIND_USER, tag, data, size, deadline);
+}
+
+ncclResult_t braid_bootstrap_send(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data, size_t size) {
+  return braid_bootstrap_send_until(bs, peer, tag, data, size, 0);
 }
 
 ncclResult_t braid_bootstrap_recv(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size) {
-  BRAID_CHECK(bs_check_args(bs, peer, data, size, "braid_bootstrap_recv"));
-  if (braid_fault_hit("bootstrap.recv")) return ncclSystemError;
-  return bs_recv(bs, peer, BS_KIND_USER, tag, data, size, 0);
+  return braid_bootstrap_recv_until(bs, peer, tag, data, size, 0);
 }
 
 /* The WARN of an allgather that did not complete: the ranks whose slots never reached this

@@ -60,6 +60,11 @@ ncclResult_t braid_bootstrap_barrier_until(struct braid_bootstrap* bs, int64_t d
  * (else ncclInvalidUsage). A peer that dies: ncclRemoteError naming its rank and host. */
 ncclResult_t braid_bootstrap_send(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data, size_t size);
 ncclResult_t braid_bootstrap_recv(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size);
+/* The same, bounded by deadline (ns; 0: the bootstrap's) as the _until collectives above. */
+ncclResult_t braid_bootstrap_send_until(struct braid_bootstrap* bs, int peer, uint64_t tag, const void* data,
+                                        size_t size, int64_t deadline);
+ncclResult_t braid_bootstrap_recv_until(struct braid_bootstrap* bs, int peer, uint64_t tag, void* data, size_t size,
+                                        int64_t deadline);
 
 int braid_bootstrap_rank(const struct braid_bootstrap* bs);
 int braid_bootstrap_nranks(const struct braid_bootstrap* bs);

@@ -103,6 +103,7 @@ struct braid_comm {
   uint32_t conn_gen;                   /* bumped when a connection is made or freed (connect.c) */
   struct braid_prof* prof;             /* NCCL_PROFILER_PLUGIN's context (core/profile.c), NULL: none */
   uint64_t prof_seq[BRAID_NUM_FUNCS];  /* collectives per function: the profiler's seqNumber */
+  struct braid_prof_done* prof_done;   /* device mode: events waiting for kernels (core/profile_done.c) */
 
   uint64_t op_count;     /* collectives issued (logs) */
   uint64_t mismatch_seq; /* groups run on it: tags BRAID_CHECK_MISMATCH's messages (mismatch.c) */
@@ -175,8 +176,9 @@ void braid_comm_reblame(struct braid_comm* comm, int peer, int blamed, const cha
 /* A process of this machine that no longer runs (gone, or a zombie). */
 int braid_comm_pid_gone(int pid);
 
-/* Connection management (src/core/connect.c). */
-ncclResult_t braid_connect_rings(struct braid_comm* comm);
+/* Connection management (src/core/connect.c). The rings' bootstrap waits end at deadline (ns;
+ * 0: the bootstrap's own, i.e. init's): ncclCommResume bounds its reconnection this way. */
+ncclResult_t braid_connect_rings(struct braid_comm* comm, int64_t deadline);
 /* Connections are made in three phases, each over every communicator of a group before the
  * next, so that one thread can connect several (an ncclCommInitAll clique): POST (setup, blobs
  * to the peers), SENDS (senders connect and acknowledge), RECVS (receivers connect and wait

@@ -113,7 +113,7 @@ static void log_connection(const struct braid_comm* comm, int channel, int conn_
 
 /* Phase 1 for one direction: local setup, blob to the peer. */
 static ncclResult_t post_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
-                             struct braid_connector* c) {
+                             struct braid_connector* c, int64_t deadline) {
   struct braid_connect_blob blob = {{0}}; /* bytes a transport leaves unset still cross the wire */
   ctx_build(comm);
   BRAID_CHECK(pick_transport(comm, peer, &c->transport));
@@ -122,15 +122,17 @@ static ncclResult_t post_one(struct braid_comm* comm, int channel, int conn_inde
     BRAID_CHECK(c->transport->send_setup(&comm->tctx, peer, id, c, &blob));
   else
     BRAID_CHECK(c->transport->recv_setup(&comm->tctx, peer, id, c, &blob));
-  return braid_bootstrap_send(comm->bootstrap, peer, blob_tag(channel, conn_index, is_send), &blob, sizeof(blob));
+  return braid_bootstrap_send_until(comm->bootstrap, peer, blob_tag(channel, conn_index, is_send), &blob, sizeof(blob),
+                                    deadline);
 }
 
 /* Phase 2: the peer's blob, connect. */
 static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_index, int peer, int is_send,
-                               struct braid_connector* c) {
+                               struct braid_connector* c, int64_t deadline) {
   struct braid_connect_blob blob;
-  BRAID_CHECK(
-      braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, !is_send), &blob, sizeof(blob)));
+  uint64_t ack_tag = blob_tag(channel, conn_index, 1) | TAG_ACK;
+  BRAID_CHECK(braid_bootstrap_recv_until(comm->bootstrap, peer, blob_tag(channel, conn_index, !is_send), &blob,
+                                         sizeof(blob), deadline));
   /* The sender acknowledges once it holds the receiver's memory, and the receiver waits for
    * that: until then the receiver must not free it (a rank whose only receive has 0 bytes
    * could otherwise finish and destroy before the sender mapped the FIFO). Senders finish
@@ -138,10 +140,10 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
   char ack = 1;
   if (is_send) {
     BRAID_CHECK(c->transport->send_connect(&comm->tctx, c, &blob));
-    BRAID_CHECK(braid_bootstrap_send(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
+    BRAID_CHECK(braid_bootstrap_send_until(comm->bootstrap, peer, ack_tag, &ack, 1, deadline));
   } else {
     BRAID_CHECK(c->transport->recv_connect(&comm->tctx, c, &blob));
-    BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, blob_tag(channel, conn_index, 1) | TAG_ACK, &ack, 1));
+    BRAID_CHECK(braid_bootstrap_recv_until(comm->bootstrap, peer, ack_tag, &ack, 1, deadline));
   }
   c->connected = 1;
   __atomic_add_fetch(&comm->conn_gen, 1, __ATOMIC_RELEASE); /* the flight recorder's counter list */
@@ -151,21 +153,27 @@ static ncclResult_t finish_one(struct braid_comm* comm, int channel, int conn_in
 
 /* One phase for one connection: POST runs both sides' setup; SENDS and RECVS finish only
  * the side they name, so every sender everywhere acknowledges before any receiver waits. */
-static ncclResult_t phase_one(struct braid_comm* comm, int phase, int channel, int conn_index, int peer, int is_send,
-                              struct braid_connector* c) {
-  if (phase == BRAID_CONNECT_POST) return post_one(comm, channel, conn_index, peer, is_send, c);
+static ncclResult_t phase_until(struct braid_comm* comm, int phase, int channel, int conn_index, int peer, int is_send,
+                                struct braid_connector* c, int64_t deadline) {
+  if (phase == BRAID_CONNECT_POST) return post_one(comm, channel, conn_index, peer, is_send, c, deadline);
   if ((phase == BRAID_CONNECT_SENDS) != is_send) return ncclSuccess;
-  return finish_one(comm, channel, conn_index, peer, is_send, c);
+  return finish_one(comm, channel, conn_index, peer, is_send, c, deadline);
 }
 
-ncclResult_t braid_connect_rings(struct braid_comm* comm) {
+/* Init's and first-use connections: the bootstrap's own deadline (init's, none later). */
+static ncclResult_t phase_one(struct braid_comm* comm, int phase, int channel, int conn_index, int peer, int is_send,
+                              struct braid_connector* c) {
+  return phase_until(comm, phase, channel, conn_index, peer, is_send, c, 0);
+}
+
+ncclResult_t braid_connect_rings(struct braid_comm* comm, int64_t deadline) {
   ctx_build(comm);
   if (comm->nranks == 1) return ncclSuccess;
   for (int phase = BRAID_CONNECT_POST; phase <= BRAID_CONNECT_RECVS; phase++) {
     for (int c = 0; c < comm->nchannels; c++) {
       struct braid_channel* ch = &comm->channels[c];
-      BRAID_CHECK(phase_one(comm, phase, c, 0, ch->dev.ring.next, 1, &ch->ring_send));
-      BRAID_CHECK(phase_one(comm, phase, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv));
+      BRAID_CHECK(phase_until(comm, phase, c, 0, ch->dev.ring.next, 1, &ch->ring_send, deadline));
+      BRAID_CHECK(phase_until(comm, phase, c, 0, ch->dev.ring.prev, 0, &ch->ring_recv, deadline));
     }
   }
   for (int c = 0; c < comm->nchannels; c++) {

@@ -179,7 +179,7 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   flight_set_all(plans, nplans, tasks, BRAID_FLIGHT_RUNNING);
   res = run_plans(plans, nplans);
 out_plans:
-  if (profiled) braid_profile_group_stop(plans, nplans, tasks);
+  if (profiled) braid_profile_group_stop(plans, nplans, tasks, res);
   flight_set_all(plans, nplans, tasks,
                  res != ncclSuccess              ? BRAID_FLIGHT_FAILED
                  : plans[0].comm->device != NULL ? BRAID_FLIGHT_LAUNCHED

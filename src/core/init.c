@@ -279,7 +279,7 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
   BRAID_CHECK(setup_graph(comm));
   BRAID_CHECK(setup_channels(comm));
   braid_bootstrap_watch(comm->bootstrap, init_peer_died, comm);
-  ncclResult_t res = braid_connect_rings(comm);
+  ncclResult_t res = braid_connect_rings(comm, 0);
   /* a failure here may be a dead peer's doing that the watch has not reported yet (a busy
    * machine): give it a moment, then ask, while no rank may have left legitimately */
   for (int i = 0; res != ncclSuccess && comm->abort_flag == 0 && i < 20; i++) usleep(5000);

@@ -13,6 +13,7 @@
 #include "base/param.h"
 #include "core/sym/sym.h"
 #include "kernels/prims.h"
+#include "plugin/tuner_plugin.h"
 #include "topo/tuner.h"
 
 /* Two-rank all-reduces up to this size swap inputs instead of running the ring: measured
@@ -49,7 +50,6 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   w->count = t->count;
   w->chan_count = t->count;
   w->lsa = v;
-  w->lsa_seq = (uint32_t)seq;
   w->lsa_mode = (uint8_t)c->variant;
   return ncclSuccess;
 }
@@ -67,11 +67,15 @@ static ncclResult_t add_coll(struct braid_plan* plan, struct braid_task* t, int*
   if (nch < 1) nch = 1;
   t->chosen.algo = choice.algo, t->chosen.proto = proto, t->chosen.nchannels = nch,
   t->chosen.nthreads = choice.nthreads;
+  if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads; /* NVLS too: its block's threads */
   if (choice.algo == BRAID_ALGO_NVLS) return add_lsa(plan, t, &choice, nworks);
   if (choice.algo == BRAID_ALGO_TREE && !comm->trees_connected) plan->connect_trees = 1;
-  if (choice.nthreads > plan->nthreads) plan->nthreads = choice.nthreads;
   uint32_t slot = comm->buff_bytes[proto] / BRAID_NSTEPS;
   uint32_t chunk = braid_proto_payload(proto, slot) / es;
+  struct braid_tuner_plugin* tp = braid_tuner_plugin_of(comm->tuner); /* v6 may set the step size */
+  if (tp != NULL)
+    chunk =
+        (uint32_t)(braid_tuner_plugin_chunk(tp, t->func, bytes, choice.algo, proto, nch, (size_t)chunk * es, 64) / es);
   /* Channel shares in whole 64-byte units, so every share starts aligned like the buffer. */
   size_t unit = 64 / es, per = (t->count + nch - 1) / nch;
   per = (per + unit - 1) / unit * unit;

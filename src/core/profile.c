@@ -35,6 +35,7 @@ ncclResult_t braid_profile_open(struct braid_comm* comm) {
 }
 
 void braid_profile_close(struct braid_comm* comm) {
+  braid_profile_done_close(comm);
   braid_prof_close(comm->prof);
   comm->prof = NULL;
 }
@@ -85,7 +86,10 @@ void braid_profile_group_start(struct braid_plan* plans, int nplans, struct brai
   }
 }
 
-void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid_task* tasks) {
+void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid_task* tasks, ncclResult_t res) {
+  /* Device mode: what was launched stops when its kernels are done (profile_done.c). */
+  for (int i = 0; i < nplans && res == ncclSuccess; i++)
+    if (plans[i].comm->device != NULL) braid_profile_defer(&plans[i], tasks);
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->prof_event == NULL) continue;
     braid_prof_stop(t->comm->prof, t->prof_event);

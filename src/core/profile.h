@@ -8,8 +8,9 @@
  * and communicator a Group event; inside it (parentGroup, and parentObj its API event) a
  * Coll event per collective (its seqNumber per function, the algorithm, protocol and channels
  * the tuner chose) and a P2p event per send or receive. Host mode: they stop when the group's
- * work is done (the call returns); device mode: when the launch is on the stream (NCCL stops
- * these host-side events after its proxy upload too; braid does not poll kernels for them).
+ * work is done (the call returns); device mode: when its kernels are done (profile_done.c:
+ * the progress thread polls a device event recorded behind them; at launch when the stream
+ * is being captured).
  */
 #ifndef BRAID_PROFILE_H
 #define BRAID_PROFILE_H
@@ -25,7 +26,12 @@ ncclResult_t braid_profile_open(struct braid_comm* comm);
 void braid_profile_close(struct braid_comm* comm);
 /* Group and task events of a group run: start before it moves data, stop when it is done. */
 void braid_profile_group_start(struct braid_plan* plans, int nplans, struct braid_task* tasks);
-void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid_task* tasks);
+void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid_task* tasks, ncclResult_t res);
+/* profile_done.c: device mode, a launched plan's events stop when its kernels are done (the
+ * events it takes are cleared in the plan and tasks; what it leaves the caller stops now) ... */
+void braid_profile_defer(struct braid_plan* plan, struct braid_task* tasks);
+/* ... and what still waits stops at the communicator's end, before the plugin's finalize. */
+void braid_profile_done_close(struct braid_comm* comm);
 /* API events (v5+): a call appends its task (a CollApi / P2pApi event, started and stopped
  * there, as NCCL does; the calling thread's GroupApi event starts with its first task) ... */
 void braid_profile_api_call(struct braid_task* task);

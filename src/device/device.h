@@ -114,6 +114,15 @@ struct braid_device_ops {
    * thread forbids (event queries, synchronous copies) run in relaxed mode, or they would
    * invalidate the user's capture. */
   ncclResult_t (*capture_mode)(int* mode);
+  /* Added for GPUDirect RDMA through dma-buf (a net plugin registering device memory with its
+   * NIC: transport/net/ib/ib_gdr.c). dmabuf_supported: *yes = 1 when device `dev` exports
+   * dma-bufs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; the fake GPU: always). dmabuf_get: a new
+   * dma-buf file descriptor covering [ptr, ptr + bytes) of device memory
+   * (cuMemGetHandleForAddressRange over the enclosing pages; the fake GPU: its shared-memory
+   * segment) and ptr's offset in it; the caller closes *fd. ncclSystemError (with an INFO,
+   * no WARN: the caller falls back) when it cannot. */
+  ncclResult_t (*dmabuf_supported)(int dev, int* yes);
+  ncclResult_t (*dmabuf_get)(void* ptr, size_t bytes, int* fd, uint64_t* offset);
   /* What this device layer does differently (BRAID_DEVICE_CAP_*), declared instead of being
    * guessed from which table it is. */
   unsigned caps;

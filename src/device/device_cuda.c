@@ -17,11 +17,13 @@
 
 #if defined(BRAID_CUDA_BUILT) && BRAID_CUDA_BUILT
 
+#include <cuda.h> /* types and constants of the driver API entry points fetched at run time */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/check.h"
 #include "kernels/kernel.cuh"
@@ -259,14 +261,39 @@ static void cuda_ipc_close(void* dptr) {
     BRAID_WARN("Cuda failure %d '%s': cudaIpcCloseMemHandle(%p)", (int)e, cudaGetErrorString(e), dptr);
 }
 
+/* The most threads a block of fn may have on the current device: what its __launch_bounds__
+ * for that architecture allows (kernel.cuh: 384 on sm_100, 512 before), read once per device
+ * and datatype. The block size follows the compiled kernel instead of failing its launch. */
+#define MAX_THREADS_DEVS 64
+static int max_threads_cache[MAX_THREADS_DEVS][BRAID_NUM_DTYPES];
+static ncclResult_t kernel_max_threads(const void* fn, int dtype, int* max) {
+  int dev = -1;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  int* c = dev >= 0 && dev < MAX_THREADS_DEVS && dtype >= 0 && dtype < BRAID_NUM_DTYPES ? &max_threads_cache[dev][dtype]
+                                                                                        : NULL;
+  int v = c != NULL ? __atomic_load_n(c, __ATOMIC_RELAXED) : 0;
+  if (v == 0) {
+    struct cudaFuncAttributes a;
+    CUDA_CHECK(cudaFuncGetAttributes(&a, fn));
+    v = a.maxThreadsPerBlock / 32 * 32;
+    if (v < 32) v = 32;
+    if (c != NULL) __atomic_store_n(c, v, __ATOMIC_RELAXED);
+  }
+  *max = v;
+  return ncclSuccess;
+}
+
 static ncclResult_t cuda_launch(const struct braid_kernel_args* args, int dtype, int nblocks, int nthreads,
                                 cudaStream_t stream) {
   const void* fn = kernel_of(dtype);
+  int max = 0;
   if (fn == NULL || nblocks < 1 || nblocks > BRAID_MAX_CHANNELS || nthreads < 32 ||
       nthreads > BRAID_KERNEL_MAX_THREADS) {
     BRAID_WARN("launch: invalid kernel for datatype %d or grid %d x %d threads", dtype, nblocks, nthreads);
     return ncclInvalidArgument;
   }
+  BRAID_CHECK(kernel_max_threads(fn, dtype, &max));
+  if (nthreads > max) nthreads = max;
   void* params[1] = {(void*)args};
   dim3 grid = {(unsigned)nblocks, 1, 1}, block = {(unsigned)nthreads, 1, 1};
   CUDA_CHECK(cudaLaunchKernel(fn, grid, block, params, 0, stream));
@@ -349,6 +376,52 @@ static ncclResult_t cuda_enable_peer_access(int peer_dev) {
   return ncclSuccess;
 }
 
+/* ---- GPUDirect RDMA through dma-buf: driver entry points, fetched through the runtime ---- */
+
+static void* driver_sym(const char* name) {
+  void* fn = NULL;
+  enum cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &st);
+#elif CUDART_VERSION >= 12000
+  cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &st);
+#else
+  cudaError_t e = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault);
+  st = cudaDriverEntryPointSuccess;
+#endif
+  if (e != cudaSuccess || st != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return fn;
+}
+
+static ncclResult_t cuda_dmabuf_supported(int dev, int* yes) {
+  CUresult (*attr)(int*, CUdevice_attribute, CUdevice) = driver_sym("cuDeviceGetAttribute");
+  int v = 0;
+  *yes = attr != NULL && driver_sym("cuMemGetHandleForAddressRange") != NULL &&
+         attr(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, (CUdevice)dev) == CUDA_SUCCESS && v != 0;
+  return ncclSuccess;
+}
+
+static ncclResult_t cuda_dmabuf_get(void* ptr, size_t bytes, int* fd_p, uint64_t* offset_p) {
+  CUresult (*get)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long) =
+      driver_sym("cuMemGetHandleForAddressRange");
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t base = (uintptr_t)ptr & ~(page - 1), end = ((uintptr_t)ptr + bytes + page - 1) & ~(page - 1);
+  int fd = -1;
+  CUresult r = get != NULL ? get(&fd, (CUdeviceptr)base, end - base, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0)
+                           : CUDA_ERROR_NOT_SUPPORTED;
+  if (r != CUDA_SUCCESS || fd < 0) {
+    BRAID_INFO(BRAID_LOG_NET | BRAID_LOG_REG, "cuMemGetHandleForAddressRange of %zu bytes at %p failed: CUDA error %d",
+               (size_t)(end - base), (void*)base, (int)r);
+    return ncclSystemError;
+  }
+  *fd_p = fd;
+  *offset_p = (uint64_t)((uintptr_t)ptr - base);
+  return ncclSuccess;
+}
+
 static const struct braid_device_ops cuda_ops = {
     .name = "cuda",
     .count = cuda_count,
@@ -381,6 +454,8 @@ static const struct braid_device_ops cuda_ops = {
     .setup_copy = cuda_setup_copy,
     .stream_kind = cuda_stream_kind,
     .capture_mode = cuda_capture_mode,
+    .dmabuf_supported = cuda_dmabuf_supported,
+    .dmabuf_get = cuda_dmabuf_get,
     .caps = 0,
 };
 

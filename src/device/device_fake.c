@@ -4,6 +4,7 @@
  *   - device memory is host memory, one named shared-memory segment per allocation, so an IPC
  *     handle is the segment's name and another process maps the same bytes;
  *   - pinned and registered host memory map to themselves;
+ *   - a dma-buf of device memory (GPUDirect RDMA) is a descriptor of its segment;
  *   - a stream is a worker thread that runs what was queued on it in order: a kernel launch
  *     runs its blocks as concurrent host jobs (the host executor, src/kernels/host.c) over
  *     exactly the argument block a CUDA launch gets; copies; event records and waits;
@@ -214,6 +215,33 @@ static ncclResult_t fake_pointer_kind(const void* p, int* kind, int* dev) {
   *kind = m != NULL ? BRAID_MEM_DEVICE : BRAID_MEM_HOST;
   *dev = m != NULL ? m->dev : -1;
   pthread_mutex_unlock(&mem_mu);
+  return ncclSuccess;
+}
+
+/* GPUDirect RDMA: the segment stands for the dma-buf (the emulated verbs provider maps it). */
+static ncclResult_t fake_dmabuf_supported(int dev, int* yes) {
+  BRAID_CHECK(check_dev(dev, "dmabuf_supported"));
+  *yes = 1;
+  return ncclSuccess;
+}
+static ncclResult_t fake_dmabuf_get(void* ptr, size_t bytes, int* fd_p, uint64_t* offset_p) {
+  char name[sizeof(((struct fake_mem*)0)->name)] = "";
+  uint64_t off = 0;
+  pthread_mutex_lock(&mem_mu);
+  struct fake_mem* m = mem_find(ptr);
+  if (m != NULL && (char*)ptr + bytes <= m->base + m->bytes) {
+    snprintf(name, sizeof(name), "%s", m->name);
+    off = (uint64_t)((char*)ptr - m->base);
+  }
+  pthread_mutex_unlock(&mem_mu);
+  int fd = name[0] ? shm_open(name, O_RDWR, 0600) : -1;
+  if (fd < 0) {
+    BRAID_INFO(BRAID_LOG_ALLOC | BRAID_LOG_NET, "fake GPU: no dma-buf for %zu bytes at %p: %s", bytes, ptr,
+               name[0] ? strerror(errno) : "not one device allocation of this process");
+    return ncclSystemError;
+  }
+  *fd_p = fd;
+  *offset_p = off;
   return ncclSuccess;
 }
 
@@ -753,6 +781,8 @@ static const struct braid_device_ops fake_ops = {
     .setup_copy = fake_setup_copy,
     .stream_kind = fake_stream_kind,
     .capture_mode = fake_capture_mode,
+    .dmabuf_supported = fake_dmabuf_supported,
+    .dmabuf_get = fake_dmabuf_get,
     .caps = BRAID_DEVICE_CAP_HOST_THREADS | BRAID_DEVICE_CAP_HOST_READS_DEVICE,
 };
 

@@ -334,11 +334,7 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const s
   switch (w->func) {
     case BRAID_FUNC_AllReduce:
       if (w->algo == BRAID_ALGO_TREE) return braid_run_tree_allreduce(p, w, ch);
-#if !BRAID_DEVICE_COMPILE /* host mode only so far (lsa.h); the tuner offers it nowhere else */
-      if (w->algo == BRAID_ALGO_NVLS) return braid_run_lsa_allreduce(p, w);
-#else
-      if (w->algo == BRAID_ALGO_NVLS) return BRAID_EXEC_BAD_SCHEDULE;
-#endif
+      if (w->algo == BRAID_ALGO_NVLS) return braid_run_lsa_allreduce(p, w); /* one-/two-shot (lsa.h) */
       return w->exchange ? braid_run_pair_allreduce(p, w) : braid_run_ring_allreduce(p, w, ch);
     case BRAID_FUNC_AllGather:
       return braid_run_ring_gather_scatter(p, w, ch, 1);

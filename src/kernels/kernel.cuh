@@ -22,8 +22,18 @@
 /* Work items carried inline; the whole argument block stays under CUDA's classic 4 KiB
  * kernel-parameter limit (launch.c checks it at compile time). */
 #define BRAID_KERNEL_INLINE_WORKS 32
-/* Threads per block: the kernel is compiled for at most this many (__launch_bounds__). */
+/* Threads per block: the most a launch asks for. The kernel is compiled for at most
+ * BRAID_KERNEL_BOUND_THREADS (__launch_bounds__), which is fewer on sm_100: at 512 threads
+ * ptxas caps a thread at 128 registers there and the kernel spilled (issue 21,
+ * docs/notes/2026-12-01-nvls-device.md); at 384 it gets up to 168 and spills nothing. The
+ * launcher reads the compiled bound (cudaFuncGetAttributes' maxThreadsPerBlock) and launches
+ * no more (device_cuda.c). */
 #define BRAID_KERNEL_MAX_THREADS 512
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define BRAID_KERNEL_BOUND_THREADS 384
+#else
+#define BRAID_KERNEL_BOUND_THREADS BRAID_KERNEL_MAX_THREADS
+#endif
 
 BRAID_STATIC_ASSERT(sizeof(struct braid_work) % 8 == 0, "work items copy as 8-byte words");
 BRAID_STATIC_ASSERT(sizeof(struct braid_dev_channel) % 8 == 0, "channels copy as 8-byte words");
@@ -72,7 +82,7 @@ HD void braid_kernel_copy(void* dst, const void* src, size_t bytes) {
  * (inline in the parameters, or in pinned host memory past BRAID_KERNEL_INLINE_WORKS) and the
  * channel are copied into shared memory first, so the loops read them there and not across
  * PCIe; so are the p2p ops of a round (coll.h braid_p2p_round_ops). */
-extern "C" __global__ void __launch_bounds__(BRAID_KERNEL_MAX_THREADS)
+extern "C" __global__ void __launch_bounds__(BRAID_KERNEL_BOUND_THREADS)
     BRAID_CAT(braid_kernel_, BRAID_KERNEL_DTYPE)(const __grid_constant__ struct braid_kernel_args args) {
   __shared__ struct braid_prims prims;
   __shared__ struct braid_work work;

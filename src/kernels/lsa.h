@@ -1,13 +1,19 @@
 /*
  * lsa.h - NVLS-style all-reduce over load/store-reachable memory (LSA: the ranks of a node),
- * in the shared C / CUDA C subset of the data path. Host mode runs it over shared-memory
- * segments every local rank maps (core/sym/lsa.c makes them); the same steps over CUDA IPC
- * peer mappings, and over a multicast object (one multimem.ld_reduce / multimem.st instead of
- * the loops over peers), are the device versions still to come.
+ * in the shared C / CUDA C subset of the data path. core/sym/lsa.c makes the segments every
+ * local rank maps: shared memory in host mode, device memory mapped to every local rank by
+ * CUDA IPC handles (or the peer's pointer within one process) in device mode. The same code
+ * runs on the host executor's one thread, on the fake GPU and in a CUDA block: thread 0
+ * waits and publishes, the block votes (prims.h's rules), every thread copies and reduces.
+ * Over a multicast object one multimem.ld_reduce / multimem.st would replace the loops over
+ * peers (not written: docs/notes/2026-12-01-nvls-device.md).
  *
  * Each rank's segment: an arrival counter, a reduce-scatter counter (one cache line each),
- * then two input slots and two result slots of slot_bytes, used alternately by odd and even
- * calls. A call numbered seq (the same on every rank):
+ * the done[] words, the count of calls this rank ran, then two input slots and two result
+ * slots of slot_bytes, used alternately by odd and even calls. A call's number seq is the
+ * executor's own count + 1, read from its segment when the call starts and stored when it
+ * ends: every rank runs the same calls in the same order, so every rank derives the same seq,
+ * and a CUDA graph's replays (whose kernel arguments never change) get fresh numbers. A call:
  *   1. waits until every rank arrived at seq-1: they all finished reading what call seq-2 left
  *      in the slot this call overwrites;
  *   2. copies its input, with its own pre-op (PreMulSum's scalar is per rank), into its input
@@ -31,7 +37,8 @@
 
 #define BRAID_LSA_ARRIVE_OFF 0
 #define BRAID_LSA_RS_OFF 64
-#define BRAID_LSA_DONE_OFF 128 /* [nranks]: the last call rank r finished reading this segment in */
+#define BRAID_LSA_DONE_OFF 128   /* [nranks]: the last call rank r finished reading this segment in */
+#define BRAID_LSA_CALLS_OFF 3584 /* calls this rank ran (only its own executor writes it) */
 #define BRAID_LSA_DATA_OFF 4096
 /* Bytes of one rank's segment for slots of slot_bytes. */
 #define BRAID_LSA_SEG_BYTES(slot_bytes) (BRAID_LSA_DATA_OFF + 4 * (size_t)(slot_bytes))
@@ -46,9 +53,21 @@ HD volatile uint64_t* braid_lsa_flag(const struct braid_lsa_view* v, int r, size
   return (volatile uint64_t*)(v->seg[r] + off);
 }
 
-/* Step 5: tell every rank this one will not read its segment for call seq any more. */
+/* Step 5: tell every rank this one will not read its segment for call seq any more, and count
+ * the call. Every thread's last loads precede the barrier; thread 0's stores follow it (the
+ * next item's first barrier, coll.h, orders the count before any thread reads it again). */
 HD void braid_lsa_done(const struct braid_lsa_view* v, int me, uint32_t seq) {
+  simt_bar_sync();
+  if (simt_tid() != 0) return;
   for (int r = 0; r < v->nranks; r++) simt_st_release_u64(braid_lsa_flag(v, r, BRAID_LSA_DONE_OFF + 8 * me), seq);
+  simt_st_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF), seq);
+}
+
+/* Publish counter `off` of this rank's segment = seq once every thread's stores (and loads) of
+ * the step are done: the barrier, then thread 0's release (prims.h's Simple publish). */
+HD void braid_lsa_publish(const struct braid_lsa_view* v, int me, size_t off, uint32_t seq) {
+  simt_bar_sync();
+  if (simt_tid() == 0) simt_st_release_u64(braid_lsa_flag(v, me, off), seq);
 }
 
 /* Until the counter reached seq (mod 2^32, so call numbers may wrap): 0, or the abort flag's value. */
@@ -60,36 +79,46 @@ HD int braid_lsa_wait(const volatile uint64_t* p, uint32_t seq, const volatile u
   }
   return 0;
 }
-HD int braid_lsa_wait_all(const struct braid_lsa_view* v, size_t off, uint32_t seq,
-                          const volatile uint32_t* abort_flag) {
-  for (int r = 0; r < v->nranks; r++) {
-    int st = braid_lsa_wait(braid_lsa_flag(v, r, off), seq, abort_flag);
-    if (st) return st;
-  }
-  return 0;
+/* Counter `off` of ranks [r0, r1) reached seq: thread 0 waits (acquire), the block votes
+ * (prims.h's rules: a failure is sticky in p->status, the vote is the barrier after which
+ * the other threads load what the peers published). */
+HD int braid_lsa_wait_ranks(struct braid_prims* p, const struct braid_lsa_view* v, size_t off, int r0, int r1,
+                            uint32_t seq) {
+  int st = 0;
+  if (simt_tid() == 0)
+    for (int r = r0; r < r1 && st == 0; r++) st = braid_lsa_wait(braid_lsa_flag(v, r, off), seq, p->abort_flag);
+  return braid_prims_vote(p, st);
 }
 
-/* mm_ld_reduce over unicast pointers: dst[i] = op over src[0..nsrc)[i], the post-op after the
- * last operand. The operands are staged inputs, whose pre-op (PreMulSum: each rank's own
- * scalar) was applied by their owner (braid_lsa_stage). (Multicast: one multimem.ld_reduce.) */
-HD void braid_lsa_ld_reduce(const struct braid_redop* op, void* dst, const void* const* src, int nsrc, size_t n) {
+/* mm_ld_reduce over unicast pointers: dst[i] = op over every rank's input slot of call seq at
+ * element lo + i, in rank order, the post-op after the last operand. The operands are staged
+ * inputs, whose pre-op (PreMulSum: each rank's own scalar) their owner applied
+ * (braid_lsa_stage). All threads of the block call it. (Multicast: one multimem.ld_reduce.) */
+HD void braid_lsa_ld_reduce(const struct braid_redop* op, void* dst, const struct braid_lsa_view* v, uint32_t seq,
+                            size_t lo, size_t n, int es) {
+  const int nsrc = v->nranks;
+  const char* s0 = braid_lsa_in(v, 0, seq) + lo * es;
   if (nsrc == 1) {
-    braid_reduce_copy(op, dst, NULL, src[0], 0, NULL, 0, 1, n);
+    BRAID_REDUCE_COPY(op, dst, NULL, s0, 0, NULL, 0, 1, n);
     return;
   }
-  braid_reduce_copy(op, dst, NULL, src[0], 0, src[1], 0, nsrc == 2, n);
-  for (int i = 2; i < nsrc; i++) braid_reduce_copy(op, dst, NULL, dst, 0, src[i], 0, i == nsrc - 1, n);
+  BRAID_REDUCE_COPY(op, dst, NULL, s0, 0, braid_lsa_in(v, 1, seq) + lo * es, 0, nsrc == 2, n);
+  for (int i = 2; i < nsrc; i++) {
+    simt_bar_sync(); /* the pass reads dst elements another thread may have written (reduce.h's
+                        thread mapping follows the pointers' alignment) */
+    BRAID_REDUCE_COPY(op, dst, NULL, dst, 0, braid_lsa_in(v, i, seq) + lo * es, 0, i == nsrc - 1, n);
+  }
 }
 
 /* Step 2's copy: the input with this rank's pre-op (PreMulSum by its own scalar, rounded to
  * the type as a ring's first hop sends it), no post-op. */
 HD void braid_lsa_stage(const struct braid_redop* op, void* dst, const void* src, size_t n) {
-  braid_reduce_copy(op, dst, NULL, src, 1, NULL, 0, 0, n);
+  BRAID_REDUCE_COPY(op, dst, NULL, src, 1, NULL, 0, 0, n);
 }
 
 /* Plain copy of n elements (the operator's pre- and post-ops do not apply). */
 HD void braid_lsa_copy(const struct braid_redop* op, void* dst, const void* src, size_t n) {
-  braid_reduce_copy(op, dst, NULL, src, 0, NULL, 0, 0, n);
+  BRAID_REDUCE_COPY(op, dst, NULL, src, 0, NULL, 0, 0, n);
 }
 
 /* Rank r's chunk of a two-shot call: [*lo, *lo + *n) elements. */
@@ -101,34 +130,34 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
   *n = a < count ? (per < count - a ? per : count - a) : 0;
 }
 
-/* The all-reduce of work item w (algo NVLS, one channel). Host executor: one thread. */
-HD int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_work* w) {
+/* The all-reduce of work item w (algo NVLS, one channel): the host executor's one thread, a
+ * fake GPU's block (one thread), or every thread of one CUDA block (over the peers' segments
+ * as CUDA IPC / peer mappings of device memory). Returns 0 or a braid_exec_status, the same
+ * in every thread. A call of its own on the device (HD_STEP): the kernel's other paths keep
+ * their registers. */
+HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_work* w) {
   const struct braid_lsa_view* v = w->lsa;
   const int n = w->nranks, me = w->rank, es = p->esize;
-  const uint32_t seq = w->lsa_seq;
-  const volatile uint32_t* ab = p->abort_flag;
-  const void* src[BRAID_LSA_MAX_RANKS];
   int st;
-  if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes)
+  if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes ||
+      (w->lsa_mode != BRAID_LSA_ONESHOT && w->lsa_mode != BRAID_LSA_TWOSHOT))
     return BRAID_EXEC_BAD_SCHEDULE;
-  if ((st = braid_lsa_wait_all(v, BRAID_LSA_ARRIVE_OFF, seq - 1, ab)) != 0) return st;
+  const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+  if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq - 1)) != 0) return st;
   braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
-  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
-  if ((st = braid_lsa_wait_all(v, BRAID_LSA_ARRIVE_OFF, seq, ab)) != 0) return st;
+  braid_lsa_publish(v, me, BRAID_LSA_ARRIVE_OFF, seq);
+  if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq)) != 0) return st;
   if (w->lsa_mode == BRAID_LSA_ONESHOT) {
-    for (int r = 0; r < n; r++) src[r] = braid_lsa_in(v, r, seq);
-    braid_lsa_ld_reduce(&p->op, w->recvbuff, src, n, w->count);
+    braid_lsa_ld_reduce(&p->op, w->recvbuff, v, seq, 0, w->count, es);
     braid_lsa_done(v, me, seq);
     return 0;
   }
-  if (w->lsa_mode != BRAID_LSA_TWOSHOT) return BRAID_EXEC_BAD_SCHEDULE;
   size_t lo, len;
   braid_lsa_chunk(w->count, n, me, es, &lo, &len);
-  for (int r = 0; r < n; r++) src[r] = braid_lsa_in(v, r, seq) + lo * es;
-  if (len > 0) braid_lsa_ld_reduce(&p->op, braid_lsa_res(v, me, seq) + lo * es, src, n, len);
-  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_RS_OFF), seq);
+  if (len > 0) braid_lsa_ld_reduce(&p->op, braid_lsa_res(v, me, seq) + lo * es, v, seq, lo, len, es);
+  braid_lsa_publish(v, me, BRAID_LSA_RS_OFF, seq);
   for (int r = 0; r < n; r++) {
-    if ((st = braid_lsa_wait(braid_lsa_flag(v, r, BRAID_LSA_RS_OFF), seq, ab)) != 0) return st;
+    if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_RS_OFF, r, r + 1, seq)) != 0) return st;
     braid_lsa_chunk(w->count, n, r, es, &lo, &len);
     if (len > 0) braid_lsa_copy(&p->op, (char*)w->recvbuff + lo * es, braid_lsa_res(v, r, seq) + lo * es, len);
   }

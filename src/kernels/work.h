@@ -140,7 +140,7 @@ struct braid_p2p_op {
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
 /* The NVLS-style all-reduce's view of the LSA scratch (kernels/lsa.h, core/sym/lsa.c): every
- * rank's segment as this rank maps it. Host mode only, so far. */
+ * rank's segment as this rank maps it (device mode: a copy in device memory, core/sym/lsa.c). */
 #define BRAID_LSA_MAX_RANKS 64
 struct braid_lsa_view {
   int nranks;
@@ -176,8 +176,7 @@ struct braid_work {
       struct braid_p2p_op* ops;
     };
     struct {
-      uint32_t lsa_seq; /* algo NVLS: this call's number on the communicator, mod 2^32 (1, 2, ...) */
-      const struct braid_lsa_view* lsa;
+      const struct braid_lsa_view* lsa; /* algo NVLS (its call number is in the segment: lsa.h) */
     };
   };
 };

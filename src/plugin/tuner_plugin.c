@@ -21,13 +21,14 @@
 /* The library, found once per process. */
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static int lib_tried;
-static int lib_version; /* 2..5, 0: none */
+static int lib_version; /* 2..6, 0: none */
 static const void* lib_table;
 
 struct braid_tuner_plugin {
   void* ctx;
   uint8_t warned[BRAID_TUNER_PLUGIN_ALGOS][BRAID_TUNER_PLUGIN_PROTOS]; /* "ignored" said once */
   int warned_channels;
+  int said_chunk; /* the first chunk size taken from the plugin, said once */
 };
 
 static void tuner_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
@@ -43,7 +44,7 @@ static const char* table_name(void) {
 
 /* The newest table the library exports with every slot set; 0 when none. */
 static int find_table(void* dl, const char* path) {
-  for (int v = 5; v >= 2; v--) {
+  for (int v = 6; v >= 2; v--) {
     char sym[32];
     snprintf(sym, sizeof(sym), "ncclTunerPlugin_v%d", v);
     const struct nccl_tuner_v2* t = dlsym(dl, sym); /* name, init, getCollInfo, destroy in every version */
@@ -55,7 +56,7 @@ static int find_table(void* dl, const char* path) {
     lib_table = t;
     return v;
   }
-  const char* newer = dlsym(dl, "ncclTunerPlugin_v6") ? " (it exports ncclTunerPlugin_v6, newer than braid's v5)" : "";
+  const char* newer = dlsym(dl, "ncclTunerPlugin_v7") ? " (it exports ncclTunerPlugin_v7, newer than braid's v6)" : "";
   BRAID_INFO(TUNER_SUBSYS, "External tuner plugin %s is unsupported%s", path, newer);
   return 0;
 }
@@ -91,7 +92,7 @@ static ncclResult_t init_v5(const struct braid_tuner_plugin_shape* s, void** ctx
       for (int h = 0; h < NCCL_ABI_NUM_HW_LINKS; h++) k.hwLatencies[h][a][p] = s->hw_lat[h][a][p];
     }
   before = k;
-  const struct nccl_tuner_v5* t = lib_table;
+  const struct nccl_tuner_v5* t = lib_table; /* v6: the same init */
   BRAID_CHECK(t->init(ctx, s->comm_id, (size_t)s->nranks, (size_t)s->nnodes, tuner_log, &nvl, &k));
   if (memcmp(&k, &before, sizeof(k)) != 0)
     BRAID_INFO(BRAID_LOG_TUNING,
@@ -111,7 +112,7 @@ ncclResult_t braid_tuner_plugin_open(const struct braid_tuner_plugin_shape* s, s
     return ncclSystemError;
   }
   ncclResult_t res;
-  if (lib_version == 5)
+  if (lib_version >= 5)
     res = init_v5(s, &p->ctx);
   else /* v2..v4: the same init */
     res = ((const struct nccl_tuner_v2*)lib_table)->init((size_t)s->nranks, (size_t)s->nnodes, tuner_log, &p->ctx);
@@ -127,7 +128,7 @@ ncclResult_t braid_tuner_plugin_open(const struct braid_tuner_plugin_shape* s, s
 
 void braid_tuner_plugin_close(struct braid_tuner_plugin* p) {
   if (p == NULL) return;
-  /* destroy (v2..v4) and finalize (v5) sit in the same slot */
+  /* destroy (v2..v4) and finalize (v5, v6) sit in the same slot */
   ((const struct nccl_tuner_v2*)lib_table)->destroy(p->ctx);
   free(p);
 }
@@ -159,7 +160,7 @@ static ncclResult_t ask(struct braid_tuner_plugin* p, int func, size_t bytes,
     case 4:
       return ((const struct nccl_tuner_v4*)lib_table)
           ->getCollInfo(p->ctx, func, bytes, 1, table, BRAID_TUNER_PLUGIN_ALGOS, BRAID_TUNER_PLUGIN_PROTOS, 0, nch);
-    default:
+    default: /* v5, v6: the same getCollInfo */
       return ((const struct nccl_tuner_v5*)lib_table)
           ->getCollInfo(p->ctx, func, bytes, 1, table, BRAID_TUNER_PLUGIN_ALGOS, BRAID_TUNER_PLUGIN_PROTOS, 0, nch);
   }
@@ -223,6 +224,31 @@ int braid_tuner_plugin_apply(struct braid_tuner_plugin* p, int func, size_t byte
     p->warned_channels = 1;
   }
   return changed;
+}
+
+size_t braid_tuner_plugin_chunk(struct braid_tuner_plugin* p, int func, size_t bytes, int algo, int proto, int nch,
+                                size_t chunk, size_t unit) {
+  const struct nccl_tuner_v6* t = lib_table;
+  if (p == NULL || lib_version < 6 || t->getChunkSize == NULL) return chunk;
+  size_t want = chunk;
+  ncclResult_t res = t->getChunkSize(p->ctx, func, bytes, algo, proto, nch, &want);
+  if (res != ncclSuccess) {
+    BRAID_WARN("TUNER/Plugin: %s getChunkSize failed (%s) for function %d, %zu bytes: braid's chunk is used",
+               table_name(), ncclGetErrorString(res), func, bytes);
+    return chunk;
+  }
+  if (want == chunk) return chunk;
+  /* At most one FIFO slot (NCCL clamps to its buffer too), whole units, at least one unit. */
+  size_t got = want > chunk ? chunk : want / unit * unit;
+  if (got < unit) got = unit < chunk ? unit : chunk;
+  if (!p->said_chunk) {
+    p->said_chunk = 1;
+    BRAID_INFO(BRAID_LOG_TUNING,
+               "TUNER/Plugin: %s asked for %zu-byte chunks (function %d, %zu bytes, algorithm %d protocol %d, %d "
+               "channels); braid uses %zu-byte steps (its own: %zu; whole %zu-byte units, at most one FIFO slot)",
+               table_name(), want, func, bytes, algo, proto, nch, got, chunk, unit);
+  }
+  return got;
 }
 
 const char* braid_tuner_plugin_name(const struct braid_tuner_plugin* p) {

@@ -1,5 +1,5 @@
 /*
- * tuner_plugin.h - NCCL's tuner plugins (NCCL_TUNER_PLUGIN, ncclTunerPlugin_v5 .. _v2;
+ * tuner_plugin.h - NCCL's tuner plugins (NCCL_TUNER_PLUGIN, ncclTunerPlugin_v6 .. _v2;
  * tuner_abi.h) for braid's cost model (topo/tuner.c). The library is found once per process
  * with NCCL's search rules (base/plugin_open.h, prefix libnccl-tuner; "none" disables) and
  * stays loaded; each communicator gets its own plugin context.
@@ -10,6 +10,7 @@
  * NCCL does) and a channel count. braid_tuner_plugin_apply then validates: a cost the plugin
  * set on a pair braid cannot run is ignored with one INFO per pair and communicator ("ignored"),
  * a channel count above what the communicator has is capped (INFO), a negative one ignored.
+ * v6's getChunkSize sets the bytes per step of a call (braid_tuner_plugin_chunk, core/plan.c).
  */
 #ifndef BRAID_TUNER_PLUGIN_H
 #define BRAID_TUNER_PLUGIN_H
@@ -45,6 +46,12 @@ void braid_tuner_plugin_close(struct braid_tuner_plugin* p);
 int braid_tuner_plugin_apply(struct braid_tuner_plugin* p, int func, size_t bytes,
                              float cost[BRAID_TUNER_PLUGIN_ALGOS][BRAID_TUNER_PLUGIN_PROTOS], int* nchannels,
                              int max_channels);
+/* v6's getChunkSize for a call braid runs (algo, proto, nch chosen): the bytes per step to use,
+ * given braid's `chunk` (one FIFO slot's payload, the most a step carries): the plugin's value
+ * rounded down to whole `unit`s (at least one) and capped at `chunk` (the first change is one
+ * INFO per communicator); `chunk` without a v6 plugin, a NULL slot or a failed call (WARN). */
+size_t braid_tuner_plugin_chunk(struct braid_tuner_plugin* p, int func, size_t bytes, int algo, int proto, int nch,
+                                size_t chunk, size_t unit);
 /* The plugin's name and ABI version, for logs; NULL / 0 without one. */
 const char* braid_tuner_plugin_name(const struct braid_tuner_plugin* p);
 int braid_tuner_plugin_version(const struct braid_tuner_plugin* p);

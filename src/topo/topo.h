@@ -260,6 +260,9 @@ ncclResult_t braid_topo_p2p_allowed(const struct braid_topo_system* sys, int64_t
 /* GPUDirect RDMA between a GPU (bus id) and a NIC (index): both capable (gdr="1") and the
  * path (the relay GPU's for PXN; P2C counts as C2C) within NCCL_NET_GDR_LEVEL (default PXB). */
 ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t gpu_bus, int nic, int* allowed_p);
+/* The distance (BRAID_PATH_*) braid_topo_gdr_allowed compares with the level, whatever the gdr
+ * attributes say; -1 when the GPU or the NIC is not in sys. */
+int braid_topo_gdr_distance(const struct braid_topo_system* sys, int64_t gpu_bus, int nic);
 /* The P2P and GDR path limits from the environment (and the system's CPUs). */
 ncclResult_t braid_topo_p2p_level(const struct braid_topo_system* sys, int* level_p);
 ncclResult_t braid_topo_gdr_level(int* level_p);

@@ -221,6 +221,22 @@ static ncclResult_t gdr_check(const struct braid_topo_system* sys, int g, int n,
   return ncclSuccess;
 }
 
+int braid_topo_gdr_distance(const struct braid_topo_system* sys, int64_t gpu_bus, int nic) {
+  if (sys == NULL || nic < 0 || nic >= sys->nnics) return -1;
+  int g = braid_topo_gpu_find(sys, gpu_bus);
+  if (g < 0) return -1;
+  /* the breadth-first distance (the relay GPU's for PXN unless NCCL_PXN_DISABLE=1 now), so
+   * that levels set after the paths were computed count */
+  int gn = sys->gpus[g], nn = sys->nics[nic];
+  const struct braid_topo_path* p = braid_topo_path(sys, gn, nn);
+  int distance = p->direct;
+  if (p->type == BRAID_PATH_PXN && p->relay >= 0 && braid_param_int(BRAID_PARAM_PXN_DISABLE) != 1)
+    distance = braid_topo_path(sys, p->relay, nn)->direct;
+  if (distance == BRAID_PATH_P2C || (distance == BRAID_PATH_PHB && p->type == BRAID_PATH_P2C))
+    distance = BRAID_PATH_C2C;
+  return distance;
+}
+
 ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t gpu_bus, int nic, int* allowed_p) {
   int level, g;
   if (sys == NULL || allowed_p == NULL || nic < 0 || nic >= (sys ? sys->nnics : 0)) {
@@ -231,17 +247,8 @@ ncclResult_t braid_topo_gdr_allowed(const struct braid_topo_system* sys, int64_t
   g = braid_topo_gpu_find(sys, gpu_bus);
   *allowed_p = 0;
   if (g < 0) return ncclSuccess;
-  /* the breadth-first distance (the relay GPU's for PXN unless NCCL_PXN_DISABLE=1 now), so
-   * that levels set after the paths were computed count */
-  int gn = sys->gpus[g], nn = sys->nics[nic];
-  const struct braid_topo_path* p = braid_topo_path(sys, gn, nn);
-  if (!sys->nodes[gn].gdr || !sys->nodes[nn].gdr) return ncclSuccess;
-  int distance = p->direct;
-  if (p->type == BRAID_PATH_PXN && p->relay >= 0 && braid_param_int(BRAID_PARAM_PXN_DISABLE) != 1)
-    distance = braid_topo_path(sys, p->relay, nn)->direct;
-  if (distance == BRAID_PATH_P2C || (distance == BRAID_PATH_PHB && p->type == BRAID_PATH_P2C))
-    distance = BRAID_PATH_C2C;
-  *allowed_p = distance <= level;
+  if (!sys->nodes[sys->gpus[g]].gdr || !sys->nodes[sys->nics[nic]].gdr) return ncclSuccess;
+  *allowed_p = braid_topo_gdr_distance(sys, gpu_bus, nic) <= level;
   return ncclSuccess;
 }
 

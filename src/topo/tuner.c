@@ -50,6 +50,7 @@ struct braid_tuner {
   size_t lsa_max_bytes;         /* host one-/two-shot all-reduce up to this size; 0: none */
   int lsa_cores;                /* CPUs the ranks' spinning shares */
   int lsa_variant;              /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
+  int lsa_device;               /* the one-/two-shot scratch is device memory (GPUs with P2P) */
   struct braid_tuner_memo memo; /* braid_tuner_choose's answers per (function, bytes) */
 };
 
@@ -71,16 +72,32 @@ void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores)
   braid_tuner_memo_clear(&t->memo);
 }
 
-/* Host one-shot / two-shot (tuner_tables.h, LSA block): NCCL_ALGO names them NVLS. */
+void braid_tuner_enable_lsa_device(struct braid_tuner* t, size_t max_bytes) {
+  if (t == NULL || t->host_mode) return;
+  t->lsa_max_bytes = max_bytes;
+  t->lsa_cores = 1;
+  t->lsa_variant = (int)braid_param_int(BRAID_PARAM_LSA_VARIANT);
+  t->lsa_device = 1;
+  braid_tuner_memo_clear(&t->memo);
+}
+
+/* One-shot / two-shot (tuner_tables.h, LSA block): NCCL_ALGO names them NVLS. */
+static int lsa_runs(const struct braid_tuner* t) {
+  return t->lsa_max_bytes > 0 && (t->host_mode || t->lsa_device);
+}
 static int lsa_offered(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
-  return a == BRAID_ALGO_NVLS && p == BRAID_PROTO_SIMPLE && f == BRAID_FUNC_AllReduce && t->host_mode &&
+  return a == BRAID_ALGO_NVLS && p == BRAID_PROTO_SIMPLE && f == BRAID_FUNC_AllReduce && lsa_runs(t) &&
          bytes <= t->lsa_max_bytes && t->algo_on[f][a] && t->proto_on[f][p];
 }
 static float lsa_time(const struct braid_tuner* t, size_t bytes, int* variant_p) {
-  /* more ranks than cores: the waits take turns on the cores */
+  /* host: more ranks than cores, the waits take turns on the cores; device: one block per rank */
   float n = (float)t->nranks, over = n > (float)t->lsa_cores ? n / (float)t->lsa_cores : 1.0f;
-  float one = over * BRAID_TUNER_LSA_ONESHOT_LAT_US + (float)bytes * (1.0f + n) / (1000.0f * BRAID_TUNER_LSA_BW);
-  float two = over * BRAID_TUNER_LSA_TWOSHOT_LAT_US + (float)bytes * 3.0f / (1000.0f * BRAID_TUNER_LSA_BW);
+  float lat1 = t->lsa_device ? BRAID_TUNER_LSA_DEV_ONESHOT_LAT_US : BRAID_TUNER_LSA_ONESHOT_LAT_US;
+  float lat2 = t->lsa_device ? BRAID_TUNER_LSA_DEV_TWOSHOT_LAT_US : BRAID_TUNER_LSA_TWOSHOT_LAT_US;
+  float bw = t->lsa_device ? BRAID_TUNER_LSA_DEV_BW : BRAID_TUNER_LSA_BW;
+  if (t->lsa_device) over = 1.0f;
+  float one = over * lat1 + (float)bytes * (1.0f + n) / (1000.0f * bw);
+  float two = over * lat2 + (float)bytes * 3.0f / (1000.0f * bw);
   int v = t->lsa_variant != 0 ? t->lsa_variant : one <= two ? 1 /* BRAID_LSA_ONESHOT */ : 2 /* BRAID_LSA_TWOSHOT */;
   if (variant_p != NULL) *variant_p = v;
   return v == 1 ? one : two;
@@ -117,6 +134,10 @@ ncclResult_t braid_tuner_attach_plugin(struct braid_tuner* t, uint64_t comm_id) 
     }
   braid_tuner_memo_clear(&t->memo); /* with a plugin, every call asks it (best_of) */
   return braid_tuner_plugin_open(&s, &t->plugin);
+}
+
+struct braid_tuner_plugin* braid_tuner_plugin_of(const struct braid_tuner* t) {
+  return t != NULL ? t->plugin : NULL;
 }
 
 static int arch_of(const struct braid_channel_graph* g) {
@@ -289,7 +310,8 @@ static int host_channels(const struct braid_tuner* t, size_t bytes) {
 
 static float model_time(const struct braid_tuner* t, int f, int a, int p, size_t bytes) {
   float bw = t->bw[f][a][p], lat = t->lat[f][a][p];
-  if (a == BRAID_ALGO_NVLS && t->host_mode) return lsa_offered(t, f, a, p, bytes) ? lsa_time(t, bytes, NULL) : -1.0f;
+  if (a == BRAID_ALGO_NVLS && (t->host_mode || t->lsa_device))
+    return lsa_offered(t, f, a, p, bytes) ? lsa_time(t, bytes, NULL) : -1.0f;
   if (bw <= 0) return -1.0f;
   if (t->host_mode) {
     /* the steps (all but the call's own cost) slow down with the channel threads sharing cores */
@@ -400,9 +422,9 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
   }
   size_op(t, best.algo, best.proto, bytes, &best);
   if (implemented_only) plugin_choice(t, func, bytes, cost, &best);
-  if (best.algo == BRAID_ALGO_NVLS && t->host_mode) {
+  if (best.algo == BRAID_ALGO_NVLS && lsa_runs(t)) {
     lsa_time(t, bytes, &best.variant);
-    best.nchannels = 1; /* the calling thread does it all */
+    best.nchannels = 1; /* the calling thread (host) or one block (device) does it all */
   }
   *out = best;
   return ncclSuccess;

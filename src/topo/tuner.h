@@ -43,6 +43,9 @@ void braid_tuner_free(struct braid_tuner* t);
 /* NCCL_TUNER_PLUGIN (plugin/tuner_plugin.h): this communicator's plugin context, when a plugin
  * is loaded; from then on braid_tuner_choose hands each call's cost table to it. */
 ncclResult_t braid_tuner_attach_plugin(struct braid_tuner* t, uint64_t comm_id);
+struct braid_tuner_plugin;
+/* That context (NULL: none), for the per-call questions the plan asks (v6's chunk size). */
+struct braid_tuner_plugin* braid_tuner_plugin_of(const struct braid_tuner* t);
 
 /* The fastest allowed and implemented choice for `bytes` (max of send and receive size) of
  * function `func` (enum braid_func, not SendRecv). Logs NCCL's TUNING line
@@ -68,6 +71,9 @@ int braid_tuner_implemented(int algo);
  * all-reduces up to max_bytes are offered, priced by the LSA rows of tuner_tables.h (ncores:
  * the CPUs the ranks share; more ranks than that wait in turns). */
 void braid_tuner_enable_lsa(struct braid_tuner* t, size_t max_bytes, int ncores);
+/* Device mode, one node, every GPU reaching every other (core/sym/lsa.c): the same over device
+ * memory, priced by the LSA block's device row. */
+void braid_tuner_enable_lsa_device(struct braid_tuner* t, size_t max_bytes);
 
 /* Names: NCCL's spelling ("AllReduce", "Ring", "LL128"); "?" out of range. */
 const char* braid_tuner_func_name(int func);

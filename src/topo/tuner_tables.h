@@ -219,5 +219,13 @@ static const int braid_tuner_thread_threshold[BRAID_NUM_PROTOS] = {
 #define BRAID_TUNER_LSA_ONESHOT_LAT_US 1.0f
 #define BRAID_TUNER_LSA_TWOSHOT_LAT_US 2.0f
 #define BRAID_TUNER_LSA_BW 8.0f /* GB/s one core copies or reduces, from and to shared memory */
+/* The same in device mode (GPUs with P2P, no switch): one block of the rank's kernel does the
+ * call over the peers' device memory. First estimates, not measured (no GPU in the session that
+ * wrote them; tests/gpu/run.sh's nvls case measures them): a launch plus one (one-shot) or two
+ * (two-shot) flag round trips over NVLink / PCIe, and what one block of 512 threads moves.
+ * braid */
+#define BRAID_TUNER_LSA_DEV_ONESHOT_LAT_US 6.0f
+#define BRAID_TUNER_LSA_DEV_TWOSHOT_LAT_US 9.0f
+#define BRAID_TUNER_LSA_DEV_BW 40.0f
 
 #endif /* BRAID_TUNER_TABLES_H */

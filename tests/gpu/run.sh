@@ -2,8 +2,8 @@
 # run.sh - braid on a GPU machine, in one go: build for this GPU, run the GPU suite, measure
 # all_reduce_perf (1, 2 and 4 ranks) against the device's own cudaMemcpy bandwidth, and end
 # with one summary table. See tests/gpu/README.md. Every step runs under `timeout`, within a
-# global budget (BUDGET_S, default 330 s) of which the measurements keep a reserved share
-# (PERF_S, default 110 s) that the build and the suite cannot eat. Exit 0 when nothing failed,
+# global budget (BUDGET_S, default 420 s) of which the measurements keep a reserved share
+# (PERF_S, default 150 s) that the build and the suite cannot eat. Exit 0 when nothing failed,
 # skipped parts included (each says why: no GPU, no MPS, ...); 1 when a part failed.
 #
 #   tests/gpu/run.sh                 # from the repository root or anywhere
@@ -15,8 +15,8 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build/gpu}
-BUDGET_S=${BUDGET_S:-330}
-PERF_S=${PERF_S:-110}
+BUDGET_S=${BUDGET_S:-420}
+PERF_S=${PERF_S:-150}
 OUT=${OUT:-}
 LOG_DIR=$BUILD/gpu-run
 mkdir -p "$LOG_DIR"
@@ -196,12 +196,14 @@ suite() {
 
 # ---- 3. the suite without MPS: one process, and the kill case ----------------------------------
 suite oneproc 70 matrix:6-8
+suite nvls-oneproc 40 nvls:0-1
 suite abort 45 abort:0-1
 
 # ---- 4. MPS, then the multi-process parts -------------------------------------------------------
 if start_mps; then
   result mps PASS "MPS on${MPS_DIR:+ (private daemon, $MPS_DIR)}"
   suite procs 90 matrix:0-5 graph nonblock
+  suite nvls-procs 60 nvls:2-5
   if mps_healthy; then result "mps health" PASS "a client still gets a context after the suite"; else
     result "mps health" FAIL "no context through MPS after the suite (mps-health.txt)"; fi
 else
@@ -287,6 +289,25 @@ else
 fi
 # More channels than the graph gives (the tuner caps at the communicator's): how it scales.
 NCCL_MIN_NCHANNELS=16 perf "1 proc x 2, 16 channels" 2 20 -g 2
+# One-shot / two-shot (NCCL_ALGO=NVLS: up to BRAID_LSA_MAX_BYTES, 512 KiB) next to the ring at
+# the sizes they are for: 8 B and 512 KiB times (tuner_tables.h's device LSA row is an estimate
+# these replace).
+perf_small() {
+  local label=$1 secs=$2 name
+  shift 2
+  name=ar_small_$(echo "$label" | tr -c 'a-z0-9' '_')
+  run_step "$secs" "$LOG_DIR/$name.txt" "$BUILD/bin/all_reduce_perf" -b 8 -e 512K -f 8 -n 100 -w 10 -c 1 -g 2
+  local rc=$?
+  grep -E '^ +[0-9]+ ' "$LOG_DIR/$name.txt" | head -n 8
+  if [ "$rc" -ne 0 ] || ! grep -q 'Out of bounds values : 0 OK' "$LOG_DIR/$name.txt"; then
+    result "all_reduce $label" FAIL "exit $rc ($name.txt)"
+    return
+  fi
+  result "all_reduce $label" PASS "#wrong 0; 8 B $(row "$LOG_DIR/$name.txt" 8 | cut -d' ' -f1) us, 512 KiB $(row "$LOG_DIR/$name.txt" 524288 | cut -d' ' -f1) us"
+}
+NCCL_ALGO=Ring perf_small "1 proc x 2, Ring <= 512K" 15
+NCCL_ALGO=NVLS BRAID_LSA_VARIANT=ONESHOT perf_small "1 proc x 2, one-shot" 15
+NCCL_ALGO=NVLS BRAID_LSA_VARIANT=TWOSHOT perf_small "1 proc x 2, two-shot" 15
 
 # ---- 7. NVIDIA's nccl-tests, unmodified, on braid (issue 19) ---------------------------------------
 # NCCL_TESTS_DIR: an nccl-tests checkout (the machine has no network: bring it along). nccl-tests

@@ -52,10 +52,12 @@ struct emu_cq {
 };
 
 struct emu_mr_slot {
-  uint64_t addr, len;
+  uint64_t addr, len; /* the region as keys address it (a dma-buf region: its iova) */
   uint32_t key;
   int access;
   int valid;
+  int dmabuf;    /* ibv_reg_dmabuf_mr: the bytes are a mapping of the dma-buf at `host` */
+  uint64_t host; /* where addr lives in the owner process (== addr unless dmabuf) */
 };
 
 extern struct emu_mr_slot ibemu_mrs[EMU_MR_MAX];

@@ -39,33 +39,40 @@ void ibemu_cq_push(struct emu_cq* c, const struct ibv_wc* wc) {
   if (c->tail - c->head < EMU_CQ) c->wc[c->tail++ % EMU_CQ] = *wc; /* a full CQ drops, as an overrun */
 }
 
-static int local_ok(const struct ibv_sge* s, int need) {
+/* The local SGE is inside its MR with `need`: 1, and *host = where its bytes are here (a
+ * dma-buf region's mapping, ibemu_mr.c). */
+static int local_ok(const struct ibv_sge* s, int need, uint64_t* host) {
+  *host = s->addr;
   if (s->length == 0) return 1;
   pthread_mutex_lock(&ibemu_lock);
   const struct emu_mr_slot* m = &ibemu_mrs[EMU_MR_IDX(s->lkey)];
   int ok = m->valid && m->key == s->lkey && s->addr >= m->addr && s->addr + s->length <= m->addr + m->len &&
            (m->access & need) == need;
+  if (ok) *host = m->host + (s->addr - m->addr);
   pthread_mutex_unlock(&ibemu_lock);
   return ok;
 }
 
-/* The peer's MR behind rkey covers [addr, addr+len) with `need`: 0, else a WC status. */
-static int remote_check(struct emu_qp* q, uint32_t rkey, uint64_t addr, uint32_t len, int need) {
+/* The peer's MR behind rkey covers [addr, addr+len) with `need`: 0 and *host = where those
+ * bytes are in the peer process, else a WC status. */
+static int remote_check(struct emu_qp* q, uint32_t rkey, uint64_t addr, uint32_t len, int need, uint64_t* host) {
   struct emu_mr_slot m;
+  *host = addr;
   if (pvm(q->peer_pid, 0, &m, q->peer_mrt + EMU_MR_IDX(rkey) * sizeof(m), sizeof(m)) != 0) return IBV_WC_RETRY_EXC_ERR;
   if (len == 0) return 0;
   if (!m.valid || m.key != rkey || addr < m.addr || addr + len > m.addr + m.len || !(m.access & need))
     return IBV_WC_REM_ACCESS_ERR;
+  *host = m.host + (addr - m.addr);
   return 0;
 }
 
-static int do_write(struct emu_qp* q, const struct ibv_send_wr* wr) {
+static int do_write(struct emu_qp* q, const struct ibv_send_wr* wr, uint64_t local) {
   const struct ibv_sge* s = &wr->sg_list[0];
   uint32_t len = wr->num_sge ? s->length : 0;
-  uint64_t dst = wr->wr.rdma.remote_addr;
-  int st = remote_check(q, wr->wr.rdma.rkey, dst, len, IBV_ACCESS_REMOTE_WRITE);
+  uint64_t dst;
+  int st = remote_check(q, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_WRITE, &dst);
   if (st != 0) return st;
-  char* src = (char*)(uintptr_t)(wr->num_sge ? s->addr : 0);
+  char* src = (char*)(uintptr_t)local;
   size_t first = len > 8 ? len - 8 : 0;
   if ((first && pvm(q->peer_pid, 1, src, dst, first)) ||
       (len > first && pvm(q->peer_pid, 1, src + first, dst + first, len - first)))
@@ -85,12 +92,13 @@ static int do_write(struct emu_qp* q, const struct ibv_send_wr* wr) {
   return 0;
 }
 
-static int do_read(struct emu_qp* q, const struct ibv_send_wr* wr) {
+static int do_read(struct emu_qp* q, const struct ibv_send_wr* wr, uint64_t local) {
   const struct ibv_sge* s = &wr->sg_list[0];
   uint32_t len = wr->num_sge ? s->length : 0;
-  int st = remote_check(q, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_READ);
+  uint64_t src;
+  int st = remote_check(q, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, len, IBV_ACCESS_REMOTE_READ, &src);
   if (st != 0) return st;
-  if (len && pvm(q->peer_pid, 0, (void*)(uintptr_t)s->addr, wr->wr.rdma.remote_addr, len)) return IBV_WC_RETRY_EXC_ERR;
+  if (len && pvm(q->peer_pid, 0, (void*)(uintptr_t)local, src, len)) return IBV_WC_RETRY_EXC_ERR;
   return 0;
 }
 
@@ -127,13 +135,14 @@ int ibemu_post_send(struct ibv_qp* qp, struct ibv_send_wr* wr, struct ibv_send_w
     }
     int read = wr->opcode == IBV_WR_RDMA_READ;
     int st = IBV_WC_WR_FLUSH_ERR;
+    uint64_t local = 0;
     if (qp->state == IBV_QPS_RTS) {
-      if (wr->num_sge && !local_ok(&wr->sg_list[0], read ? IBV_ACCESS_LOCAL_WRITE : 0))
+      if (wr->num_sge && !local_ok(&wr->sg_list[0], read ? IBV_ACCESS_LOCAL_WRITE : 0, &local))
         st = IBV_WC_LOC_PROT_ERR;
       else if (q->peer_pid == 0 || ibemu_peer_lock(q->peer_qpn, q->peer_pid, q->peer_qp) != 0)
         st = IBV_WC_RETRY_EXC_ERR;
       else {
-        st = !peer_alive(q) ? IBV_WC_RETRY_EXC_ERR : read ? do_read(q, wr) : do_write(q, wr);
+        st = !peer_alive(q) ? IBV_WC_RETRY_EXC_ERR : read ? do_read(q, wr, local) : do_write(q, wr, local);
         ibemu_peer_unlock(q->peer_qpn);
       }
       if (st != IBV_WC_SUCCESS) {

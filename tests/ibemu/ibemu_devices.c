@@ -121,20 +121,28 @@ int ibemu_port_is_eth(struct ibv_context* ctx, int port) {
   return port >= 1 && port <= d->ports && d->eth;
 }
 
-/* GIDs as an mlx5 port shows them. InfiniBand: fe80::<guid> at every index. Ethernet (RoCE):
- * 0 fe80:: RoCE v1, 1 fe80:: RoCE v2, 2 ::ffff:10.<dev>.<port>.1 v1, 3 the same v2, then zeros
- * (unused entries). */
+/* GIDs as an mlx5 port shows them. InfiniBand: fe80::<guid> at every index. Ethernet (RoCE),
+ * each address as RoCE v1 then v2: 0-1 fe80::<dev>:<port>:1 (link-local), 2-3
+ * ::ffff:10.<dev>.<port>.1, 4-5 fd00::<dev>:<port>:1 (IPv6), 6-7 ::ffff:192.168.<dev>.<port>,
+ * then zeros (unused entries). */
 static int gid_of(struct ibv_context* ctx, int port, int index, union ibv_gid* gid, uint32_t* type) {
   const struct emu_dev* d = (const struct emu_dev*)ctx->device;
   if (port < 1 || port > d->ports || index < 0 || index >= 16) return EINVAL;
   memset(gid, 0, sizeof(*gid));
   *type = IBV_GID_TYPE_IB;
+  uint8_t dev = (uint8_t)(d - emu);
   if (!d->eth || index < 2) {
     gid->raw[0] = 0xfe, gid->raw[1] = 0x80;
-    gid->raw[13] = (uint8_t)(d - emu), gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
-  } else if (index < 4) {
+    gid->raw[13] = dev, gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
+  } else if (index < 4 || (index >= 6 && index < 8)) {
     gid->raw[10] = gid->raw[11] = 0xff;
-    gid->raw[12] = 10, gid->raw[13] = (uint8_t)(d - emu), gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
+    if (index < 4)
+      gid->raw[12] = 10, gid->raw[13] = dev, gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
+    else
+      gid->raw[12] = 192, gid->raw[13] = 168, gid->raw[14] = dev, gid->raw[15] = (uint8_t)port;
+  } else if (index < 6) {
+    gid->raw[0] = 0xfd;
+    gid->raw[13] = dev, gid->raw[14] = (uint8_t)port, gid->raw[15] = 1;
   } else {
     return 0;
   }

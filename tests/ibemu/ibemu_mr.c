@@ -2,6 +2,12 @@
  * ibemu_mr.c - the emulated verbs provider: memory regions (a per-process table the peer reads
  * to check an rkey: key, bounds, access flags) and the QP registry.
  *
+ * dma-buf regions (ibv_reg_dmabuf_mr, GPUDirect RDMA): the descriptor is mapped here (the fake
+ * GPU hands out its allocation's shared-memory segment), and keys address the region by its
+ * iova, as an HCA does: a WR's address is translated to the mapping (emu_mr_slot.host), so
+ * what lands is visible through every other mapping of the same pages (the fake GPU's).
+ * IBEMU_DMABUF=0: ibv_reg_dmabuf_mr fails with EOPNOTSUPP (a kernel without dma-buf support).
+ *
  * Keys: slot index in the low 12 bits, a generation above it (a deregistered key stays
  * invalid); lkey == rkey. The registry: a file mapped shared by every process
  * (IBEMU_REGISTRY, default /tmp/braid-ibemu-registry; never in /dev/shm), holding the next QP
@@ -13,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,12 +32,9 @@
 struct emu_mr_slot ibemu_mrs[EMU_MR_MAX];
 pthread_mutex_t ibemu_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint32_t mr_gen[EMU_MR_MAX];
+static size_t map_lens[EMU_MR_MAX]; /* a dma-buf region's mapping (at host - its page offset) */
 
-struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
-  if (ibemu_fails("reg_mr", pd->context->device->name) || length == 0) {
-    errno = EINVAL;
-    return NULL;
-  }
+static struct ibv_mr* mr_new(struct ibv_pd* pd, void* addr, size_t length, int access, void* host, size_t map_len) {
   struct ibv_mr* mr = calloc(1, sizeof(*mr));
   if (mr == NULL) return NULL;
   pthread_mutex_lock(&ibemu_lock);
@@ -43,7 +47,9 @@ struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int acce
     return NULL;
   }
   uint32_t key = (uint32_t)i | (++mr_gen[i] << 12);
-  ibemu_mrs[i] = (struct emu_mr_slot){(uint64_t)(uintptr_t)addr, length, key, access, 1};
+  ibemu_mrs[i] =
+      (struct emu_mr_slot){(uint64_t)(uintptr_t)addr, length, key, access, 1, map_len != 0, (uint64_t)(uintptr_t)host};
+  map_lens[i] = map_len;
   pthread_mutex_unlock(&ibemu_lock);
   mr->context = pd->context;
   mr->pd = pd;
@@ -54,10 +60,48 @@ struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int acce
   return mr;
 }
 
+struct ibv_mr* ibv_reg_mr(struct ibv_pd* pd, void* addr, size_t length, int access) {
+  if (ibemu_fails("reg_mr", pd->context->device->name) || length == 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return mr_new(pd, addr, length, access, addr, 0);
+}
+
+struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  const char* on = getenv("IBEMU_DMABUF");
+  if (on != NULL && strcmp(on, "0") == 0) {
+    errno = EOPNOTSUPP;
+    return NULL;
+  }
+  if (fd < 0) {
+    errno = EBADF;
+    return NULL;
+  }
+  if (ibemu_fails("reg_dmabuf_mr", pd->context->device->name) || length == 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), skip = offset % page;
+  size_t map_len = (size_t)(skip + length);
+  char* p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(offset - skip));
+  if (p == MAP_FAILED) return NULL; /* errno from mmap */
+  struct ibv_mr* mr = mr_new(pd, (void*)(uintptr_t)iova, length, access, p + skip, map_len);
+  if (mr == NULL) munmap(p, map_len);
+  return mr;
+}
+
 int ibv_dereg_mr(struct ibv_mr* mr) {
   pthread_mutex_lock(&ibemu_lock);
-  struct emu_mr_slot* s = &ibemu_mrs[EMU_MR_IDX(mr->lkey)];
-  if (s->valid && s->key == mr->lkey) s->valid = 0;
+  uint32_t i = EMU_MR_IDX(mr->lkey);
+  struct emu_mr_slot* s = &ibemu_mrs[i];
+  if (s->valid && s->key == mr->lkey) {
+    s->valid = 0;
+    if (s->dmabuf) {
+      uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+      munmap((void*)(uintptr_t)(s->host - s->host % page), map_lens[i]);
+    }
+  }
   pthread_mutex_unlock(&ibemu_lock);
   free(mr);
   return 0;

@@ -2,7 +2,7 @@
  * fake_plugin.c - net plugin libraries for tests/net/plugin.sh, one per -D choice:
  *   FAKE_NCCL_ABI   exports only NCCL's ABI (ncclNetPlugin_v8, "FakeNccl", no device): braid
  *                   loads it through its adapter (v8), finds no device and uses Socket;
- *   FAKE_NCCL_V12   exports only ncclNetPlugin_v12 (newer than braid's v11): unsupported;
+ *   FAKE_NCCL_V13   exports only ncclNetPlugin_v13 (newer than braid's v12): unsupported;
  *   FAKE_BROKEN     a braid plugin ("Broken") whose init fails: skipped, Socket used;
  *   FAKE_NODEV      a braid plugin ("Nodev") with no device: skipped, Socket used; NCCL_NET=Nodev
  *                   then fails with a clear error.
@@ -29,9 +29,9 @@ static ncclResult_t fake_unused(void) {
 __attribute__((visibility("default"))) const struct nccl_net_v8 ncclNetPlugin_v8 = {
     "FakeNccl", fake_init, fake_devices, U, U, U, U, U, U, U, U, U, U, U, U, U, U, U, U,
 };
-#elif defined(FAKE_NCCL_V12)
+#elif defined(FAKE_NCCL_V13)
 /* Only the symbol matters: braid must not call into it. */
-__attribute__((visibility("default"))) const char ncclNetPlugin_v12[256] = "newer than braid";
+__attribute__((visibility("default"))) const char ncclNetPlugin_v13[256] = "newer than braid";
 #else
 #if defined(FAKE_BROKEN)
 #define FAKE_NAME "Broken"

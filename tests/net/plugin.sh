@@ -14,13 +14,14 @@ CC=${CC:-cc}
 [ -x "$BIN" ] || { echo "plugin: SKIPPED: $BIN is missing: build first"; echo "0 passed, 0 failed"; exit 0; }
 OUT=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$OUT"' EXIT
-for v in NCCL_ABI:ncclabi NCCL_V12:v12 BROKEN:broken NODEV:nodev; do
+for v in NCCL_ABI:ncclabi NCCL_V13:v13 BROKEN:broken NODEV:nodev; do
   $CC -shared -fPIC -fvisibility=hidden -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -DFAKE_${v%%:*} \
     -o "$OUT/libnccl-net-${v##*:}.so" tests/net/fake_plugin.c || { echo "plugin: cannot build the fake plugins"; echo "0 passed, 1 failed"; exit 1; }
 done
 
 passed=0
 failed=0
+SOCK_IF=lo # NCCL_SOCKET_IFNAME of every case; empty: not set
 # case NAME EXPECT_RC(0|fail) "ENV..." GREP...: run, check the exit status and every pattern in
 # rank 0's log.
 case_run() {
@@ -33,7 +34,7 @@ case_run() {
     echo $((20000 + RANDOM % 12000)))
   for r in 0 1; do
     env $env LD_LIBRARY_PATH="$OUT:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RANK=$r WORLD_SIZE=2 \
-      NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-plugin-node$r NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO \
+      NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=braid-plugin-node$r ${SOCK_IF:+NCCL_SOCKET_IFNAME=$SOCK_IF} NCCL_DEBUG=INFO \
       NCCL_DEBUG_SUBSYS=INIT,NET timeout 60 "$BIN" -b 8 -e 64K -f 8 -c 1 -w 1 -n 2 >"$OUT/$name.$r" 2>&1 &
     pids+=($!)
   done
@@ -57,14 +58,26 @@ case_run missing 0 "NCCL_NET_PLUGIN=braid_nothere" "Could not find: braid_nother
 case_run none 0 "NCCL_NET_PLUGIN=none" "NCCL_NET_PLUGIN=none" "Using network Socket"
 case_run nccl-abi 0 "NCCL_NET_PLUGIN=ncclabi" "NET/Plugin: Loaded net plugin FakeNccl (v8)" "init through NCCL's v8 logger" \
   "NET/FakeNccl : No device found." "Using network Socket"
-case_run nccl-v12 0 "NCCL_NET_PLUGIN=v12" "External network plugin .*libnccl-net-v12.so is unsupported (it exports ncclNetPlugin_v12" \
+case_run nccl-v13 0 "NCCL_NET_PLUGIN=v13" "External network plugin .*libnccl-net-v13.so is unsupported (it exports ncclNetPlugin_v13" \
   "Using network Socket"
 # a list (NCCL 2.27+): the first that starts wins, the rest is not opened
 case_run list 0 "NCCL_NET_PLUGIN=braid_nothere,nodev,ncclabi,broken" "Could not find: braid_nothere" \
   "NET/Nodev : No device found." "NET/FakeNccl : No device found." "Loaded net plugin Broken" "Using network Socket"
 # braid's own Socket network under NCCL's ABI (libnccl-net-braid.so, found by its short name)
-case_run braid 0 "NCCL_NET_PLUGIN=braid" "NET/Plugin: Loaded net plugin BraidSocket (v11)" "Using network BraidSocket" \
+case_run braid 0 "NCCL_NET_PLUGIN=braid" "NET/Plugin: Loaded net plugin BraidSocket (v12)" "Using network BraidSocket" \
   "via NET/BraidSocket/0"
+# ... with its own instance of braid's parameter table (it must load into NVIDIA's NCCL too, where
+# braid's is absent), built from the same rows and loaders: a value only a conf file gives reaches
+# it, as its interface shows (without the file it takes lo, the interface of NCCL_COMM_ID)
+other=$(ip -o -4 addr show 2>/dev/null | awk '$2 != "lo" { print $2; exit }')
+if [ -z "$other" ]; then
+  echo "plugin: braid-conf: SKIPPED: no interface but lo with an IPv4 address (or no 'ip' command)"
+else
+  echo "NCCL_SOCKET_IFNAME=$other" >"$OUT/nccl.conf"
+  SOCK_IF= case_run braid-conf 0 "NCCL_NET_PLUGIN=braid NCCL_CONF_FILE=$OUT/nccl.conf" "Using network BraidSocket" \
+    "NET/Socket : Using .0.$other:" "via NET/BraidSocket/0"
+  SOCK_IF= case_run braid-noconf 0 "NCCL_NET_PLUGIN=braid" "NET/Socket : Using .0.lo:" "via NET/BraidSocket/0"
+fi
 case_run broken 0 "NCCL_NET_PLUGIN=broken" "Loaded net plugin Broken" "Using network Socket"
 case_run nodev 0 "NCCL_NET_PLUGIN=nodev" "NET/Nodev : No device found." "Using network Socket"
 case_run nodev-forced fail "NCCL_NET_PLUGIN=nodev NCCL_NET=Nodev" "NCCL_NET=Nodev could not start"

@@ -40,8 +40,11 @@ struct ctx {
   uint64_t next_seq[8];
 };
 
+/* Events start and stop from the calling threads and from braid's progress thread (device
+ * mode: stops at kernel completion), as NCCL's proxy thread does: one lock for everything. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_test_profiler_result results[BRAID_TEST_PROFILER_MAX_RANKS];
+static struct ctx* live[BRAID_TEST_PROFILER_MAX_RANKS]; /* contexts not finalized yet, by rank */
 
 static int type_index(int type) {
   for (int b = 0; b < BRAID_TEST_PROFILER_TYPES; b++)
@@ -133,11 +136,10 @@ static void check_descr(struct ctx* c, const descr_t* d) {
 #endif
 }
 
-static ncclResult_t start(void* context, void** handle, void* descr) {
-  struct ctx* c = context;
-  const descr_t* d = descr;
+static ncclResult_t start_locked(struct ctx* c, void** handle, const descr_t* d) {
   *handle = NULL;
   if (c->rank < 0) c->rank = d->rank;
+  if (c->rank >= 0 && c->rank < BRAID_TEST_PROFILER_MAX_RANKS) live[c->rank] = c;
   if (d->rank != c->rank) error(c, "an event names another rank");
   int type = (int)d->type, b = type_index(type);
   if (b < 0) return error(c, "unknown event type"), ncclSuccess;
@@ -176,8 +178,14 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
   return ncclSuccess;
 }
 
-static ncclResult_t stop(void* handle) {
-  struct event* e = handle;
+static ncclResult_t start(void* context, void** handle, void* descr) {
+  pthread_mutex_lock(&lock);
+  ncclResult_t res = start_locked(context, handle, descr);
+  pthread_mutex_unlock(&lock);
+  return res;
+}
+
+static ncclResult_t stop_locked(struct event* e) {
   if (e == NULL) return ncclSuccess;
   struct ctx* c = e->ctx;
   if (e->stopped) return error(c, "stopped twice"), ncclSuccess;
@@ -191,6 +199,13 @@ static ncclResult_t stop(void* handle) {
   else
     e->kept = c->kept, c->kept = e; /* its children may name it later */
   return ncclSuccess;
+}
+
+static ncclResult_t stop(void* handle) {
+  pthread_mutex_lock(&lock);
+  ncclResult_t res = stop_locked(handle);
+  pthread_mutex_unlock(&lock);
+  return res;
 }
 
 static ncclResult_t record(void* handle, int state, union nccl_prof_state_args* args) {
@@ -208,6 +223,9 @@ static ncclResult_t init_common(void** context, int* mask, int rank) {
   if (m == NULL && PROF_V >= 5) c->mask |= NCCL_PROF_GROUP_API | NCCL_PROF_COLL_API | NCCL_PROF_P2P_API;
   c->rank = rank;
   c->r.version = PROF_V;
+  pthread_mutex_lock(&lock);
+  if (rank >= 0 && rank < BRAID_TEST_PROFILER_MAX_RANKS) live[rank] = c;
+  pthread_mutex_unlock(&lock);
   *mask = c->mask;
   *context = c;
   return ncclSuccess;
@@ -215,6 +233,7 @@ static ncclResult_t init_common(void** context, int* mask, int rank) {
 
 static ncclResult_t finalize(void* context) {
   struct ctx* c = context;
+  pthread_mutex_lock(&lock);
   if (c->r.open != 0) error(c, "events never stopped");
   c->r.finalized = 1;
   while (c->kept != NULL) {
@@ -222,8 +241,10 @@ static ncclResult_t finalize(void* context) {
     c->kept = e->kept;
     free(e);
   }
-  pthread_mutex_lock(&lock);
-  if (c->rank >= 0 && c->rank < BRAID_TEST_PROFILER_MAX_RANKS) results[c->rank] = c->r;
+  if (c->rank >= 0 && c->rank < BRAID_TEST_PROFILER_MAX_RANKS) {
+    results[c->rank] = c->r;
+    if (live[c->rank] == c) live[c->rank] = NULL;
+  }
   pthread_mutex_unlock(&lock);
   free(c);
   return ncclSuccess;
@@ -236,6 +257,16 @@ EXPORT int braid_test_profiler_result(int rank, struct braid_test_profiler_resul
   memset(&results[rank], 0, sizeof(results[rank]));
   pthread_mutex_unlock(&lock);
   return out->finalized ? 0 : -1;
+}
+
+/* The counts so far of rank's context that is not finalized yet (-1: none). */
+EXPORT int braid_test_profiler_live(int rank, struct braid_test_profiler_result* out) {
+  if (rank < 0 || rank >= BRAID_TEST_PROFILER_MAX_RANKS) return -1;
+  pthread_mutex_lock(&lock);
+  int found = live[rank] != NULL;
+  if (found) *out = live[rank]->r;
+  pthread_mutex_unlock(&lock);
+  return found ? 0 : -1;
 }
 
 #if PROF_V >= 5

@@ -22,5 +22,6 @@ struct braid_test_profiler_result {
 };
 
 typedef int (*braid_test_profiler_result_fn)(int rank, struct braid_test_profiler_result* out);
+/* braid_test_profiler_live: the same, so far, of a context not finalized yet. */
 
 #endif /* BRAID_TEST_PROFILER_H */

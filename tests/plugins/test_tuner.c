@@ -1,10 +1,12 @@
 /*
  * test_tuner.c - an NCCL tuner plugin for tests/plugins/run.sh, exporting only
- * ncclTunerPlugin_v<TUNER_V> (2..5; written against braid's plugin/tuner_abi.h, NCCL's ABI):
+ * ncclTunerPlugin_v<TUNER_V> (2..6; written against braid's plugin/tuner_abi.h, NCCL's ABI):
  *   AllReduce  forced to Ring / LL on one channel (v2: named; v3+: that pair's cost set to 0);
  *   Broadcast  asks for NVLS / Simple, which braid cannot run on these machines: braid must say
  *              it ignored that and keep its own choice;
- *   others     left alone.
+ *   others     left alone;
+ *   v6         getChunkSize: AllReduce steps of CHUNK (4000) bytes, not a whole number of
+ *              braid's 64-byte units: braid must take 3968.
  * Every getCollInfo call is logged at INFO (TUNING) through the logger init got.
  */
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #define FUNC_BROADCAST 0
 #define FUNC_ALLREDUCE 4
 #define NAME "braid-test-tuner"
+#define CHUNK 4000
 
 struct ctx {
   nccl_abi_tuner_logger_t log;
@@ -88,7 +91,7 @@ static ncclResult_t tune_v4(void* ctx, int func, size_t bytes, int ops, float** 
 }
 __attribute__((visibility("default")))
 const struct nccl_tuner_v4 ncclTunerPlugin_v4 = {NAME, init_v4, tune_v4, destroy};
-#else
+#else /* v5, v6 */
 static ncclResult_t init_v5(void** ctx, uint64_t comm_id, size_t nranks, size_t nnodes, nccl_abi_tuner_logger_t log,
                             struct nccl_tuner_nvl_domain_v5* nvl, struct nccl_tuner_constants_v5* k) {
   if (nvl == NULL || k == NULL) return ncclInternalError;
@@ -98,6 +101,16 @@ static ncclResult_t tune_v5(void* ctx, int func, size_t bytes, int ops, float** 
                             int* nch) {
   return tune_table(ctx, func, bytes, ops, table, na, np, nch);
 }
+#if TUNER_V == 5
 __attribute__((visibility("default")))
 const struct nccl_tuner_v5 ncclTunerPlugin_v5 = {NAME, init_v5, tune_v5, destroy};
+#else
+static ncclResult_t chunk_v6(void* ctx, int func, size_t bytes, int algo, int proto, int nch, size_t* chunk) {
+  if (chunk == NULL || *chunk == 0) return ncclInternalError; /* the library's own value comes in */
+  if (func == FUNC_ALLREDUCE) *chunk = CHUNK;
+  return ncclSuccess;
+}
+__attribute__((visibility("default")))
+const struct nccl_tuner_v6 ncclTunerPlugin_v6 = {NAME, init_v5, tune_v5, destroy, chunk_v6};
+#endif
 #endif

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
 #include "refdata.h"
@@ -128,21 +129,44 @@ static ncclResult_t make_op(const struct call* k, ncclComm_t comm, unsigned char
   return res;
 }
 
-static ncclResult_t issue(const struct call* k, ncclComm_t comm, const void* send, void* recv, ncclRedOp_t op) {
+/* Host mode: NULL (a call is complete when it returns). On the fake GPU (tests/run.sh's
+ * coll-nvls-fake-gpu parts) a call is asynchronous: each rank gets a stream of its own (ranks
+ * as threads share device 0, whose legacy stream would serialise their kernels), waited for
+ * before the buffers are read (issue). */
+static cudaStream_t rank_stream(int rank) {
+  return braid_device() == braid_device_fake ? (cudaStream_t)(uintptr_t)(0x1000 + rank) : NULL;
+}
+
+static ncclResult_t issue_async(const struct call* k, ncclComm_t comm, const void* send, void* recv, ncclRedOp_t op,
+                                cudaStream_t s) {
   ncclDataType_t dt = (ncclDataType_t)k->dtype;
   switch (k->coll) {
     case C_ALLREDUCE:
-      return ncclAllReduce(send, recv, k->count, dt, op, comm, NULL);
+      return ncclAllReduce(send, recv, k->count, dt, op, comm, s);
     case C_REDUCE:
-      return ncclReduce(send, recv, k->count, dt, op, k->root, comm, NULL);
+      return ncclReduce(send, recv, k->count, dt, op, k->root, comm, s);
     case C_REDUCESCATTER:
-      return ncclReduceScatter(send, recv, k->count, dt, op, comm, NULL);
+      return ncclReduceScatter(send, recv, k->count, dt, op, comm, s);
     case C_ALLGATHER:
-      return ncclAllGather(send, recv, k->count, dt, comm, NULL);
+      return ncclAllGather(send, recv, k->count, dt, comm, s);
     case C_BROADCAST:
-      return ncclBroadcast(send, recv, k->count, dt, k->root, comm, NULL);
+      return ncclBroadcast(send, recv, k->count, dt, k->root, comm, s);
   }
   return ncclInternalError;
+}
+
+/* Device mode: the call on stream s finished, and without an asynchronous error. */
+static ncclResult_t call_done(ncclComm_t comm, cudaStream_t s) {
+  const struct braid_device_ops* d = braid_device();
+  ncclResult_t res = d != NULL ? d->stream_sync(s) : ncclSuccess, st = ncclSuccess;
+  if (res == ncclSuccess && d != NULL) res = ncclCommGetAsyncError(comm, &st);
+  return res != ncclSuccess ? res : st;
+}
+
+static ncclResult_t issue(const struct call* k, ncclComm_t comm, int rank, const void* send, void* recv,
+                          ncclRedOp_t op) {
+  ncclResult_t res = issue_async(k, comm, send, recv, op, rank_stream(rank));
+  return res == ncclSuccess ? call_done(comm, rank_stream(rank)) : res;
 }
 
 /* Returns 0 (right), 1 (wrong result, the ranks stay in step) or -1 (API error: stop). */
@@ -199,7 +223,7 @@ static int run_call(struct rank_state* st, const struct call* k, int offset) {
     report(st, k, offset, msg);
     goto out;
   }
-  res = issue(k, st->comm, send, recv, op);
+  res = issue(k, st->comm, me, send, recv, op);
   if (res != ncclSuccess) {
     snprintf(msg, sizeof(msg), "call failed: %s (%s)", ncclGetErrorString(res), ncclGetLastError(st->comm));
     ret = -1;
@@ -530,7 +554,8 @@ static int body_premul_per_rank(struct harness_rank* r) {
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   RCHECK(r, ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
   for (int i = 0; i < N; i++) buf[i] = 1.0f;
-  RCHECK(r, ncclAllReduce(buf, buf, N, ncclFloat32, op, comm, NULL));
+  RCHECK(r, ncclAllReduce(buf, buf, N, ncclFloat32, op, comm, rank_stream(r->rank)));
+  RCHECK(r, call_done(comm, rank_stream(r->rank)));
   for (int i = 0; i < N; i++) REXPECT(r, buf[i] == want, "element %d: %g, want %g", i, (double)buf[i], (double)want);
   RCHECK(r, ncclRedOpDestroy(op, comm));
   RCHECK(r, ncclCommDestroy(comm));
@@ -655,7 +680,8 @@ static int group_body(struct harness_rank* r) {
       if (prepare(&p[i], &k, n, me, st.comm) != 0) return harness_fail(r, "prepare call %d failed", i);
     }
     res = ncclGroupStart();
-    for (int i = 0; i < NGROUP && res == ncclSuccess; i++) res = issue(&p[i].k, st.comm, p[i].send, p[i].recv, p[i].op);
+    for (int i = 0; i < NGROUP && res == ncclSuccess; i++)
+      res = issue_async(&p[i].k, st.comm, p[i].send, p[i].recv, p[i].op, NULL);
     ncclResult_t end = ncclGroupEnd();
     if (res != ncclSuccess || end != ncclSuccess)
       return harness_fail(r, "group: %s / %s (%s)", ncclGetErrorString(res), ncclGetErrorString(end),
@@ -707,7 +733,7 @@ START_TEST(test_initall_one_thread) {
     for (int i = 0; i < N; i++)
       for (int c = first; c < last; c++) {
         struct prepared* q = &p[i * NGROUP + c];
-        ck_assert_int_eq(issue(&q->k, comms[i], q->send, q->recv, q->op), ncclSuccess);
+        ck_assert_int_eq(issue_async(&q->k, comms[i], q->send, q->recv, q->op, NULL), ncclSuccess);
       }
     ck_assert_msg(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd: %s", ncclGetLastError(NULL));
     for (int i = 0; i < N; i++)

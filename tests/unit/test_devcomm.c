@@ -16,47 +16,23 @@
 #include "harness.h"
 #include "nccl.h"
 #include "nccl_device.h"
+#include "sym_helpers.h"
 
 #define RANK_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 300
 #define RES_BYTES 100
 
-enum dc_mode { DC_THREADS = 0, DC_PROCS, DC_PAIRS, DC_FAKE_NODES, DC_FAKE_GPU, DC_NMODES };
-static const char* const dc_mode_names[] = {"threads", "procs", "pairs", "fake-nodes", "fake-gpu"};
-static const enum harness_mode dc_harness[] = {HARNESS_THREADS, HARNESS_PROCS, HARNESS_PAIRS, HARNESS_PROCS,
-                                               HARNESS_PROCS};
-
 struct dc_arg {
   int mode;
 };
 
-static void use_mode(int mode, int nranks) {
-  char buf[16];
-  unsetenv("NCCL_HOSTID");
-  if (mode == DC_FAKE_GPU) {
-    snprintf(buf, sizeof(buf), "%d", nranks);
-    setenv("BRAID_FAKE_GPU", buf, 1);
-  } else {
-    unsetenv("BRAID_FAKE_GPU");
-  }
-  braid_param_reload();
-  braid_device_reset();
-}
-
 static void rank_env(const struct harness_rank* r, int mode) {
-  if (mode == DC_FAKE_NODES) {
-    char id[48];
-    snprintf(id, sizeof(id), "braid-dc-node-%d", r->rank);
-    setenv("NCCL_HOSTID", id, 1);
-    setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-    braid_param_reload();
-  }
-  if (mode == DC_FAKE_GPU) braid_device()->set_current(r->rank);
+  sym_rank_env(r, mode, "braid-dc-node");
 }
 
 /* Properties and teams: every rank of one node is one LSA team; fake nodes are one rank each. */
 static int check_props(struct harness_rank* r, ncclComm_t comm, int mode) {
-  int lsa = mode == DC_FAKE_NODES ? 1 : r->nranks;
+  int lsa = mode == SYM_FAKE_NODES ? 1 : r->nranks;
 /* NCCL's initializer names the first three fields, as users write it; -Wextra would flag it */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -66,8 +42,8 @@ static int check_props(struct harness_rank* r, ncclComm_t comm, int mode) {
   REXPECT(r, p.rank == r->rank && p.nRanks == r->nranks, "properties rank %d/%d", p.rank, p.nRanks);
   REXPECT(r, !p.multimemSupport && p.ginType == NCCL_GIN_TYPE_NONE, "multimem %d gin %d", p.multimemSupport,
           (int)p.ginType);
-  REXPECT(r, p.nLsaTeams == r->nranks / lsa, "nLsaTeams %d (mode %s)", p.nLsaTeams, dc_mode_names[mode]);
-  REXPECT(r, p.deviceApiSupport == (mode == DC_FAKE_GPU), "deviceApiSupport %d", p.deviceApiSupport);
+  REXPECT(r, p.nLsaTeams == r->nranks / lsa, "nLsaTeams %d (mode %s)", p.nLsaTeams, sym_mode_names[mode]);
+  REXPECT(r, p.deviceApiSupport == (mode == SYM_FAKE_GPU), "deviceApiSupport %d", p.deviceApiSupport);
   ncclTeam_t t = ncclTeamLsa(comm), w = ncclTeamWorld(comm), rail = ncclTeamRail(comm);
   REXPECT(r, t.nRanks == lsa && t.rank == r->rank % lsa && t.stride == 1, "LSA team %d/%d/%d", t.nRanks, t.rank,
           t.stride);
@@ -90,7 +66,7 @@ static int check_refusals(struct harness_rank* r, ncclComm_t comm, int mode) {
   REXPECT(r, ncclDevCommCreate(comm, &q, &dc) == ncclInvalidUsage, "lsaMultimem accepted");
   /* The last error is the process's (as NCCL's): with several ranks in one process another
    * rank's WARN may replace it before this one reads it, so only a rank alone checks it. */
-  if (dc_harness[mode] == HARNESS_PROCS)
+  if (sym_harness_modes[mode] == HARNESS_PROCS)
     REXPECT(r, strstr(ncclGetLastError(NULL), "multimem") != NULL, "WARN: %s", ncclGetLastError(NULL));
   q = (ncclDevCommRequirements_t)NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   q.ginSignalCount = 4;
@@ -98,7 +74,7 @@ static int check_refusals(struct harness_rank* r, ncclComm_t comm, int mode) {
   q = (ncclDevCommRequirements_t)NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   q.ginConnectionType = NCCL_GIN_CONNECTION_FULL;
   REXPECT(r, ncclDevCommCreate(comm, &q, &dc) == ncclInvalidUsage, "GIN connection accepted");
-  if (mode == DC_FAKE_NODES) {
+  if (mode == SYM_FAKE_NODES) {
     q = (ncclDevCommRequirements_t)NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
     q.barrierCount = 1;
     REXPECT(r, ncclDevCommCreate(comm, &q, &dc) == ncclInvalidUsage, "world barrier across LSA teams accepted");
@@ -120,7 +96,7 @@ static int check_refusals(struct harness_rank* r, ncclComm_t comm, int mode) {
 /* A device communicator with LSA barriers, a world barrier (one node) and two resource
  * buffers; every LSA peer's copy is reachable through the resource window and was zeroed. */
 static int check_devcomm(struct harness_rank* r, ncclComm_t comm, int mode) {
-  int lsa = mode == DC_FAKE_NODES ? 1 : r->nranks;
+  int lsa = mode == SYM_FAKE_NODES ? 1 : r->nranks;
   ncclDevCommRequirements_t q = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
   ncclDevResourceRequirements_t res = {0}, bar = {0};
   ncclDevResourceHandle_t h = 12345;
@@ -132,7 +108,7 @@ static int check_devcomm(struct harness_rank* r, ncclComm_t comm, int mode) {
   bar.next = &res;
   q.resourceRequirementsList = &bar;
   q.lsaBarrierCount = 8;
-  q.barrierCount = mode == DC_FAKE_NODES ? 0 : 2;
+  q.barrierCount = mode == SYM_FAKE_NODES ? 0 : 2;
   ncclDevComm_t dc;
   RCHECK(r, ncclDevCommCreate(comm, &q, &dc));
   REXPECT(r, dc.rank == r->rank && dc.nRanks == r->nranks && dc.lsaSize == lsa && dc.lsaRank == r->rank % lsa,
@@ -147,7 +123,7 @@ static int check_devcomm(struct harness_rank* r, ncclComm_t comm, int mode) {
   memset(mine + h, 0x40 + r->rank, RES_BYTES);
   int one = 1;
   RCHECK(r, ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, comm, NULL)); /* everyone wrote */
-  if (mode == DC_FAKE_GPU) RCHECK(r, braid_device()->stream_sync(NULL));   /* device mode: the call is asynchronous */
+  if (mode == SYM_FAKE_GPU) RCHECK(r, braid_device()->stream_sync(NULL));  /* device mode: the call is asynchronous */
   for (int i = 0; i < lsa; i++) {
     void* p = NULL;
     RCHECK(r, ncclGetLsaDevicePointer(dc.resourceWindow, h, i, &p));
@@ -159,7 +135,7 @@ static int check_devcomm(struct harness_rank* r, ncclComm_t comm, int mode) {
   void* mm = NULL;
   REXPECT(r, ncclGetLsaMultimemDevicePointer(dc.resourceWindow, 0, &mm) == ncclInvalidUsage, "multimem pointer");
   RCHECK(r, ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, comm, NULL)); /* everyone read */
-  if (mode == DC_FAKE_GPU) RCHECK(r, braid_device()->stream_sync(NULL));
+  if (mode == SYM_FAKE_GPU) RCHECK(r, braid_device()->stream_sync(NULL));
   RCHECK(r, ncclDevCommDestroy(comm, &dc));
   REXPECT(r, ncclDevCommDestroy(comm, &dc) == ncclInvalidArgument, "second destroy accepted");
   q = (ncclDevCommRequirements_t)NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
@@ -183,14 +159,14 @@ static int body_devcomm(struct harness_rank* r) {
 
 START_TEST(test_devcomm) {
   struct dc_arg a = {_i};
-  int nranks = _i == DC_PAIRS ? 4 : 3;
-  use_mode(_i, nranks);
+  int nranks = _i == SYM_PAIRS ? 4 : 3;
+  sym_use_mode(_i, nranks);
   setenv("BRAID_INIT_TIMEOUT", DC_PEER_TIMEOUT_S, 1);
   braid_param_reload();
-  int failed = harness_run(nranks, dc_harness[_i], body_devcomm, &a, RANK_TIMEOUT_S);
+  int failed = harness_run(nranks, sym_harness_modes[_i], body_devcomm, &a, RANK_TIMEOUT_S);
   unsetenv("BRAID_INIT_TIMEOUT");
-  use_mode(DC_THREADS, 0);
-  ck_assert_msg(failed == 0, "mode %s", dc_mode_names[_i]);
+  sym_use_mode(SYM_THREADS, 0);
+  ck_assert_msg(failed == 0, "mode %s", sym_mode_names[_i]);
 }
 END_TEST
 
@@ -212,7 +188,7 @@ static int body_absent(struct harness_rank* r) {
   ncclComm_t comm;
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   if (r->rank == 2) {
-    while (a->mode == DC_THREADS && __atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < 2) usleep(1000);
+    while (a->mode == SYM_THREADS && __atomic_load_n(&a->done, __ATOMIC_ACQUIRE) < 2) usleep(1000);
     RCHECK(r, ncclCommDestroy(comm));
     return 0;
   }
@@ -220,10 +196,10 @@ static int body_absent(struct harness_rank* r) {
   ncclDevComm_t dc;
   ncclResult_t res = ncclDevCommCreate(comm, &q, &dc);
   const char* last = ncclGetLastError(NULL);
-  if (a->mode == DC_THREADS) __atomic_fetch_add(&a->done, 1, __ATOMIC_RELEASE);
+  if (a->mode == SYM_THREADS) __atomic_fetch_add(&a->done, 1, __ATOMIC_RELEASE);
   REXPECT(r, res == ncclRemoteError, "ncclDevCommCreate without rank 2 returned %d (%s)", (int)res,
           ncclGetErrorString(res));
-  if (a->mode == DC_PROCS)
+  if (a->mode == SYM_PROCS)
     REXPECT(r, strstr(last, "ncclCommWindowRegister") != NULL && strstr(last, "rank(s) 2") != NULL,
             "the WARN does not name the call and rank 2: %s", last);
   RCHECK(r, ncclCommDestroy(comm));
@@ -231,15 +207,15 @@ static int body_absent(struct harness_rank* r) {
 }
 
 START_TEST(test_devcomm_absent) {
-  int mode = _i == 0 ? DC_THREADS : DC_PROCS;
+  int mode = _i == 0 ? SYM_THREADS : SYM_PROCS;
   struct absent_arg a = {mode, 0};
-  use_mode(mode, 3);
+  sym_use_mode(mode, 3);
   setenv("BRAID_INIT_TIMEOUT", ABSENT_TIMEOUT_S, 1);
   braid_param_reload();
-  int failed = harness_run(3, dc_harness[mode], body_absent, &a, RANK_TIMEOUT_S);
+  int failed = harness_run(3, sym_harness_modes[mode], body_absent, &a, RANK_TIMEOUT_S);
   unsetenv("BRAID_INIT_TIMEOUT");
-  use_mode(DC_THREADS, 0);
-  ck_assert_msg(failed == 0, "mode %s", dc_mode_names[mode]);
+  sym_use_mode(SYM_THREADS, 0);
+  ck_assert_msg(failed == 0, "mode %s", sym_mode_names[mode]);
 }
 END_TEST
 
@@ -247,7 +223,7 @@ Suite* devcomm_suite(void) {
   Suite* s = suite_create("devcomm");
   TCase* tc = tcase_create("devcomm");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
-  tcase_add_loop_test(tc, test_devcomm, 0, DC_NMODES);
+  tcase_add_loop_test(tc, test_devcomm, 0, SYM_NMODES);
   tcase_add_loop_test(tc, test_devcomm_absent, 0, 2);
   suite_add_tcase(s, tc);
   return s;

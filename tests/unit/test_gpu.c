@@ -14,6 +14,9 @@
  *            with Simple, 1048583 (4 MiB of f32); in place at 1031 and 1048583. Checked against
  *            refdata's reference, with 64 guard bytes after every receive buffer and non-root
  *            Reduce buffers left untouched.
+ *   nvls     AllReduce with NCCL_ALGO=NVLS (one-shot, two-shot: BRAID_LSA_VARIANT) over the ranks'
+ *            device-memory scratch mapped by CUDA IPC: 7 datatypes x every op x counts 1, 7,
+ *            1031, 65521, in and out of place, on 1 process x 2 ranks, 2 and 4 processes.
  *   graph    an all-reduce captured into a CUDA graph, replayed 3 times with new input, each
  *            result checked (8 and 65537 elements, 2 processes).
  *   abort    2 processes: (kill) rank 1 is killed while rank 0 waits in a 64 MiB all-reduce:
@@ -517,6 +520,54 @@ START_TEST(test_matrix) {
 }
 END_TEST
 
+/* ---- NVLS-style one-shot / two-shot all-reduce over the peers' device memory (kernels/lsa.h) ---- */
+
+static const char* const lsa_variants[] = {"ONESHOT", "TWOSHOT"};
+static const struct matrix_case nvls_cases[] = {
+    /* proto: the index into lsa_variants */
+    {GM_ONEPROC2, 0}, {GM_ONEPROC2, 1}, {GM_PROCS2, 0}, {GM_PROCS2, 1}, {GM_PROCS4, 0}, {GM_PROCS4, 1},
+};
+
+static int body_nvls(struct gproc* p) {
+  static const int dtypes[] = {ncclFloat32, ncclFloat16, ncclBfloat16,  ncclInt32,
+                               ncclUint8,   ncclFloat64, ncclFloat8e4m3};
+  static const size_t counts[] = {1, 7, 1031, 65521}; /* f64 x 65521 fits the 512 KiB slot */
+  const struct matrix_case* m = p->arg;
+  char label[96];
+  struct gctx c;
+  snprintf(label, sizeof(label), "nvls %s BRAID_LSA_VARIANT=%s", gmode_names[m->mode], lsa_variants[m->proto]);
+  double t0 = now_s();
+  if (gopen(&c, p, m->mode == GM_ONEPROC2 ? 2 : 1, 65521 * 8, label, NULL)) return 1;
+  int ntypes = NELEMS(dtypes) - (c.cc < 90);
+  uint32_t seed = 1;
+  for (int n = 0; n < NELEMS(counts) && c.wrong == 0; n++)
+    for (int d = 0; d < ntypes; d++)
+      for (int op = 0; op < REF_NUM_OPS; op++)
+        for (int in_place = 0; in_place < 2; in_place++) {
+          struct gcall k = {G_ALLREDUCE, dtypes[d], op, 0, in_place, counts[n], seed++};
+          if (gcall_run(&c, &k)) goto out;
+        }
+out:
+  if (c.ranks[0] == 0)
+    fprintf(stderr, "gpu %s: %ld calls, %ld failures (%.1f s)\n", label, c.calls, c.wrong, now_s() - t0);
+  gclose(&c, c.wrong == 0);
+  return c.wrong != 0;
+}
+
+/* NCCL_ALGO=NVLS: every call must take the one-/two-shot path (no other algorithm is allowed,
+ * so a communicator without the scratch fails the calls instead of passing on the ring). */
+START_TEST(test_nvls) {
+  const struct matrix_case* m = &nvls_cases[_i];
+  setenv("BRAID_GPU_SHARING", "1", 1);
+  setenv("NCCL_ALGO", "NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", lsa_variants[m->proto], 1);
+  int nprocs = m->mode == GM_PROCS4 ? 4 : m->mode == GM_PROCS2 ? 2 : 1;
+  int failed = gpu_procs(nprocs, body_nvls, m, -1);
+  ck_assert_msg(failed == 0, "nvls, %s, BRAID_LSA_VARIANT=%s: %d processes failed (see the lines above)",
+                gmode_names[m->mode], lsa_variants[m->proto], failed);
+}
+END_TEST
+
 /* ---- CUDA graph capture --------------------------------------------------------------------- */
 
 static int body_graph(struct gproc* p) {
@@ -685,6 +736,7 @@ Suite* gpu_suite(void) {
     int n;
   } cases[] = {
       {"matrix", test_matrix, NELEMS(matrix_cases)},
+      {"nvls", test_nvls, NELEMS(nvls_cases)},
       {"graph", test_graph, 1},
       {"abort", test_abort, 2},
       {"nonblock", test_nonblock, 1},

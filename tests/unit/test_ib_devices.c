@@ -3,7 +3,8 @@
  * ib_verbs.c) against the emulated verbs provider (tests/ibemu/, BUILD/lib/libbraid-ibemu.so
  * through BRAID_IB_VERBS_LIBRARY): no real HCA or rdma-core device has been involved.
  *   discover  ACTIVE IB and RoCE ports, DOWN ones dropped, NCCL_IB_HCA filters, speed
- *             (4x HDR = 200000 Mb/s), the `NET/IB : Using [0]mlx5_0:1/IB ...` INFO line;
+ *             (4x HDR = 200000 Mb/s), the plugin's `NET/IB : Using [0]mlx5_0:1/IB ... [RO]; OOB
+ *             lo:...` INFO line, once per process;
  *   fail      a verbs call that fails for one device skips it with a WARN naming the device,
  *             the port and the call; a bad NCCL_IB_HCA value is ncclInvalidArgument;
  *   missing   a verbs library that is not there: ncclSystemError, no crash;
@@ -14,7 +15,6 @@
  * Built only with the verbs headers (BRAID_IB_BUILT); otherwise the suite says SKIPPED.
  */
 #include <check.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,24 +23,18 @@
 
 #include "base/debug.h"
 #include "base/param.h"
+#include "harness.h"
+#include "ibemu_fixture.h"
 #include "nccl.h"
 
 #if BRAID_IB_BUILT
 #include "transport/net/ib/ib_devices.h"
 #include "transport/net/ib/ib_qp.h"
+#include "transport/net/net.h"
 
 /* Load the emulator (next to the runner: BUILD/bin/../lib) with these devices. */
 static const struct braid_ibv* emu_load(const char* devices, const char* fail) {
-  char exe[PATH_MAX], lib[PATH_MAX + 64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  ck_assert_int_gt(len, 0);
-  exe[len] = '\0';
-  snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
-  setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
-  setenv("IBEMU_DEVICES", devices, 1);
-  if (fail != NULL) setenv("IBEMU_FAIL", fail, 1);
-  braid_param_reload();
-  braid_ibv_reset();
+  ibemu_fixture_env(devices, fail);
   const struct braid_ibv* ibv = NULL;
   const char* tried = NULL;
   ck_assert_msg(braid_ibv_load(&ibv, &tried) == ncclSuccess, "cannot load the emulator %s", tried);
@@ -87,28 +81,37 @@ START_TEST(test_discover) {
 }
 END_TEST
 
-START_TEST(test_discover_log) {
-  const struct braid_ibv* ibv = emu_load(devs, NULL);
-  struct braid_ib_port ports[BRAID_IB_MAX_PORTS];
-  int n = 0;
+/* The plugin's init in a fresh process: NCCL's line, once (discovery adds none), [RO] once at
+ * its end (NCCL_IB_PCI_RELAXED_ORDERING's default 2) or not at all (0). */
+static int body_discover_log(struct harness_rank* r) {
+  int ro = *(const int*)r->arg;
   char path[] = "/tmp/braid-test-ibdev-XXXXXX";
   int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
+  REXPECT(r, fd >= 0, "mkstemp");
   close(fd);
+  setenv("NCCL_IB_HCA", "mlx5_0:1,mlx5_1", 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  setenv("NCCL_IB_PCI_RELAXED_ORDERING", ro ? "2" : "0", 1);
   setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "NET", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
   setenv("NCCL_DEBUG_FILE", path, 1);
+  braid_param_reload();
   ncclResetDebugInit();
-  ck_assert_int_eq(braid_ib_discover(ibv, "mlx5_0:1,mlx5_1", ports, BRAID_IB_MAX_PORTS, &n), ncclSuccess);
-  char buf[4096] = "";
-  FILE* f = fopen(path, "r");
-  ck_assert_ptr_nonnull(f);
-  size_t got = fread(buf, 1, sizeof(buf) - 1, f);
-  buf[got] = '\0';
-  fclose(f);
+  RCHECK(r, braid_net_ib.init(NULL));
+  int ndev = 0;
+  RCHECK(r, braid_net_ib.devices(&ndev));
+  const char* want = ro ? "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [2]mlx5_10:1/IB [RO]; OOB lo:"
+                        : "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [2]mlx5_10:1/IB ; OOB lo:";
+  int lines = harness_count_lines(path, "NET/IB : Using"), exact = harness_count_lines(path, want);
   unlink(path);
-  ck_assert_msg(strstr(buf, "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE [2]mlx5_10:1/IB") != NULL,
-                "no NET/IB Using line in: %s", buf);
+  REXPECT(r, ndev == 3, "%d devices", ndev);
+  REXPECT(r, lines == 1 && exact == 1, "%d 'NET/IB : Using' lines, %d of them '%s'", lines, exact, want);
+  return 0;
+}
+
+START_TEST(test_discover_log) {
+  emu_load(devs, NULL);
+  ck_assert_int_eq(harness_run(1, HARNESS_PROCS, body_discover_log, &_i, 60), 0);
 }
 END_TEST
 
@@ -231,7 +234,7 @@ Suite* ib_devices_suite(void) {
   tcase_set_timeout(tc, 20);
 #if BRAID_IB_BUILT
   tcase_add_loop_test(tc, test_discover, 0, (int)(sizeof(disc_rows) / sizeof(disc_rows[0])));
-  tcase_add_test(tc, test_discover_log);
+  tcase_add_loop_test(tc, test_discover_log, 0, 2);
   tcase_add_test(tc, test_fail);
   tcase_add_test(tc, test_missing);
   suite_add_tcase(s, tc);

@@ -5,7 +5,8 @@
  *            connected to each other; process_vm_* to our own pid): WRITE_WITH_IMM lands and
  *            completes a receive with its imm and length, READ, a bad rkey or bounds is
  *            REM_ACCESS_ERR and flushes the peer's receives, a QP not in RTS refuses WRs, a
- *            peer process that exited is RETRY_EXC_ERR;
+ *            peer process that exited is RETRY_EXC_ERR; a dma-buf region (keys by iova, bytes
+ *            in the descriptor's pages);
  *   qpfail   NCCL_NET=IB with a QP transition failed by the emulator: init fails and the WARN
  *            names HCA:port, link layer, GID index (auto-selected 3 on RoCE: RoCE v2, IPv4) and
  *            the attributes;
@@ -15,17 +16,19 @@
  * Collectives and the failure cases over IB: test_net.c (its net_plugins[] has IB).
  */
 #include <check.h>
-#include <libgen.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/debug.h"
 #include "base/param.h"
 #include "harness.h"
+#include "ibemu_fixture.h"
 #include "nccl.h"
 #include "transport/net/net_internal.h"
 
@@ -34,19 +37,7 @@
 #include "transport/net/net.h"
 
 static void emu_env(const char* devices, const char* fail) {
-  char exe[PATH_MAX], lib[PATH_MAX + 64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  ck_assert_int_gt(len, 0);
-  exe[len] = '\0';
-  snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
-  setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
-  setenv("IBEMU_DEVICES", devices, 1);
-  if (fail != NULL)
-    setenv("IBEMU_FAIL", fail, 1);
-  else
-    unsetenv("IBEMU_FAIL");
-  braid_param_reload();
-  braid_ibv_reset();
+  ibemu_fixture_env(devices, fail);
 }
 
 /* ---- the emulator through verbs ------------------------------------------------------------ */
@@ -228,6 +219,67 @@ START_TEST(test_emu_peer_gone) {
 }
 END_TEST
 
+/* A dma-buf region (ibv_reg_dmabuf_mr, GPUDirect RDMA): keys address it by an iova mapped
+ * nowhere in this process; the bytes land in the descriptor's pages (another mapping of the
+ * memfd sees them), READ comes back from them, past its end is REM_ACCESS_ERR; fd -1 is EBADF
+ * (NCCL's probe), IBEMU_DMABUF=0 is EOPNOTSUPP. */
+START_TEST(test_emu_dmabuf) {
+  struct emu e;
+  emu_open(&e);
+  enum { LEN = 3 * 4096 };
+  int fd = memfd_create("braid-test-dmabuf", 0);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(ftruncate(fd, 4 * 4096), 0);
+  char* view = mmap(NULL, 4 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ck_assert_ptr_ne(view, MAP_FAILED);
+  static char src[8192], back[8192];
+  for (int i = 0; i < (int)sizeof(src); i++) src[i] = (char)(i * 5 + 2);
+  int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ck_assert_ptr_nonnull(e.v->reg_dmabuf_mr);
+  errno = 0;
+  ck_assert_ptr_null(e.v->reg_dmabuf_mr(e.pd, 0, 0, 0, -1, 0));
+  ck_assert_int_eq(errno, EBADF);
+  const uint64_t iova = 0x7e5500000000ull;                                      /* nothing is mapped there */
+  struct ibv_mr* mg = e.v->reg_dmabuf_mr(e.pd, 4096 + 100, LEN, iova, fd, acc); /* not page aligned */
+  struct ibv_mr* ms = e.v->reg_mr(e.pd, src, sizeof(src), acc);
+  struct ibv_mr* mb = e.v->reg_mr(e.pd, back, sizeof(back), acc);
+  ck_assert(mg && ms && mb);
+  struct ibv_wc wc;
+  ck_assert_int_eq(post(&e, e.a, IBV_WR_RDMA_WRITE, src, 5000, ms, (void*)(uintptr_t)(iova + 10), mg->rkey, 0), 0);
+  ck_assert_int_eq(poll1(&e, &wc), 1);
+  ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+  ck_assert_int_eq(memcmp(view + 4096 + 110, src, 5000), 0);
+  ck_assert_int_eq(view[4096 + 109], 0);
+  memset(view + 4096 + 100, 0x33, 64);
+  ck_assert_int_eq(post(&e, e.a, IBV_WR_RDMA_READ, back, 64, mb, (void*)(uintptr_t)iova, mg->rkey, 0), 0);
+  ck_assert_int_eq(poll1(&e, &wc), 1);
+  ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+  ck_assert_int_eq(back[0], 0x33);
+  ck_assert_int_eq(back[63], 0x33);
+  /* a dma-buf region as the local side of a write (a GDR send) */
+  ck_assert_int_eq(post(&e, e.a, IBV_WR_RDMA_WRITE, (void*)(uintptr_t)(iova + 10), 100, mg, back + 200, mb->rkey, 0),
+                   0);
+  ck_assert_int_eq(poll1(&e, &wc), 1);
+  ck_assert_int_eq(wc.status, IBV_WC_SUCCESS);
+  ck_assert_int_eq(back[200], 0x33); /* iova + 10..63 was overwritten above, the rest is src's */
+  ck_assert_int_eq(memcmp(back + 254, src + 54, 46), 0);
+  ck_assert_int_eq(post(&e, e.a, IBV_WR_RDMA_WRITE, src, 200, ms, (void*)(uintptr_t)(iova + LEN - 100), mg->rkey, 0),
+                   0);
+  ck_assert_int_eq(poll1(&e, &wc), 1);
+  ck_assert_int_eq(wc.status, IBV_WC_REM_ACCESS_ERR);
+  e.v->dereg_mr(mg);
+  setenv("IBEMU_DMABUF", "0", 1);
+  errno = 0;
+  ck_assert_ptr_null(e.v->reg_dmabuf_mr(e.pd, 0, 4096, iova, fd, acc));
+  ck_assert_int_eq(errno, EOPNOTSUPP);
+  unsetenv("IBEMU_DMABUF");
+  e.v->dereg_mr(ms);
+  e.v->dereg_mr(mb);
+  munmap(view, 4 * 4096);
+  close(fd);
+}
+END_TEST
+
 /* ---- the plugin ---------------------------------------------------------------------------- */
 
 static void fake_node(const struct harness_rank* r) {
@@ -251,6 +303,9 @@ static const struct qpfail_case qpfail_cases[] = {
     {"mlx5_1:1:eth", NULL, "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 3)"}, /* RoCE v2, IPv4 */
     {"mlx5_1:1:eth", "NCCL_IB_GID_INDEX=1", "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 1)"},
     {"mlx5_1:1:eth", "NCCL_IB_ROCE_VERSION_NUM=1", "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 2)"},
+    {"mlx5_1:1:eth", "NCCL_IB_ADDR_FAMILY=AF_INET6", "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 5)"},
+    {"mlx5_1:1:eth", "NCCL_IB_ADDR_RANGE=192.168.0.0/16",
+     "ibv_modify_qp to RTR failed on mlx5_1:1 (RoCE, GID index 7)"},
 };
 
 static int body_qpfail(struct harness_rank* r) {
@@ -271,6 +326,8 @@ START_TEST(test_qpfail) {
   setenv("NCCL_NET", "IB", 1);
   unsetenv("NCCL_IB_GID_INDEX");
   unsetenv("NCCL_IB_ROCE_VERSION_NUM");
+  unsetenv("NCCL_IB_ADDR_FAMILY");
+  unsetenv("NCCL_IB_ADDR_RANGE");
   if (k->env != NULL) putenv((char*)k->env);
   braid_param_reload();
   int failed = harness_run(2, HARNESS_PROCS, body_qpfail, (void*)k, 60);
@@ -278,6 +335,8 @@ START_TEST(test_qpfail) {
   unsetenv("IBEMU_FAIL");
   unsetenv("NCCL_IB_GID_INDEX");
   unsetenv("NCCL_IB_ROCE_VERSION_NUM");
+  unsetenv("NCCL_IB_ADDR_FAMILY");
+  unsetenv("NCCL_IB_ADDR_RANGE");
   braid_param_reload();
   ck_assert_int_eq(failed, 0);
 }
@@ -420,6 +479,7 @@ Suite* net_ib_suite(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_emu_data);
   tcase_add_test(tc, test_emu_peer_gone);
+  tcase_add_test(tc, test_emu_dmabuf);
   suite_add_tcase(s, tc);
   tc = tcase_create("roundtrip");
   tcase_set_timeout(tc, 240);

@@ -5,10 +5,10 @@
  * (NCCL_HOSTID per process) over loopback.
  *
  * TCases:
- *   colls    NCCL_NET_PLUGIN=<path> NCCL_NET=BraidSocket (the search rules, the newest ABI: v11):
+ *   colls    NCCL_NET_PLUGIN=<path> NCCL_NET=BraidSocket (the search rules, the newest ABI: v12):
  *            AllReduce, Reduce, ReduceScatter, AllGather, Broadcast, a SendRecv ring and an
  *            all-to-all, int32, checked exactly, across 2 nodes (LL, LL128, Simple) and 4 nodes;
- *            then every older ABI (v10 .. v6, the adapter told to stop at that version) across
+ *            then every older ABI (v11 .. v6, the adapter told to stop at that version) across
  *            2 nodes. Each case checks that the adapter is in use at the version expected.
  *   kill     kill -9 of rank 1 during a large all-reduce, 4 ranks on 2 nodes over the plugin:
  *            every survivor fails within 30 s with a message naming the dead rank.
@@ -190,15 +190,16 @@ static int run_patterns(struct harness_rank* r, ncclComm_t comm, size_t count) {
 }
 
 struct coll_case {
-  int nranks, per_node, version; /* version 0: by NCCL_NET_PLUGIN (v11 expected) */
+  int nranks, per_node, version; /* version 0: by NCCL_NET_PLUGIN (v12 expected) */
   int loop_protos;
   const char* name;
 };
 
 static const struct coll_case coll_cases[] = {
-    {2, 1, 0, 1, "2 nodes, by NCCL_NET_PLUGIN (v11)"},
-    {4, 1, 0, 0, "4 nodes, by NCCL_NET_PLUGIN (v11)"},
-    {4, 2, 0, 0, "4 ranks on 2 nodes, by NCCL_NET_PLUGIN (v11)"},
+    {2, 1, 0, 1, "2 nodes, by NCCL_NET_PLUGIN (v12)"},
+    {4, 1, 0, 0, "4 nodes, by NCCL_NET_PLUGIN (v12)"},
+    {4, 2, 0, 0, "4 ranks on 2 nodes, by NCCL_NET_PLUGIN (v12)"},
+    {2, 1, 11, 0, "2 nodes, v11"},
     {2, 1, 10, 0, "2 nodes, v10"},
     {2, 1, 9, 0, "2 nodes, v9"},
     {2, 1, 8, 0, "2 nodes, v8"},

@@ -20,6 +20,10 @@
  *             the Coll events' ancestors are delivered and dropped), 0 (nothing delivered)
  *   refused   a library without ncclProfiler_v*, an init that fails, a path that does not
  *             exist: a WARN that says so, and the calls run (results checked) without it
+ *   gpu       device mode on the fake GPU (2 ranks, threads): a collective's Group and Coll
+ *             events stay open after its launch while its kernel cannot finish (the peer has
+ *             not launched yet), and stop once it has, without a further call (the progress
+ *             thread sees the kernel done); then a group of Send+Recv, counts and nesting
  */
 #include "../plugins/test_profiler.h"
 
@@ -33,6 +37,7 @@
 #include <unistd.h>
 
 #include "base/param.h"
+#include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
 #include "plugin/profiler_abi.h"
@@ -185,6 +190,96 @@ START_TEST(test_mask) {
 }
 END_TEST
 
+/* ---- device mode: stops at kernel completion ------------------------------------------------ */
+
+static int gpu_flag; /* rank 0 checked its open events: rank 1 may launch */
+
+static int live_of(struct harness_rank* r, const char* path, struct braid_test_profiler_result* res) {
+  void* dl = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  REXPECT(r, dl != NULL, "%s is not loaded: %s", path, dlerror());
+  braid_test_profiler_result_fn fn = (braid_test_profiler_result_fn)dlsym(dl, "braid_test_profiler_live");
+  REXPECT(r, fn != NULL, "no braid_test_profiler_live in %s", path);
+  REXPECT(r, fn(r->rank, res) == 0, "the plugin has no live context for rank %d", r->rank);
+  dlclose(dl);
+  return 0;
+}
+
+/* Wait (60 s at most) until rank's Group and Coll events have all stopped, with no new call. */
+static int wait_stopped(struct harness_rank* r, const char* path, int groups, int colls) {
+  struct braid_test_profiler_result res;
+  for (int ms = 0; ms < 60000; ms++) {
+    if (live_of(r, path, &res)) return 1;
+    if (res.stops[0] == groups && res.stops[1] == colls) return 0;
+    usleep(1000);
+  }
+  REXPECT(r, 0, "Group %d/%d, Coll %d/%d stopped after 60 s", res.stops[0], groups, res.stops[1], colls);
+  return 1;
+}
+
+static int gpu_body(struct harness_rank* r) {
+  const struct pcase* pc = r->arg;
+  const struct braid_device_ops* d = braid_device();
+  REXPECT(r, d != NULL && d == braid_device_fake, "not the fake GPU");
+  RCHECK(r, d->set_current(r->rank));
+  ncclComm_t comm;
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  float *buf = NULL, host[COUNT];
+  RCHECK(r, d->alloc((void**)&buf, COUNT * sizeof(float)));
+  for (int i = 0; i < COUNT; i++) host[i] = 1.0f;
+  RCHECK(r, d->memcpy_sync(buf, host, sizeof(host)));
+  /* A first call on both ranks makes the connections (their setup waits for the peer). */
+  RCHECK(r, ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL));
+  RCHECK(r, d->stream_sync(NULL));
+  if (wait_stopped(r, pc->path, 1, 1)) return 1;
+  if (r->rank == 1)
+    for (int ms = 0; ms < 60000 && !__atomic_load_n(&gpu_flag, __ATOMIC_ACQUIRE); ms++) usleep(1000);
+  RCHECK(r, ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL));
+  if (r->rank == 0) { /* the kernel waits for rank 1's: its events must still be open */
+    struct braid_test_profiler_result res;
+    int bad = live_of(r, pc->path, &res);
+    __atomic_store_n(&gpu_flag, 1, __ATOMIC_RELEASE);
+    if (bad) return 1;
+    REXPECT(r, res.starts[1] == 2 && res.stops[1] == 1, "Coll events after the launch: %d started, %d stopped",
+            res.starts[1], res.stops[1]);
+    REXPECT(r, res.starts[0] == 2 && res.stops[0] == 1, "Group events after the launch: %d started, %d stopped",
+            res.starts[0], res.stops[0]);
+  }
+  if (wait_stopped(r, pc->path, 2, 2)) return 1; /* no stream sync: the progress thread stops them */
+  RCHECK(r, d->memcpy_sync(host, buf, sizeof(host)));
+  REXPECT(r, host[COUNT - 1] == 4.0f, "AllReduce gave %g, expected 4", host[COUNT - 1]);
+  RCHECK(r, ncclGroupStart());
+  RCHECK(r, ncclSend(buf, COUNT / 2, ncclFloat32, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclRecv(buf + COUNT / 2, COUNT / 2, ncclFloat32, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclGroupEnd());
+  RCHECK(r, d->stream_sync(NULL));
+  RCHECK(r, ncclCommDestroy(comm));
+  d->free(buf);
+  struct braid_test_profiler_result res;
+  if (result_of(r, pc->path, &res)) return 1;
+  REXPECT(r, res.errors == 0, "the plugin found %d errors, the first: %s", res.errors, res.first_error);
+  REXPECT(r, res.open == 0, "%d events never stopped", res.open);
+  REXPECT(r, res.starts[0] == 3 && res.starts[1] == 2 && res.starts[2] == 2 && res.sends == 1 && res.recvs == 1,
+          "Group %d Coll %d P2p %d (Send %d, Recv %d): expected 3, 2, 2 (1, 1)", res.starts[0], res.starts[1],
+          res.starts[2], res.sends, res.recvs);
+  return 0;
+}
+
+START_TEST(test_gpu) {
+  struct pcase pc = {6, NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P, 0, 0, ""};
+  set_env(&pc);
+  setenv("BRAID_FAKE_GPU", "2", 1);
+  unsetenv("BRAID_HOST_MODE");
+  braid_param_reload();
+  braid_device_reset();
+  gpu_flag = 0;
+  int failed = harness_run(2, HARNESS_THREADS, gpu_body, &pc, RANK_TIMEOUT_S);
+  unsetenv("BRAID_FAKE_GPU");
+  braid_param_reload();
+  braid_device_reset();
+  ck_assert_msg(failed == 0, "device mode: %d of 2 ranks failed", failed);
+}
+END_TEST
+
 /* ---- refused plugins ------------------------------------------------------------------------ */
 
 static int refused_body(struct harness_rank* r) {
@@ -245,6 +340,10 @@ Suite* profiler_suite(void) {
   tc = tcase_create("refused");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_loop_test(tc, test_refused, 0, 3);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("gpu");
+  tcase_set_timeout(tc, TCASE_TIMEOUT_S);
+  tcase_add_test(tc, test_gpu);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -21,43 +21,18 @@
 #include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
+#include "sym_helpers.h"
 
 #define RANK_TIMEOUT_S 120
 #define TCASE_TIMEOUT_S 300
 #define CHUNK 4096 /* bytes each origin puts into each target's window */
 
-enum sym_mode { SYM_THREADS = 0, SYM_PROCS, SYM_PAIRS, SYM_FAKE_NODES, SYM_FAKE_GPU, SYM_NMODES };
-static const char* const sym_mode_names[] = {"threads", "procs", "pairs", "fake-nodes", "fake-gpu"};
-static const enum harness_mode harness_modes[] = {HARNESS_THREADS, HARNESS_PROCS, HARNESS_PAIRS, HARNESS_PROCS,
-                                                  HARNESS_PROCS};
-
 struct sym_arg {
   int mode;
 };
 
-/* In the rank's process: fake node per rank, or the fake GPU's device `rank`. */
 static void rank_env(const struct harness_rank* r, int mode) {
-  if (mode == SYM_FAKE_NODES) {
-    char id[48];
-    snprintf(id, sizeof(id), "braid-sym-node-%d", r->rank);
-    setenv("NCCL_HOSTID", id, 1);
-    setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-    braid_param_reload();
-  }
-  if (mode == SYM_FAKE_GPU) braid_device()->set_current(r->rank);
-}
-
-static void use_mode(int mode, int nranks) {
-  char buf[16];
-  unsetenv("NCCL_HOSTID");
-  if (mode == SYM_FAKE_GPU) {
-    snprintf(buf, sizeof(buf), "%d", nranks);
-    setenv("BRAID_FAKE_GPU", buf, 1);
-  } else {
-    unsetenv("BRAID_FAKE_GPU");
-  }
-  braid_param_reload();
-  braid_device_reset();
+  sym_rank_env(r, mode, "braid-sym-node");
 }
 
 /* Device mode: collectives return once launched; wait before touching their buffers. */
@@ -150,10 +125,10 @@ static int body_windows(struct harness_rank* r) {
 START_TEST(test_windows) {
   struct sym_arg a = {_i};
   int nranks = _i == SYM_PAIRS ? 4 : 3;
-  use_mode(_i, nranks);
-  ck_assert_msg(harness_run(nranks, harness_modes[_i], body_windows, &a, RANK_TIMEOUT_S) == 0, "mode %s",
+  sym_use_mode(_i, nranks);
+  ck_assert_msg(harness_run(nranks, sym_harness_modes[_i], body_windows, &a, RANK_TIMEOUT_S) == 0, "mode %s",
                 sym_mode_names[_i]);
-  use_mode(SYM_THREADS, 0);
+  sym_use_mode(SYM_THREADS, 0);
 }
 END_TEST
 
@@ -217,7 +192,7 @@ static int body_badargs(struct harness_rank* r) {
 
 START_TEST(test_badargs) {
   int procs = _i;
-  use_mode(SYM_THREADS, 0);
+  sym_use_mode(SYM_THREADS, 0);
   ck_assert_int_eq(harness_run(2, procs ? HARNESS_PROCS : HARNESS_THREADS, body_badargs, &procs, RANK_TIMEOUT_S), 0);
 }
 END_TEST
@@ -260,7 +235,7 @@ static int body_suspend(struct harness_rank* r) {
           (unsigned long long)susp2, (unsigned long long)pers2, (unsigned long long)flag);
   ncclResult_t res = ncclAllReduce(x, x, 1, ncclFloat, ncclSum, comm, NULL);
   REXPECT(r, res == ncclInvalidUsage, "an all-reduce on a suspended communicator gave %d", (int)res);
-  if (harness_modes[a->mode] == HARNESS_PROCS) /* the last error is the process's (threads share it) */
+  if (sym_harness_modes[a->mode] == HARNESS_PROCS) /* the last error is the process's (threads share it) */
     REXPECT(r, strstr(ncclGetLastError(NULL), "suspended") != NULL, "last error: %s", ncclGetLastError(NULL));
   REXPECT(r, ncclSignal(0, 0, 0, 0, comm, NULL) == ncclInvalidUsage, "a signal on a suspended communicator");
   RCHECK(r, ncclCommResume(comm));
@@ -282,10 +257,10 @@ static int body_suspend(struct harness_rank* r) {
 START_TEST(test_suspend) {
   struct sym_arg a = {_i};
   int nranks = _i == SYM_PAIRS ? 4 : 2;
-  use_mode(_i, nranks);
-  ck_assert_msg(harness_run(nranks, harness_modes[_i], body_suspend, &a, RANK_TIMEOUT_S) == 0, "mode %s",
+  sym_use_mode(_i, nranks);
+  ck_assert_msg(harness_run(nranks, sym_harness_modes[_i], body_suspend, &a, RANK_TIMEOUT_S) == 0, "mode %s",
                 sym_mode_names[_i]);
-  use_mode(SYM_THREADS, 0);
+  sym_use_mode(SYM_THREADS, 0);
 }
 END_TEST
 
@@ -351,10 +326,10 @@ START_TEST(test_grow) {
   b->old_n = 2;
   int nranks = _i == SYM_PAIRS ? 6 : 4;
   if (_i == SYM_PAIRS) b->old_n = 2;
-  use_mode(_i, nranks);
-  int failed = harness_run(nranks, harness_modes[_i], body_grow, b, RANK_TIMEOUT_S);
+  sym_use_mode(_i, nranks);
+  int failed = harness_run(nranks, sym_harness_modes[_i], body_grow, b, RANK_TIMEOUT_S);
   munmap(b, sizeof(*b));
-  use_mode(SYM_THREADS, 0);
+  sym_use_mode(SYM_THREADS, 0);
   ck_assert_msg(failed == 0, "mode %s", sym_mode_names[_i]);
 }
 END_TEST
@@ -383,7 +358,7 @@ static int body_timeout(struct harness_rank* r) {
 }
 
 START_TEST(test_wait_timeout) {
-  use_mode(SYM_THREADS, 0);
+  sym_use_mode(SYM_THREADS, 0);
   setenv("BRAID_TIMEOUT", "1", 1);
   braid_param_reload();
   int waited = 0;
@@ -397,7 +372,7 @@ END_TEST
 /* ncclMemAlloc memory has no name: a process that exits without ncclMemFree leaves nothing
  * in /dev/shm (glob for its pid: other engineers' runs add entries of their own). */
 START_TEST(test_memalloc_exit) {
-  use_mode(SYM_THREADS, 0);
+  sym_use_mode(SYM_THREADS, 0);
   pid_t pid = fork();
   ck_assert(pid >= 0);
   if (pid == 0) {
@@ -419,6 +394,71 @@ START_TEST(test_memalloc_exit) {
 }
 END_TEST
 
+/* ---- a rank that never resumes ------------------------------------------------------------- */
+
+#define RESUME_TIMEOUT_S "3" /* BRAID_INIT_TIMEOUT: how long the others wait for it */
+#define RESUME_GIVE_UP_S 60  /* rank 2 stops waiting for the others' failure (a missing deadline) */
+
+struct resume_arg {
+  int mode;
+  int* done; /* shared (MAP_SHARED): ranks 0 and 1 returned from ncclCommResume */
+};
+
+/* Every rank suspends; rank 2 never resumes and keeps its communicator open until the others
+ * returned (so only a deadline can end their wait, not a closed connection). Their resume
+ * fails with ncclRemoteError; a rank alone in its process checks that the error names rank 2. */
+static int body_resume_absent(struct harness_rank* r) {
+  struct resume_arg* a = r->arg;
+  ncclComm_t comm;
+  ncclWindow_t win;
+  rank_env(r, a->mode);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  void* buf = NULL;
+  RCHECK(r, ncclMemAlloc(&buf, 4096));
+  RCHECK(r, ncclCommWindowRegister(comm, buf, 4096, &win, 0)); /* fake nodes: one-sided connections too */
+  RCHECK(r, ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+  if (r->rank == 2) {
+    for (int i = 0; i < RESUME_GIVE_UP_S * 100 && __atomic_load_n(a->done, __ATOMIC_ACQUIRE) < 2; i++) usleep(10000);
+    int done = __atomic_load_n(a->done, __ATOMIC_ACQUIRE);
+    RCHECK(r, ncclCommDestroy(comm));
+    RCHECK(r, ncclMemFree(buf));
+    REXPECT(r, done == 2, "after %d s, %d of ranks 0 and 1 had returned from ncclCommResume (no deadline?)",
+            RESUME_GIVE_UP_S, done);
+    return 0;
+  }
+  ncclResult_t res = ncclCommResume(comm);
+  const char* last = ncclGetLastError(NULL);
+  __atomic_fetch_add(a->done, 1, __ATOMIC_RELEASE);
+  REXPECT(r, res == ncclRemoteError, "ncclCommResume without rank 2 returned %d (%s)", (int)res,
+          ncclGetErrorString(res));
+  if (sym_harness_modes[a->mode] == HARNESS_PROCS)
+    REXPECT(r, strstr(last, "ncclCommResume") != NULL && strstr(last, "rank 2") != NULL,
+            "the error does not name the call and rank 2: %s", last);
+  RCHECK(r, ncclCommDestroy(comm));
+  RCHECK(r, ncclMemFree(buf));
+  return 0;
+}
+
+START_TEST(test_resume_absent) {
+  /* Not as threads yet: a failed resume there frees a same-process shm FIFO its peer thread
+   * still maps (transport/shm.c shm_recv_free: "not connected" is taken for "never mapped"). */
+  static const int modes[] = {SYM_PROCS, SYM_FAKE_NODES};
+  int mode = modes[_i];
+  int* done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert(done != MAP_FAILED);
+  *done = 0;
+  struct resume_arg a = {mode, done};
+  sym_use_mode(mode, 3);
+  setenv("BRAID_INIT_TIMEOUT", RESUME_TIMEOUT_S, 1);
+  braid_param_reload();
+  int failed = harness_run(3, sym_harness_modes[mode], body_resume_absent, &a, RANK_TIMEOUT_S);
+  unsetenv("BRAID_INIT_TIMEOUT");
+  sym_use_mode(SYM_THREADS, 0);
+  munmap(done, sizeof(int));
+  ck_assert_msg(failed == 0, "mode %s", sym_mode_names[mode]);
+}
+END_TEST
+
 Suite* sym_suite(void) {
   Suite* s = suite_create("sym");
   TCase* tc = tcase_create("windows");
@@ -431,6 +471,7 @@ Suite* sym_suite(void) {
   tc = tcase_create("suspend");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_loop_test(tc, test_suspend, 0, SYM_NMODES);
+  tcase_add_loop_test(tc, test_resume_absent, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("grow");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);

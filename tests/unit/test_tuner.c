@@ -224,6 +224,44 @@ START_TEST(test_host_lsa) {
 }
 END_TEST
 
+/* braid_tuner_choose without choose()'s "implemented" check: NVLS runs only where enabled. */
+static struct braid_tuner_choice lsa_choose(const struct braid_tuner* t, int f, size_t b) {
+  struct braid_tuner_choice c;
+  ck_assert_int_eq(braid_tuner_choose(t, f, b, &c), ncclSuccess);
+  ck_assert(c.time_us > 0);
+  return c;
+}
+
+/* Device mode, one node of GPUs with P2P (pcie-4gpu.xml, 4 ranks) and the one-/two-shot
+ * scratch in device memory (core/sym/lsa.c): NVLS offered without a switch, one-shot at 8 B,
+ * at most one crossover to two-shot, nothing past the scratch, one block; without the scratch
+ * never chosen. */
+START_TEST(test_device_lsa) {
+  env_reset();
+  struct braid_tuner* t = NULL;
+  ck_assert_int_eq(make_tuner("pcie-4gpu.xml", 1, 4, 0, &t, NULL), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  ck_assert_int_ne(lsa_choose(t, BRAID_FUNC_AllReduce, 8).algo, BRAID_ALGO_NVLS);
+  braid_tuner_enable_lsa(t, 512 << 10, 2); /* the host-mode call: ignored on a device */
+  ck_assert_int_ne(lsa_choose(t, BRAID_FUNC_AllReduce, 8).algo, BRAID_ALGO_NVLS);
+  braid_tuner_enable_lsa_device(t, 512 << 10);
+  struct braid_tuner_choice c = lsa_choose(t, BRAID_FUNC_AllReduce, 8);
+  ck_assert_int_eq(c.algo, BRAID_ALGO_NVLS);
+  ck_assert_int_eq(c.variant, 1);
+  ck_assert_int_eq(c.nchannels, 1);
+  int twoshot = 0;
+  for (size_t b = 8; b <= (512 << 10); b *= 2) {
+    c = lsa_choose(t, BRAID_FUNC_AllReduce, b);
+    if (c.algo != BRAID_ALGO_NVLS) continue;
+    ck_assert(c.variant == 2 || !twoshot);
+    twoshot |= c.variant == 2;
+  }
+  ck_assert_int_ne(lsa_choose(t, BRAID_FUNC_AllReduce, (512 << 10) + 1).algo, BRAID_ALGO_NVLS);
+  ck_assert_int_ne(lsa_choose(t, BRAID_FUNC_AllGather, 8).algo, BRAID_ALGO_NVLS);
+  braid_tuner_free(t);
+}
+END_TEST
+
 /* The memo of choices (tuner_memo.c): a repeated call shape gets the same choice as its first
  * time, for every size and function, and what changes a choice after init is seen at once:
  * the LSA offer (8 B all-reduce: ring, then one-shot NVLS) and the channel cap. */
@@ -475,6 +513,7 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_host_mode);
   tcase_add_test(tc, test_host_fake_nodes);
   tcase_add_test(tc, test_host_lsa);
+  tcase_add_test(tc, test_device_lsa);
   tcase_add_test(tc, test_memo);
   suite_add_tcase(s, tc);
   tc = tcase_create("env");

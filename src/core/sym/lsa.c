@@ -1,74 +1,199 @@
 /*
- * lsa.c - the per-communicator scratch of the NVLS-style all-reduce (kernels/lsa.h) in host
- * mode: one segment per rank (ncclMemAlloc memory, registered as a symmetric window so every
- * local rank maps every other's), in which calls stage their inputs and publish partial
- * results. It is a per-node resource, not a per-pair connection: it exists when the whole
- * communicator is one LSA team (every rank load/store reachable: one node), NCCL_NVLS_ENABLE
- * is not 0 and BRAID_LSA_MAX_BYTES is not 0; then the tuner may choose one-shot or two-shot
- * all-reduces up to BRAID_LSA_MAX_BYTES (tuner_tables.h, the LSA block).
+ * lsa.c - the per-communicator scratch of the NVLS-style all-reduce (kernels/lsa.h): one
+ * segment per rank (ncclMemAlloc memory, registered as a symmetric window so every local rank
+ * maps every other's), in which calls stage their inputs and publish partial results. It is a
+ * per-node resource, not a per-pair connection: it exists when the whole communicator is one
+ * LSA team (every rank load/store reachable: one node), NCCL_NVLS_ENABLE is not 0 and
+ * BRAID_LSA_MAX_BYTES is not 0; then the tuner may choose one-shot or two-shot all-reduces up
+ * to BRAID_LSA_MAX_BYTES (tuner_tables.h, the LSA block).
  *
- * Device mode has no NVLS path yet (CUDA IPC peer mappings and multicast objects are the next
- * step): the scratch is not made there and the tuner never offers NVLS.
+ * Host mode: the segments are shared memory. Device mode: device memory, which window
+ * registration maps to every local rank (the peer's pointer within a process, its CUDA IPC
+ * handle across processes); it is made only when every rank's GPU reaches every other's (the
+ * same GPU, or peer access both ways as the driver says; NCCL_P2P_DISABLE=1: never), agreed
+ * by an allgather so every rank decides the same. The kernels read the view (segment
+ * pointers) from device memory: a host copy is kept, and pushed by a setup copy whenever the
+ * window's mappings changed (the first call; after a suspend/resume remap).
  */
 #include "kernels/lsa.h"
 
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/check.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "core/sym/sym.h"
+#include "device/device.h"
 #include "topo/tuner.h"
+#include "transport/transport.h"
 
 struct braid_lsa {
-  void* mem;        /* this rank's segment */
-  ncclWindow_t win; /* the window over it: peer_ptr[r] is rank r's segment as mapped here */
-  char** seg;       /* [nranks] refreshed from the window at each call (suspend/resume remap) */
-  struct braid_lsa_view view;
-  uint64_t seq; /* calls planned on this communicator */
+  void* mem;                   /* this rank's segment */
+  ncclWindow_t win;            /* the window over it: peer_ptr[r] is rank r's segment as mapped here */
+  struct braid_lsa_view* host; /* then seg[nranks], refreshed from the window at each call (suspend/resume remap) */
+  char** seg;                  /* the host copy's seg[] */
+  struct braid_lsa_view* view; /* what work items point to: host, or its device-memory copy (device mode) */
+  int pushed;                  /* device mode: view holds what host holds */
+  uint64_t seq;                /* calls planned on this communicator (their numbers: lsa.h) */
 };
+
+/* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
+static int local_dev(const struct braid_comm* comm, int r) {
+  const struct braid_device_ops* d = comm->device;
+  const struct braid_peer_info *me = &comm->peers[comm->rank], *p = &comm->peers[r];
+  int n = 0;
+  if (p->pid_hash == me->pid_hash) return p->cuda_dev;
+  if (p->bus_id < 0 || d->count(&n) != ncclSuccess) return -1;
+  for (int i = 0; i < n; i++) {
+    int64_t id;
+    char str[32];
+    if (d->bus_id(i, &id, str, sizeof(str)) == ncclSuccess && id == p->bus_id) return i;
+  }
+  return -1;
+}
+
+/* Device mode: whether this rank's GPU loads from and stores to rank r's (transport/p2p.c's
+ * driver rule: the same GPU, or peer access both ways; a GPU this process cannot see is left to
+ * the IPC mapping, whose failure window registration reports on every rank alike). Enables
+ * peer access to another GPU of this process (IPC imports enable it themselves). */
+static int device_reaches(const struct braid_comm* comm, int r) {
+  const struct braid_device_ops* d = comm->device;
+  const struct braid_peer_info *me = &comm->peers[comm->rank], *p = &comm->peers[r];
+  if (me->bus_id >= 0 && p->bus_id >= 0 ? me->bus_id == p->bus_id
+                                        : me->pid_hash == p->pid_hash && me->cuda_dev == p->cuda_dev)
+    return 1;
+  int pd = local_dev(comm, r), ab = 0, ba = 0;
+  if (pd < 0) return 1;
+  if (pd == comm->cuda_dev) return 1;
+  if (d->can_access_peer(comm->cuda_dev, pd, &ab) != ncclSuccess ||
+      d->can_access_peer(pd, comm->cuda_dev, &ba) != ncclSuccess)
+    return 0;
+  if (!ab || !ba) return 0;
+  return p->pid_hash != me->pid_hash || d->enable_peer_access(pd) == ncclSuccess;
+}
+
+/* Device mode: every rank's GPU reaches every other's (an allgather: the same answer on every
+ * rank). *ok_p = 0 with an INFO line saying why when not. */
+static ncclResult_t device_all_reach(struct braid_comm* comm, int* ok_p) {
+  int* all = NULL;
+  ncclResult_t res = ncclSuccess;
+  *ok_p = 0;
+  BRAID_CALLOC_GOTO(all, comm->nranks, res, out);
+  int mine = braid_param_int(BRAID_PARAM_P2P_DISABLE) != 1;
+  for (int r = 0; r < comm->nranks && mine; r++)
+    if (r != comm->rank && !device_reaches(comm, r)) mine = 0;
+  all[comm->rank] = mine;
+  BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, all, sizeof(int)), res, out);
+  *ok_p = 1;
+  for (int r = 0; r < comm->nranks; r++)
+    if (!all[r]) {
+      BRAID_INFO(BRAID_LOG_INIT,
+                 "rank %d: no one-/two-shot all-reduce: rank %d's GPU cannot reach every other's "
+                 "(peer access%s)",
+                 comm->rank, r, braid_param_int(BRAID_PARAM_P2P_DISABLE) == 1 ? ", NCCL_P2P_DISABLE=1" : "");
+      *ok_p = 0;
+      break;
+    }
+out:
+  free(all);
+  return res;
+}
+
+static size_t view_bytes(const struct braid_comm* comm) {
+  return sizeof(struct braid_lsa_view) + (size_t)comm->nranks * sizeof(char*);
+}
+/* The view and seg[] (host memory), and in device mode their device-memory copy. */
+static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
+  l->host = calloc(1, view_bytes(comm));
+  if (l->host == NULL) {
+    BRAID_WARN("rank %d: out of memory (%zu bytes) for the one-/two-shot all-reduce", comm->rank, view_bytes(comm));
+    return ncclSystemError;
+  }
+  l->seg = (char**)(l->host + 1);
+  l->host->seg = l->seg;
+  l->view = l->host;
+  if (comm->device == NULL) return ncclSuccess;
+  void* d = NULL;
+  ncclResult_t res = comm->device->alloc(&d, view_bytes(comm));
+  if (res != ncclSuccess) {
+    BRAID_WARN("rank %d: cannot allocate %zu bytes of device memory for the one-/two-shot all-reduce", comm->rank,
+               view_bytes(comm));
+    free(l->host);
+    return res;
+  }
+  l->view = d;
+  l->host->seg = (char**)(l->view + 1); /* the device copy's seg[] */
+  return ncclSuccess;
+}
+static void view_free(struct braid_comm* comm, struct braid_lsa* l) {
+  if (l->view != l->host) comm->device->free(l->view);
+  free(l->host);
+}
 
 ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   struct braid_sym* s = comm->sym;
   int64_t max = braid_param_int(BRAID_PARAM_LSA_MAX_BYTES);
   /* The same decision on every rank: from shared facts and the (shared) environment. */
-  if (comm->device != NULL || comm->nranks < 2 || s->lsa_size != comm->nranks || comm->nranks > BRAID_LSA_MAX_RANKS ||
-      max <= 0 || braid_param_int(BRAID_PARAM_NVLS_ENABLE) == 0 || s->peer_local == NULL /* numRmaCtx 0 */)
+  if (comm->nranks < 2 || s->lsa_size != comm->nranks || comm->nranks > BRAID_LSA_MAX_RANKS || max <= 0 ||
+      braid_param_int(BRAID_PARAM_NVLS_ENABLE) == 0 || s->peer_local == NULL /* numRmaCtx 0 */)
     return ncclSuccess;
+  if (comm->device != NULL) {
+    int ok = 0;
+    BRAID_CHECK(device_all_reach(comm, &ok));
+    if (!ok) return ncclSuccess;
+  }
   size_t slot = ((size_t)max + 4095) & ~(size_t)4095, bytes = BRAID_LSA_SEG_BYTES(slot);
   struct braid_lsa* l = NULL;
   BRAID_CALLOC_GOTO(l, 1, res, out);
-  BRAID_CALLOC_GOTO(l->seg, comm->nranks, res, err_free);
+  BRAID_CHECK_GOTO(view_alloc(comm, l), res, err_l);
   BRAID_CHECK_GOTO(ncclMemAlloc(&l->mem, bytes), res, err_free);
   BRAID_CHECK_GOTO(braid_win_register(comm, l->mem, bytes, &l->win, NCCL_WIN_COLL_SYMMETRIC), res, err_mem);
-  l->view.nranks = comm->nranks;
-  l->view.slot_bytes = slot;
-  l->view.seg = l->seg;
+  l->host->nranks = comm->nranks;
+  l->host->slot_bytes = slot;
   s->lsa = l;
-  braid_tuner_enable_lsa(comm->tuner, slot, (int)sysconf(_SC_NPROCESSORS_ONLN));
-  BRAID_INFO(BRAID_LOG_INIT, "rank %d: one-/two-shot all-reduce scratch: %zu bytes (calls up to %zu bytes)", comm->rank,
-             bytes, slot);
+  if (comm->device != NULL)
+    braid_tuner_enable_lsa_device(comm->tuner, slot);
+  else
+    braid_tuner_enable_lsa(comm->tuner, slot, (int)sysconf(_SC_NPROCESSORS_ONLN));
+  BRAID_INFO(BRAID_LOG_INIT, "rank %d: one-/two-shot all-reduce scratch (%s memory): %zu bytes (calls up to %zu bytes)",
+             comm->rank, comm->device != NULL ? "device" : "shared", bytes, slot);
   return ncclSuccess;
 err_mem:
   ncclMemFree(l->mem);
 err_free:
-  free(l->seg);
+  view_free(comm, l);
+err_l:
   free(l);
 out:
   return res;
 }
 
-/* Peers of this process read its segment through its own mapping: before that goes, wait
- * (bounded: a peer may have died or left mid-call) until each finished its last call. */
+/* A word of this rank's segment: read directly (host mode) or by a setup copy (device
+ * memory); *ok = 0 when the copy failed (WARNed). */
+static uint32_t seg_word(struct braid_comm* comm, struct braid_lsa* l, size_t off, int* ok) {
+  const volatile uint64_t* p = (const volatile uint64_t*)((char*)l->mem + off);
+  uint64_t v = 0;
+  if (comm->device == NULL) return (uint32_t)simt_ld_acquire_u64(p);
+  if (comm->device->setup_copy(&v, (const void*)p, sizeof(v)) != ncclSuccess) *ok = 0;
+  return (uint32_t)v;
+}
+
+/* Peers of this process read its segment through its own mapping, and in device mode every
+ * peer through its IPC import of it: before that goes, wait (bounded: a peer may have died or
+ * left mid-call) until each finished the calls this rank ran (its count in the segment: graph
+ * replays run calls that were planned once). */
 static void wait_peers_done(struct braid_comm* comm, struct braid_lsa* l) {
-  const uint32_t seq = (uint32_t)l->seq;
+  int ok = 1;
+  const uint32_t seq = seg_word(comm, l, BRAID_LSA_CALLS_OFF, &ok);
   double deadline = braid_time_now() + 5.0;
-  for (int r = 0; r < comm->nranks; r++) {
-    if (r == comm->rank || comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash) continue;
-    const volatile uint64_t* done = (const volatile uint64_t*)((char*)l->mem + BRAID_LSA_DONE_OFF + 8 * r);
-    while ((int32_t)((uint32_t)simt_ld_acquire_u64(done) - seq) < 0 && !comm->abort_flag) {
+  for (int r = 0; r < comm->nranks && ok; r++) {
+    if (r == comm->rank || (comm->device == NULL && comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash))
+      continue;
+    while (ok && (int32_t)(seg_word(comm, l, BRAID_LSA_DONE_OFF + 8 * (size_t)r, &ok) - seq) < 0 && !comm->abort_flag) {
       if (braid_time_now() > deadline) {
         BRAID_INFO(BRAID_LOG_INIT, "rank %d: rank %d never finished one-/two-shot call %u; freeing its scratch anyway",
                    comm->rank, r, seq);
@@ -85,14 +210,23 @@ void braid_lsa_free(struct braid_comm* comm) {
   if (l->seq > 0) wait_peers_done(comm, l);
   comm->sym->lsa = NULL;
   ncclMemFree(l->mem); /* the window goes with the others (braid_win_free_all) */
-  free(l->seg);
+  view_free(comm, l);
   free(l);
 }
 
 const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p) {
   struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   if (l == NULL || !l->win->mapped) return NULL;
-  for (int r = 0; r < comm->nranks; r++) l->seg[r] = l->win->peer_ptr[r];
+  for (int r = 0; r < comm->nranks; r++) {
+    l->pushed &= l->seg[r] == l->win->peer_ptr[r];
+    l->seg[r] = l->win->peer_ptr[r];
+  }
+  /* Device mode: no kernel reads the view while the mappings change (suspended), so the copy
+   * lands before any launch that reads it (setup_copy: not the legacy stream, no device sync). */
+  if (l->view != l->host && !l->pushed) {
+    if (comm->device->setup_copy(l->view, l->host, view_bytes(comm)) != ncclSuccess) return NULL; /* WARNed */
+    l->pushed = 1;
+  }
   *seq_p = ++l->seq;
-  return &l->view;
+  return l->view;
 }

@@ -1,26 +1,27 @@
 /*
  * remote.c - one-sided puts and signals to ranks that cannot load/store each other's memory
- * (other nodes; fake nodes of NCCL_HOSTID). The seam: three calls (put, signal, progress) that
- * signal.c uses for every remote peer, so the carrier can change without touching the API.
+ * (other nodes; fake nodes of NCCL_HOSTID). The seam signal.c uses for every remote peer:
+ * connect, put, signal, progress, and the message each carries.
  *
- * Carrier today: the communicator's bootstrap connections (TCP, one per rank pair, kept
- * open). A put is a header message followed by its payload, a signal a header alone, all on
- * one tag, so they arrive in the order sent. The target applies them when it waits for a
- * signal of that origin (ncclWaitSignal): a put lands in the window named by its
- * registration number, then the signal after it is counted. The bootstrap queues what
- * arrives while nobody waits, so an origin never needs the target's attention to finish its
- * call; two ranks putting to each other cannot deadlock (a blocked send keeps receiving).
- * This is not the net transport (no plugin, no RDMA): moving it onto the transport boundary
- * the architecture work is building means reimplementing these three functions.
+ * Carrier: the network transport's one-sided channels (transport/rma.h, net/net_rma.c): a
+ * send and a receive connection of the collectives' net plugin (Socket, UCX, IB) per remote
+ * pair, made collectively by the communicator's first ncclCommWindowRegister (as NCCL's
+ * ncclRmaProxyConnectOnce) and again by ncclCommResume; the bootstrap only carries their
+ * addresses. A put is one message (header + payload, fragmented by the channel), a signal a
+ * header alone; one connection per direction, so they arrive in the order sent. The target
+ * applies them as they arrive, from the progress engine's thread or from its own
+ * ncclWaitSignal polling that origin: a put's fragments land in the window named by its
+ * registration number, then, after its last fragment, its signal is counted (release order:
+ * a wait that sees the signal sees the data). An origin never needs the target's attention.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
+#include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "core/sym/sym.h"
-
-#define TAG_RMA 0x524d410000000000ULL /* "RMA" */
+#include "transport/rma.h"
 
 enum { RMA_PUT = 1, RMA_SIGNAL = 2 };
 
@@ -29,78 +30,162 @@ struct rma_hdr {
   int32_t ctx, sig;
   int32_t signal; /* RMA_PUT: raise (ctx, sig) once the payload is written */
   uint64_t win_id, offset, bytes;
+  uint64_t pad;
 };
+_Static_assert(sizeof(struct rma_hdr) == BRAID_RMA_HDR_BYTES, "one-sided header size");
+
+static int has_remote(const struct braid_comm* comm) {
+  for (int r = 0; r < comm->nranks; r++)
+    if (!comm->sym->peer_local[r]) return 1;
+  return 0;
+}
+
+/* A fragment of a put, or a signal, from `peer` (the channel's thread or a waiter). */
+static ncclResult_t deliver(void* arg, int peer, const void* hdr_v, uint64_t frag_off, const void* data, size_t len,
+                            int last) {
+  struct braid_comm* comm = arg;
+  struct rma_hdr h;
+  memcpy(&h, hdr_v, sizeof(h));
+  if ((h.kind != RMA_PUT && h.kind != RMA_SIGNAL) || h.ctx < 0 || h.ctx >= comm->sym->nctx || h.sig < 0 ||
+      h.sig >= BRAID_SYM_NSIGNALS) {
+    BRAID_WARN("ncclWaitSignal: rank %d: malformed one-sided message from rank %d (kind %u, context %d, index %d)",
+               comm->rank, peer, h.kind, h.ctx, h.sig);
+    return ncclInternalError;
+  }
+  ncclResult_t res = ncclSuccess;
+  if (h.kind == RMA_PUT && len > 0) {
+    /* Under the windows lock: a deregistration cannot free the window under the copy. */
+    pthread_mutex_lock(&comm->sym->lock);
+    struct ncclWindow_vidmem* w = comm->sym->windows;
+    while (w != NULL && w->id != h.win_id) w = w->next;
+    int ok = w != NULL && h.offset <= w->size && h.bytes <= w->size - h.offset && frag_off + len <= h.bytes;
+    if (ok) {
+      char* dst = (char*)w->user_ptr + h.offset + frag_off;
+      if (w->infos[comm->rank].on_device)
+        res = comm->device->memcpy_sync(dst, data, len);
+      else
+        memcpy(dst, data, len);
+    }
+    pthread_mutex_unlock(&comm->sym->lock);
+    if (!ok) {
+      BRAID_WARN(
+          "ncclWaitSignal: rank %d: a put from rank %d names window %llu (%llu bytes at %llu), which is not "
+          "registered here (deregistered?): dropped",
+          comm->rank, peer, (unsigned long long)h.win_id, (unsigned long long)h.bytes, (unsigned long long)h.offset);
+      return ncclInvalidUsage;
+    }
+    if (res != ncclSuccess) return res;
+  }
+  if (last) __atomic_fetch_add(braid_sym_slot(comm->sym->inbox, comm, peer, h.ctx, h.sig), 1, __ATOMIC_RELEASE);
+  return ncclSuccess;
+}
+
+ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, const char* fn) {
+  struct braid_sym* s = comm->sym;
+  if (s->nctx <= 0 || s->rma != NULL || !has_remote(comm)) return ncclSuccess;
+  ncclResult_t res = ncclSuccess, mine;
+  int n = comm->nranks;
+  struct braid_rma_addr* all = calloc((size_t)n * n, sizeof(*all));
+  int* remote = calloc((size_t)n, sizeof(*remote));
+  if (all == NULL || remote == NULL) { /* a rare OOM; the others fail at the deadline */
+    free(all);
+    free(remote);
+    BRAID_WARN("%s: rank %d: out of memory for the one-sided connections' addresses", fn, comm->rank);
+    return ncclSystemError;
+  }
+  for (int r = 0; r < n; r++) remote[r] = !s->peer_local[r];
+  /* A rank whose open fails still takes part (its addresses say "none"): its peers fail at once. */
+  mine = braid_rma_open(&comm->tctx, remote, deliver, comm, &s->rma, all + (size_t)comm->rank * n);
+  free(remote);
+  BRAID_CHECK_GOTO(braid_sym_allgather(comm, all, (size_t)n * sizeof(*all), deadline, fn), res, out);
+  if (mine != ncclSuccess) {
+    res = mine;
+    goto out;
+  }
+  struct braid_rma_addr* theirs = calloc((size_t)n, sizeof(*theirs));
+  if (theirs == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  for (int r = 0; r < n; r++) theirs[r] = all[(size_t)r * n + comm->rank];
+  res = braid_rma_connect(s->rma, theirs, deadline);
+  free(theirs);
+  s->rma_wanted = res == ncclSuccess;
+  if (res == ncclSuccess)
+    BRAID_INFO(BRAID_LOG_NET, "%s: rank %d: one-sided connections to its remote peers via NET/%s", fn, comm->rank,
+               braid_rma_net_name(s->rma));
+out:
+  free(all);
+  if (res != ncclSuccess) {
+    BRAID_WARN("%s: rank %d: could not set up the one-sided connections to remote ranks (%s)", fn, comm->rank,
+               ncclGetErrorString(res));
+    braid_remote_free(comm);
+  }
+  return res;
+}
+
+void braid_remote_free(struct braid_comm* comm) {
+  if (comm->sym == NULL) return;
+  braid_rma_close(comm->sym->rma);
+  comm->sym->rma = NULL;
+}
+
+size_t braid_remote_bytes(const struct braid_comm* comm) {
+  return comm->sym != NULL ? braid_rma_bytes(comm->sym->rma) : 0;
+}
+
+static ncclResult_t need_rma(struct braid_comm* comm, int peer, const char* fn) {
+  if (comm->sym->rma != NULL) return ncclSuccess;
+  BRAID_WARN(
+      "%s: rank %d: rank %d is on another node and this communicator has no one-sided connections yet: they are "
+      "made by the first ncclCommWindowRegister (as NCCL)%s",
+      fn, comm->rank, peer, comm->sym->suspended ? " and ncclCommResume" : "");
+  return ncclInvalidUsage;
+}
+
+/* A failure is WARNed where it is decided (net_rma.c, naming the peer and why). */
+static ncclResult_t send_hdr(struct braid_comm* comm, int peer, const struct rma_hdr* h, const void* src) {
+  return braid_rma_send(comm->sym->rma, peer, h, src, h->bytes);
+}
 
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
                               size_t bytes, int src_on_device, int ctx, int sig) {
-  struct rma_hdr h = {RMA_PUT, ctx, sig, 1, win_id, offset, bytes};
+  const char* fn = "ncclPutSignal";
+  struct rma_hdr h = {RMA_PUT, ctx, sig, 1, win_id, offset, bytes, 0};
   ncclResult_t res = ncclSuccess;
   void* staged = NULL;
+  BRAID_CHECK(need_rma(comm, peer, fn));
   if (bytes > 0 && src_on_device) {
     /* Device memory goes through a host copy (no GPUDirect on this path). */
     staged = malloc(bytes);
     if (staged == NULL) {
-      BRAID_WARN("ncclPutSignal: out of memory staging %zu bytes for rank %d", bytes, peer);
+      BRAID_WARN("%s: out of memory staging %zu bytes for rank %d", fn, bytes, peer);
       return ncclSystemError;
     }
     BRAID_CHECK_GOTO(comm->device->memcpy_sync(staged, src, bytes), res, out);
     src = staged;
   }
-  /* One sender at a time per communicator, so a header and its payload stay together. */
-  pthread_mutex_lock(&comm->sym->lock);
-  res = braid_bootstrap_send(comm->bootstrap, peer, TAG_RMA, &h, sizeof(h));
-  if (res == ncclSuccess && bytes > 0) res = braid_bootstrap_send(comm->bootstrap, peer, TAG_RMA, src, bytes);
-  pthread_mutex_unlock(&comm->sym->lock);
+  res = send_hdr(comm, peer, &h, src);
 out:
   free(staged);
   return res;
 }
 
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig) {
-  struct rma_hdr h = {RMA_SIGNAL, ctx, sig, 1, 0, 0, 0};
-  pthread_mutex_lock(&comm->sym->lock);
-  ncclResult_t res = braid_bootstrap_send(comm->bootstrap, peer, TAG_RMA, &h, sizeof(h));
-  pthread_mutex_unlock(&comm->sym->lock);
+  struct rma_hdr h = {RMA_SIGNAL, ctx, sig, 1, 0, 0, 0, 0};
+  BRAID_CHECK(need_rma(comm, peer, "ncclSignal"));
+  return send_hdr(comm, peer, &h, NULL);
+}
+
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_us) {
+  BRAID_CHECK(need_rma(comm, peer, "ncclWaitSignal"));
+  struct braid_rma* rma = comm->sym->rma;
+  return sleep_us > 0 ? braid_rma_wait(rma, peer, sleep_us) : braid_rma_poll(rma, peer);
+}
+
+ncclResult_t braid_remote_fail(struct braid_comm* comm, int peer) {
+  const char* why;
+  ncclResult_t res = braid_rma_peer_error(comm->sym->rma, peer, &why);
+  BRAID_WARN("ncclWaitSignal: rank %d: waiting for signals from rank %d: %s", comm->rank, peer, why);
   return res;
-}
-
-/* A put's payload into its window (host memory directly; device memory through a copy). */
-static ncclResult_t land_put(struct braid_comm* comm, int peer, const struct rma_hdr* h) {
-  struct ncclWindow_vidmem* w = braid_win_by_id(comm, h->win_id);
-  int ok = w != NULL && h->offset <= w->size && h->bytes <= w->size - h->offset;
-  int on_device = ok && w->infos[comm->rank].on_device;
-  void* dst = ok && !on_device ? (char*)w->user_ptr + h->offset : malloc(h->bytes);
-  if (dst == NULL) {
-    BRAID_WARN("ncclWaitSignal: out of memory receiving %llu bytes from rank %d", (unsigned long long)h->bytes, peer);
-    return ncclSystemError;
-  }
-  ncclResult_t res = braid_bootstrap_recv(comm->bootstrap, peer, TAG_RMA, dst, h->bytes);
-  if (res == ncclSuccess && on_device) res = comm->device->memcpy_sync((char*)w->user_ptr + h->offset, dst, h->bytes);
-  if (!ok || on_device) free(dst);
-  if (res != ncclSuccess) return res;
-  if (!ok) {
-    BRAID_WARN(
-        "ncclWaitSignal: rank %d: a put from rank %d names window %llu (%llu bytes at %llu), which is not "
-        "registered here (deregistered?): dropped",
-        comm->rank, peer, (unsigned long long)h->win_id, (unsigned long long)h->bytes, (unsigned long long)h->offset);
-    return ncclInvalidUsage;
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer) {
-  struct rma_hdr h;
-  BRAID_CHECK(braid_bootstrap_recv(comm->bootstrap, peer, TAG_RMA, &h, sizeof(h)));
-  if (h.kind == RMA_PUT && h.bytes > 0) BRAID_CHECK(land_put(comm, peer, &h));
-  if (h.kind != RMA_PUT && h.kind != RMA_SIGNAL) {
-    BRAID_WARN("ncclWaitSignal: rank %d: malformed one-sided message from rank %d (kind %u)", comm->rank, peer, h.kind);
-    return ncclInternalError;
-  }
-  if (h.ctx < 0 || h.ctx >= comm->sym->nctx || h.sig < 0 || h.sig >= BRAID_SYM_NSIGNALS) {
-    BRAID_WARN("ncclWaitSignal: rank %d: rank %d signals context %d index %d, out of range here", comm->rank, peer,
-               h.ctx, h.sig);
-    return ncclInvalidUsage;
-  }
-  __atomic_fetch_add(braid_sym_slot(comm->sym->inbox, comm, peer, h.ctx, h.sig), 1, __ATOMIC_RELEASE);
-  return ncclSuccess;
 }

@@ -148,6 +148,7 @@ void braid_sym_ready(struct braid_comm* comm) {
 void braid_sym_free(struct braid_comm* comm) {
   struct braid_sym* s = comm->sym;
   if (s == NULL) return;
+  braid_remote_free(comm); /* first: nothing lands in a window after this */
   braid_devcomm_free_all(comm);
   braid_lsa_free(comm);
   braid_win_free_all(comm);
@@ -303,20 +304,19 @@ static ncclResult_t signal_run(const struct braid_sym_op* op) {
   return raise_signal(op->comm, op->peer, op->ctx, op->sig);
 }
 
-/* Wait until `slot` reaches `target`, applying messages from a remote origin meanwhile (a
- * remote origin that dies fails the bootstrap receive). Local waits poll the abort flag and
- * end after BRAID_TIMEOUT seconds (0: no limit) with ncclSystemError, as a stuck collective. */
+/* Wait until `slot` reaches `target`, applying what a remote origin sent meanwhile (an origin
+ * whose connection breaks fails the wait, naming it). Waits poll the abort flag and end after
+ * BRAID_TIMEOUT seconds (0: no limit) with ncclSystemError, as a stuck collective. */
 static ncclResult_t wait_slot(struct braid_comm* comm, int origin, uint64_t* slot, uint64_t target) {
   int64_t limit = braid_param_int(BRAID_PARAM_TIMEOUT);
   double start = 0;
   for (unsigned spins = 0; __atomic_load_n(slot, __ATOMIC_ACQUIRE) < target; spins++) {
+    /* A broken connection of the origin first: it names the cause the abort flag may follow. */
+    if (!comm->sym->peer_local[origin] && braid_remote_progress(comm, origin, spins < 20 ? 0 : 100) != ncclSuccess)
+      return __atomic_load_n(slot, __ATOMIC_ACQUIRE) >= target ? ncclSuccess : braid_remote_fail(comm, origin);
     if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
       BRAID_WARN("ncclWaitSignal: rank %d: communicator aborted while waiting for rank %d", comm->rank, origin);
       return ncclInvalidUsage;
-    }
-    if (!comm->sym->peer_local[origin]) {
-      BRAID_CHECK(braid_remote_progress(comm, origin));
-      continue;
     }
     if (spins < 1000) continue;
     sched_yield();

@@ -13,14 +13,16 @@
  *
  * Memory statistics count what the communicator holds, in bytes (host memory in host mode,
  * where NCCL's names say "GPU"): suspendable = the FIFOs of connected receive connectors
- * (each receiver owns its FIFO) + peer window mappings; persistent = the communicator itself,
- * its peer table, channel tables, signal inbox and wait counters.
+ * (each receiver owns its FIFO) + peer window mappings + the one-sided connections' buffers; persistent = the
+ * communicator itself, its peer table, channel tables, signal inbox and wait counters.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/api.h"
 #include "base/check.h"
+#include "base/debug.h"
 #include "bootstrap/bootstrap.h"
 #include "core/sym/sym.h"
 #include "device/launch.h"
@@ -40,7 +42,7 @@ static size_t recv_fifo_bytes(const struct braid_comm* comm) {
 
 void braid_sym_mem_bytes(const struct braid_comm* comm, uint64_t* suspendable_p, uint64_t* persistent_p) {
   const struct braid_sym* s = comm->sym;
-  uint64_t susp = recv_fifo_bytes(comm), pers = sizeof(*comm);
+  uint64_t susp = recv_fifo_bytes(comm) + braid_remote_bytes(comm), pers = sizeof(*comm);
   size_t n = (size_t)comm->nranks;
   pers += n * sizeof(*comm->peers) + n * sizeof(*comm->rank_to_node);
   /* per channel: ring order, p2p connectors and their device-pointer tables */
@@ -99,6 +101,7 @@ static void release(struct braid_comm* comm) {
     if (ch->p2p_recv_dev != NULL) memset(ch->p2p_recv_dev, 0, (size_t)comm->nranks * sizeof(*ch->p2p_recv_dev));
   }
   braid_win_unmap_all(comm);
+  braid_remote_free(comm);
 }
 
 BRAID_API ncclResult_t ncclCommSuspend(ncclComm_t handle, int flags) {
@@ -140,14 +143,21 @@ BRAID_API ncclResult_t ncclCommResume(ncclComm_t handle) {
   BRAID_CHECK(braid_comm_check_resumable(handle, fn));
   struct braid_comm* comm = braid_comm_of(handle);
   if (!comm->sym->suspended) return ncclSuccess; /* nothing was released */
-  ncclResult_t res = braid_connect_rings(comm);
+  /* One deadline for every step, as init's connection phase (BRAID_INIT_TIMEOUT): a peer that
+   * never resumes fails the others, naming it (the bootstrap wait's WARN), never hangs them. */
+  int64_t deadline = braid_sym_deadline();
+  ncclResult_t res = braid_connect_rings(comm, deadline);
   /* As at init: every sender mapped its FIFO before anyone may use (or free) it. */
-  if (res == ncclSuccess) res = braid_sym_barrier(comm, braid_sym_deadline(), fn);
+  if (res == ncclSuccess) res = braid_sym_barrier(comm, deadline, fn);
   if (res == ncclSuccess && comm->device != NULL) res = braid_launch_setup(comm);
   if (res == ncclSuccess) res = braid_win_map_all(comm);
+  if (res == ncclSuccess && comm->sym->rma_wanted) res = braid_remote_connect(comm, deadline, fn);
   if (res != ncclSuccess) {
-    BRAID_WARN("%s: rank %d: could not reacquire the communicator's resources (%s); it stays suspended", fn, comm->rank,
-               ncclGetErrorString(res));
+    /* The cause (the rank waited for) is the WARN just before: repeat it for ncclGetLastError. */
+    char cause[256];
+    snprintf(cause, sizeof(cause), "%s", braid_debug_last_error());
+    BRAID_WARN("%s: rank %d: could not reacquire the communicator's resources (%s); it stays suspended; cause: %s", fn,
+               comm->rank, ncclGetErrorString(res), cause);
     pthread_mutex_lock(&comm->mutex);
     release(comm);
     pthread_mutex_unlock(&comm->mutex);

@@ -84,8 +84,6 @@ struct ncclWindow_vidmem {
 ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size, ncclWindow_t* win, int winFlags);
 /* The window of comm whose handle is `win`, or NULL (with a WARN naming fn). */
 struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t win, const char* fn);
-/* The window with registration number id (remote puts name windows by id). */
-struct ncclWindow_vidmem* braid_win_by_id(struct braid_comm* comm, uint64_t id);
 /* Drop / re-make every window's peer mappings (suspend / resume). */
 void braid_win_unmap_all(struct braid_comm* comm);
 ncclResult_t braid_win_map_all(struct braid_comm* comm);
@@ -110,7 +108,9 @@ struct braid_sym {
   int lsa0, lsa_size;             /* the LSA team: world ranks lsa0 .. lsa0 + lsa_size - 1 (devcomm.c) */
   struct braid_devcomm* devcomms; /* ncclDevCommCreate's resources (devcomm.c) */
   struct braid_lsa* lsa;          /* the NVLS-style all-reduce scratch, or NULL (lsa.c) */
-  pthread_mutex_t lock;           /* windows list, remote sends */
+  pthread_mutex_t lock;           /* windows list (remote puts land under it) */
+  struct braid_rma* rma;          /* one-sided connections to remote ranks, or NULL (remote.c) */
+  int rma_wanted;                 /* they were made: ncclCommResume makes them again */
   /* ncclCommGrow */
   int grow_pending; /* ncclCommGetUniqueId made an id no grow has used yet */
   ncclUniqueId grow_id;
@@ -130,13 +130,22 @@ ncclResult_t braid_sym_check_active(const struct braid_comm* comm, const char* f
 uint64_t* braid_sym_slot(uint64_t* table, const struct braid_comm* comm, int origin, int ctx, int sig);
 
 /* Remote path (remote.c): puts and signals to ranks that are not load/store reachable, over
- * the bootstrap's TCP connections. The target applies them, in order, when it waits. */
+ * the network transport's one-sided channels (transport/rma.h). connect is collective (the
+ * first window registration, resume; nothing to do without remote peers or once made); the
+ * target applies what arrives in order, from the progress engine or its own waits. */
+ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, const char* fn);
+void braid_remote_free(struct braid_comm* comm);
+size_t braid_remote_bytes(const struct braid_comm* comm); /* buffers the connections hold */
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
                               size_t bytes, int src_on_device, int ctx, int sig);
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
-/* Apply the next message from `peer` (blocking): a put lands in its window, a signal bumps
- * the inbox. */
-ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer);
+/* Apply what has arrived from `peer`; sleep_us > 0: when nothing had, sleep on the
+ * connection's descriptors up to that long (microseconds). An error, not WARNed, when its
+ * connection failed or closed: what arrived before still counts (a peer that sent its last
+ * signal and destroyed its communicator), so the waiter decides, and braid_remote_fail WARNs
+ * the reason, naming the peer, and returns the error. */
+ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_us);
+ncclResult_t braid_remote_fail(struct braid_comm* comm, int peer);
 
 /* ---- device communicators (devcomm.c) ----------------------------------------------------- */
 

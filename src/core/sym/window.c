@@ -38,15 +38,6 @@ struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t
   return w != NULL && w->magic == BRAID_WIN_MAGIC ? w : NULL;
 }
 
-struct ncclWindow_vidmem* braid_win_by_id(struct braid_comm* comm, uint64_t id) {
-  struct ncclWindow_vidmem* w;
-  pthread_mutex_lock(&comm->sym->lock);
-  for (w = comm->sym->windows; w != NULL && w->id != id; w = w->next) {
-  }
-  pthread_mutex_unlock(&comm->sym->lock);
-  return w;
-}
-
 static void win_unmap(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
   for (int r = 0; r < comm->nranks; r++) {
     if (w->unmap[r] != NULL) braid_mem_unmap(&w->infos[r].share, w->unmap[r], w->infos[r].size);
@@ -203,6 +194,7 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
   int64_t deadline = braid_sym_deadline(); /* both allgathers: a rank that never comes fails the call */
   /* Bad arguments on one rank still take part in the allgathers (size 0 tells the others). */
   mine = win_args(comm, buff, size, win, winFlags);
+  BRAID_CHECK_GOTO(braid_remote_connect(comm, deadline, fn), res, out); /* the first one (collective) */
   BRAID_CHECK_GOTO(win_alloc(comm, &w), res, out);
   BRAID_CALLOC_GOTO(w->infos, n, res, out);
   BRAID_CALLOC_GOTO(w->peer_ptr, n, res, out);
@@ -217,21 +209,30 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
   w->size = size;
   w->flags = winFlags;
   if (mine == ncclSuccess) mine = win_map(comm, w);
+  /* Listed (not yet valid for the API: no magic) before this rank's last allgather slot
+   * leaves: a peer that returns first may put into it at once, and remote puts land by id. */
+  pthread_mutex_lock(&comm->sym->lock);
+  w->id = comm->sym->next_win_id;
+  w->next = comm->sym->windows;
+  comm->sym->windows = w;
+  pthread_mutex_unlock(&comm->sym->lock);
   oks[comm->rank] = mine;
-  BRAID_CHECK_GOTO(braid_sym_allgather(comm, oks, sizeof(*oks), deadline, fn), res, out);
+  res = braid_sym_allgather(comm, oks, sizeof(*oks), deadline, fn);
   for (int r = 0; r < n && res == ncclSuccess; r++) res = oks[r] != ncclSuccess ? (ncclResult_t)oks[r] : res;
+  pthread_mutex_lock(&comm->sym->lock);
   if (res != ncclSuccess) {
-    if (mine == ncclSuccess)
+    comm->sym->windows = w->next; /* nothing else registers on comm meanwhile (collective, ordered) */
+  } else {
+    comm->sym->next_win_id++;
+    w->magic = BRAID_WIN_MAGIC;
+  }
+  pthread_mutex_unlock(&comm->sym->lock);
+  if (res != ncclSuccess) {
+    if (mine == ncclSuccess && oks[comm->rank] == ncclSuccess)
       BRAID_WARN("%s: rank %d: the registration failed on another rank (%s)", fn, comm->rank, ncclGetErrorString(res));
     win_unmap(comm, w);
     goto out;
   }
-  pthread_mutex_lock(&comm->sym->lock);
-  w->id = comm->sym->next_win_id++;
-  w->magic = BRAID_WIN_MAGIC;
-  w->next = comm->sym->windows;
-  comm->sym->windows = w;
-  pthread_mutex_unlock(&comm->sym->lock);
   BRAID_INFO(BRAID_LOG_REG, "rank %d registered window %p (%p, %zu bytes, flags 0x%x)", comm->rank, (void*)w, buff,
              size, winFlags);
   *win = w;

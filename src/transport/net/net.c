@@ -32,6 +32,7 @@
 #include "base/param.h"
 #include "base/socket.h"
 #include "device/device.h"
+#include "transport/net/net_gdr.h"
 #include "transport/net/net_internal.h"
 
 /* A communicator's plugin context. */
@@ -54,8 +55,8 @@ struct net_blob {
 
 #define NET_FLUSH_IDLE_S 30 /* a closing sender gives up when its peer took nothing for this long */
 
-static ncclResult_t ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
-                            struct net_ctx** ctx_p) {
+ncclResult_t braid_net_ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
+                               struct net_ctx** ctx_p) {
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&ctx_lock);
   struct net_ctx* x = ctx_list;
@@ -80,7 +81,7 @@ out:
   return res;
 }
 
-static void ctx_put(struct net_ctx* x) {
+void braid_net_ctx_put(struct net_ctx* x) {
   if (x == NULL) return;
   pthread_mutex_lock(&ctx_lock);
   if (--x->refs > 0) {
@@ -93,6 +94,10 @@ static void ctx_put(struct net_ctx* x) {
   pthread_mutex_unlock(&ctx_lock);
   x->net->closeContext(x->ctx);
   free(x);
+}
+
+void* braid_net_ctx_plugin(const struct net_ctx* x) {
+  return x->ctx;
 }
 
 static int net_can_connect(const struct braid_transport_ctx* t, int peer) {
@@ -108,10 +113,11 @@ static size_t align_up(size_t x, size_t a) {
 
 /* The FIFO (r->mem_bytes, zeroed): plain memory in host mode. A device communicator's kernels
  * fill and drain it in place, so there it is pinned host memory mapped for the device
- * (host_alloc): the proxy uses the host address (r->mem), the kernels the device's (*dbase_p).
- * The Socket plugin reaches host memory only (ptrSupport), and staging in host memory serves
- * every plugin; a plugin that could send from GPU memory would need a device FIFO instead. */
-static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
+ * (host_alloc): the proxy uses the host address (r->mem), the kernels the device's (*dctrl_p,
+ * *dbuf_p). With GPUDirect RDMA (r->gdr) the buffer is device memory the NIC reaches itself
+ * (r->buff is then the device's address, never read by the host); the control block stays
+ * pinned, since the proxy reads and writes it. */
+static ncclResult_t net_fifo_alloc(struct net_res* r, char** dctrl_p, char** dbuf_p) {
   const struct braid_transport_ctx* t = r->tctx;
   if (t->device == NULL) {
     if (posix_memalign((void**)&r->mem, 4096, r->mem_bytes) != 0) {
@@ -119,25 +125,35 @@ static ncclResult_t net_fifo_alloc(struct net_res* r, char** dbase_p) {
       return ncclSystemError;
     }
     memset(r->mem, 0, 4096);
-    *dbase_p = r->mem;
+    r->buff = r->mem + 4096;
+    *dctrl_p = r->mem;
+    *dbuf_p = r->buff;
     return ncclSuccess;
   }
   void* host = NULL;
   void* dev = NULL;
+  void* dbuf = NULL;
+  size_t bytes = r->gdr ? 4096 : r->mem_bytes;
   int saved;
   BRAID_CHECK(braid_transport_device_enter(t->device, t->cuda_dev, &saved));
-  ncclResult_t res = t->device->host_alloc(&host, &dev, r->mem_bytes);
+  ncclResult_t res = t->device->host_alloc(&host, &dev, bytes);
+  if (res == ncclSuccess && r->gdr) {
+    res = t->device->alloc(&dbuf, r->mem_bytes - 4096);
+    if (res != ncclSuccess) t->device->host_free(host);
+  }
   braid_transport_device_leave(t->device, saved);
   if (res != ncclSuccess) {
     BRAID_WARN(
-        "NET/%s : rank %d could not allocate %zu bytes of pinned host memory for CUDA device %d (channel %d, "
-        "peer %d): %s",
-        r->desc, t->rank, r->mem_bytes, t->cuda_dev, r->channel, r->peer, ncclGetErrorString(res));
+        "NET/%s : rank %d could not allocate %zu bytes of %s memory for CUDA device %d (channel %d, peer %d): %s",
+        r->desc, t->rank, r->gdr ? r->mem_bytes - 4096 : bytes, r->gdr ? "device" : "pinned host", t->cuda_dev,
+        r->channel, r->peer, ncclGetErrorString(res));
     return res;
   }
   r->mem = host;
   r->device = 1;
-  *dbase_p = dev;
+  r->buff = r->gdr ? (char*)dbuf : r->mem + 4096;
+  *dctrl_p = dev;
+  *dbuf_p = r->gdr ? (char*)dbuf : (char*)dev + 4096;
   return ncclSuccess;
 }
 
@@ -149,10 +165,12 @@ static void net_fifo_free(struct net_res* r) {
     const struct braid_transport_ctx* t = r->tctx;
     int saved;
     if (braid_transport_device_enter(t->device, t->cuda_dev, &saved) != ncclSuccess) saved = -1; /* free anyway */
+    if (r->gdr) t->device->free(r->buff);
     t->device->host_free(r->mem);
     braid_transport_device_leave(t->device, saved);
   }
   r->mem = NULL;
+  r->buff = NULL;
 }
 
 /* One end: plugin, context, device and the local FIFO laid out for the executor. */
@@ -184,22 +202,23 @@ static ncclResult_t net_res_new(const struct braid_transport_ctx* t, int peer, i
   memset(&props, 0, sizeof(props)); /* a plugin that fills fewer fields declares nothing more */
   BRAID_CHECK_GOTO(net->getProperties(r->dev, &props), res, err_free);
   r->ptr_support = props.ptrSupport;
-  BRAID_CHECK_GOTO(ctx_get(t, net, &r->ctx), res, err_free);
+  BRAID_CHECK_GOTO(braid_net_gdr_choose(t, net->name, r->dev, &props, is_send, &r->gdr, &r->flush), res, err_free);
+  if (r->gdr) snprintf(r->desc, sizeof(r->desc), "%s/%d/GDRDMA", net->name, r->dev); /* NCCL's channel lines */
+  BRAID_CHECK_GOTO(braid_net_ctx_get(t, net, &r->ctx), res, err_free);
   for (int p = 0; p < BRAID_NUM_PROTOS; p++)
     if (t->buff_bytes[p] / BRAID_NSTEPS > r->stride) r->stride = t->buff_bytes[p] / BRAID_NSTEPS;
   r->stride = align_up(r->stride, 4096);
   r->mem_bytes = 4096 + BRAID_NSTEPS * r->stride;
-  char* dbase = NULL; /* the FIFO as the executor (host) or the kernels (device) address it */
-  BRAID_CHECK_GOTO(net_fifo_alloc(r, &dbase), res, err_ctx);
+  char *dbase = NULL, *dbuf = NULL; /* the FIFO as the executor (host) or the kernels (device) address it */
+  BRAID_CHECK_GOTO(net_fifo_alloc(r, &dbase, &dbuf), res, err_ctx);
   r->ctrl = (struct braid_conn_ctrl*)r->mem;
-  r->buff = r->mem + 4096;
   struct braid_conn* conn = &c->conn;
   struct braid_conn_ctrl* dctrl = (struct braid_conn_ctrl*)dbase;
   conn->tail = &dctrl->tail;
   conn->head = &dctrl->head;
   conn->sizes = dctrl->sizes;
   for (int p = 0; p < BRAID_NUM_PROTOS; p++) {
-    conn->buff[p] = dbase + 4096; /* one buffer for every protocol (net_internal.h) */
+    conn->buff[p] = dbuf; /* one buffer for every protocol (net_internal.h) */
     conn->slot_bytes[p] = (uint32_t)r->stride;
   }
   conn->step = 0;
@@ -214,7 +233,7 @@ static ncclResult_t net_res_new(const struct braid_transport_ctx* t, int peer, i
   *r_p = r;
   return ncclSuccess;
 err_ctx:
-  ctx_put(r->ctx);
+  braid_net_ctx_put(r->ctx);
 err_free:
   pthread_mutex_destroy(&r->lock);
   free(r);
@@ -229,7 +248,7 @@ static void net_res_free(struct braid_connector* c) {
   if (r->mhandle != NULL) r->net->deregMr(r->net_comm, r->mhandle);
   if (r->net_comm != NULL) (r->is_send ? r->net->closeSend : r->net->closeRecv)(r->net_comm);
   if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
-  ctx_put(r->ctx);
+  braid_net_ctx_put(r->ctx);
   net_fifo_free(r);
   pthread_mutex_destroy(&r->lock);
   free(r);
@@ -293,7 +312,8 @@ static int64_t net_connect_deadline(void) {
 
 /* Both ends, once connected: register the buffer, start moving. */
 static ncclResult_t net_start(struct net_res* r) {
-  BRAID_CHECK(r->net->regMr(r->net_comm, r->buff, BRAID_NSTEPS * r->stride, BRAID_NET_PTR_HOST, &r->mhandle));
+  int type = r->gdr ? BRAID_NET_PTR_CUDA : BRAID_NET_PTR_HOST;
+  BRAID_CHECK(r->net->regMr(r->net_comm, r->buff, BRAID_NSTEPS * r->stride, type, &r->mhandle));
   return braid_net_proxy_add(r);
 }
 

@@ -53,6 +53,9 @@ struct net_res {
                       by the engine thread alone (kernels cannot kick) */
   int rdirect;     /* receive end: receives are posted only for the steps the
                       executor declared (ctrl->want), where it said (braid_conn.rdirect) */
+  int gdr;         /* GPUDirect RDMA (net_gdr.h): the buffer is device memory (`buff`, the
+                      device's address), registered as BRAID_NET_PTR_CUDA; ctrl stays pinned */
+  int flush;       /* receive end with gdr: each step is flushed (iflush) before tail moves */
   size_t mem_bytes;
   struct braid_conn_ctrl* ctrl;
   char* buff; /* NSTEPS slots of `stride` bytes */
@@ -65,6 +68,8 @@ struct net_res {
   pthread_mutex_t lock;
   uint64_t posted, done;
   void* reqs[BRAID_NSTEPS];
+  void* flush_req; /* the flush of step `done`, in flight */
+  size_t flush_got;
   ncclResult_t err; /* a request failed: reported outside the lock */
   const char* err_doing;
   int state;        /* enum net_state (atomic) */
@@ -83,6 +88,13 @@ ncclResult_t braid_net_plugin_get(const struct braid_net_v1** net_p);
 /* Test hook (tests/unit/test_net.c, caps): this process's later connections use `net`
  * (initialised here), as if it had been chosen; NULL forgets the choice. */
 ncclResult_t braid_net_plugin_use(const struct braid_net_v1* net);
+
+/* net.c: a communicator's plugin context, shared by its connections and its one-sided
+ * channels (net_rma.c); opened by the first get, closed by the last put. */
+ncclResult_t braid_net_ctx_get(const struct braid_transport_ctx* t, const struct braid_net_v1* net,
+                               struct net_ctx** ctx_p);
+void braid_net_ctx_put(struct net_ctx* x);
+void* braid_net_ctx_plugin(const struct net_ctx* x);
 
 /* net_proxy.c: moving a connection. */
 /* Hand a connected end to the progress engine (state ACTIVE) / take it back: after remove

@@ -179,9 +179,25 @@ static int progress_recv(struct net_res* r) {
   while (r->done < r->posted) {
     int done = 0, slot = (int)(r->done % BRAID_NSTEPS);
     size_t got = 0;
-    ncclResult_t res = r->net->test(r->reqs[slot], &done, &got);
-    if (res != ncclSuccess) return conn_broke(r, res, "receiving");
-    if (!done) break;
+    if (r->flush_req == NULL) {
+      ncclResult_t res = r->net->test(r->reqs[slot], &done, &got);
+      if (res != ncclSuccess) return conn_broke(r, res, "receiving");
+      if (!done) break;
+      if (r->flush && got > 0) { /* GPUDirect RDMA: the bytes must be in GPU memory first */
+        void* data = r->buff + (size_t)slot * r->stride;
+        res = r->net->iflush(r->net_comm, 1, &data, &got, &r->mhandle, &r->flush_req);
+        if (res != ncclSuccess) return conn_broke(r, res, "flushing");
+        r->flush_got = got;
+        did = 1;
+      }
+    }
+    if (r->flush_req != NULL) {
+      ncclResult_t res = r->net->test(r->flush_req, &done, NULL);
+      if (res != ncclSuccess) return conn_broke(r, res, "flushing");
+      if (!done) break;
+      r->flush_req = NULL;
+      got = r->flush_got;
+    }
     BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d <- %d channel %d/%d: received step %llu (%zu bytes)",
                 r->desc, r->tctx->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done, got);
     r->ctrl->sizes[slot] = got;

@@ -69,15 +69,6 @@ ncclResult_t braid_ib_discover(const struct braid_ibv* ibv, const char* hca, str
   }
   for (int i = 0; i < ndev && *n < max; i++) scan_device(ibv, list[i], &f, ports, max, n);
   ibv->free_device_list(list);
-  char line[1024];
-  int len = 0;
-  line[0] = '\0';
-  for (int i = 0; i < *n && len < (int)sizeof(line); i++)
-    len += snprintf(line + len, sizeof(line) - len, " [%d]%s:%d/%s", i, ports[i].dev, ports[i].port,
-                    ports[i].roce ? "RoCE" : "IB");
-  if (*n == 0)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : No device found.");
-  else
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s", line);
+  if (*n == 0) BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : No device found.");
   return ncclSuccess;
 }

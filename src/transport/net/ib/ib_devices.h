@@ -23,7 +23,8 @@ struct braid_ib_port {
 
 /* Discover through `ibv`; hca: NCCL_IB_HCA's value (NULL: every port). ncclInvalidArgument
  * for a bad hca value; a device that cannot be opened or queried is skipped with a WARN
- * naming it and the call. *n may be 0. Logs `NET/IB : Using [0]mlx5_0:1/IB [1]...` at INFO. */
+ * naming it and the call. *n may be 0 (INFO `NET/IB : No device found.`); the plugin logs the
+ * ports it uses (`NET/IB : Using [0]mlx5_0:1/IB ...`, ib_plugin.c). */
 ncclResult_t braid_ib_discover(const struct braid_ibv* ibv, const char* hca, struct braid_ib_port* ports, int max,
                                int* n);
 /* Mb/s of one port from ibv_port_attr's active_speed and active_width codes (NCCL's tables). */

@@ -17,49 +17,6 @@
 
 #define WR_CTS (1ull << 32) /* a clear-to-send write (wr_id: flag | request slot) */
 
-/* ---- the control socket -------------------------------------------------------------------- */
-
-static void ctrl_read(struct ib_comm* c) {
-  while (!c->failed && !c->bye) {
-    if (braid_socket_recv_try(&c->ctrl, &c->in, sizeof(c->in), &c->in_off) != ncclSuccess) {
-      ib_fail(c, "%s", braid_socket_fail_str(c->ctrl.fail));
-      return;
-    }
-    if (c->in_off < sizeof(c->in)) return;
-    c->in_off = 0;
-    if (c->in.magic != IB_MSG_MAGIC || (c->in.tag != IB_TAG_BYE && c->in.tag != IB_TAG_ABORT)) {
-      ib_fail(c, "sent garbage on the control socket (0x%08x %d, expected magic 0x%08x)", c->in.magic, c->in.tag,
-              IB_MSG_MAGIC);
-      return;
-    }
-    if (c->in.tag == IB_TAG_ABORT) {
-      c->peer_aborted = 1;
-      c->abort_code = (int)c->in.value;
-      ib_fail(c, "sent an abort notice (code %d)", c->abort_code);
-      return;
-    }
-    c->bye = 1;
-    c->bye_msgs = c->in.value;
-  }
-}
-
-static void ctrl_check(struct ib_comm* c, int now_too) {
-  int64_t now = braid_socket_clock_ns();
-  if (!now_too && now - c->ctrl_checked < IB_CTRL_CHECK_NS) return;
-  c->ctrl_checked = now;
-  if (c->is_send) {
-    int closed = 0;
-    if (braid_socket_peer_closed(&c->ctrl, &closed) == ncclSuccess && closed)
-      ib_fail(c, "closed the connection (the receiver is gone)");
-    return;
-  }
-  ctrl_read(c);
-  if (!c->failed && c->bye && c->posted_msgs >= c->bye_msgs) {
-    c->closed_by_peer = 1;
-    ib_fail(c, "closed the connection");
-  }
-}
-
 /* ---- completions --------------------------------------------------------------------------- */
 
 static const char* wc_status_str(int s) {
@@ -91,9 +48,10 @@ static ncclResult_t wc_error(struct ib_comm* c, const struct ibv_wc* wc) {
   if (!peer)
     BRAID_WARN("NET/IB : %s:%d: completion error on QP 0x%x: %s (status %d, vendor error 0x%x, %s)", c->cfg.dev,
                c->cfg.port, wc->qp_num, wc_status_str(wc->status), wc->status, wc->vendor_err,
-               wc->wr_id & WR_CTS ? "clear-to-send write"
-               : c->is_send       ? "data write"
-                                  : "receive");
+               wc->wr_id & WR_CTS               ? "clear-to-send write"
+               : wc->opcode == IBV_WC_RDMA_READ ? "flush read"
+               : c->is_send                     ? "data write"
+                                                : "receive");
   ib_fail(c, "%s (status %d on %s:%d, QP 0x%x)", wc_status_str(wc->status), wc->status, c->cfg.dev, c->cfg.port,
           wc->qp_num);
   return peer ? ncclRemoteError : ncclSystemError;
@@ -113,8 +71,8 @@ static ncclResult_t cq_poll(struct ib_comm* c) {
         /* A receiver whose sender said goodbye: its QP is gone, rightly; this request will never
          * be filled, the others still complete, and ctrl_check reports the end once every
          * message the sender counted is in. */
-        if (!c->is_send) ctrl_read(c);
-        if (!c->is_send && c->bye && !c->failed) continue;
+        if (!c->is_send) braid_net_ctrl_read(&c->ctl);
+        if (!c->is_send && c->ctl.bye && !c->ctl.failed) continue;
         return wc_error(c, &wc[i]);
       }
       struct ib_req* r = &c->reqs[(uint32_t)wc[i].wr_id % IB_NREQ];
@@ -149,7 +107,7 @@ static ncclResult_t post_write(struct ib_comm* c, struct ibv_qp* qp, uint64_t id
   return ncclSystemError;
 }
 
-static struct ib_req* req_new(struct ib_comm* c) {
+struct ib_req* ib_req_new(struct ib_comm* c) {
   if (c->req_tail - c->req_head >= IB_NREQ) return NULL;
   struct ib_req* r = &c->reqs[c->req_tail % IB_NREQ];
   memset(r, 0, sizeof(*r));
@@ -187,13 +145,13 @@ ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandl
   struct ib_comm* c = comm;
   const struct ib_mr* mr = mhandle;
   *request = NULL;
-  if (c->failed || ib_sender_ready(c) < 0) return ncclRemoteError;
+  if (c->ctl.failed || ib_sender_ready(c) < 0) return ncclRemoteError;
   if (!c->ready || c->req_tail - c->req_head >= IB_NREQ) return ncclSuccess;
   uint64_t i = c->req_tail;
   struct ib_fifo_slot* s = &c->fifo[i % IB_NREQ];
   if (__atomic_load_n(&s->idx, __ATOMIC_ACQUIRE) != i + 1) { /* no clear-to-send yet */
-    ctrl_check(c, 0);
-    return c->failed ? ncclRemoteError : ncclSuccess;
+    braid_net_ctrl_check(&c->ctl, 0);
+    return c->ctl.failed ? ncclRemoteError : ncclSuccess;
   }
   if (s->tag != tag || size > s->size) {
     BRAID_WARN("NET/IB : %s:%d: send %llu of %zu bytes, tag %d: the receiver posted %u bytes, tag %d", c->cfg.dev,
@@ -205,11 +163,11 @@ ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandl
     BRAID_WARN("NET/IB : isend of %zu bytes at %p outside its registration", size, data);
     return ncclInvalidArgument;
   }
-  struct ib_req* r = req_new(c);
+  struct ib_req* r = ib_req_new(c);
   BRAID_CHECK(send_data(c, i, s, data, size, mr, r));
   r->size = size;
   c->req_tail++;
-  c->posted_msgs++;
+  c->ctl.posted_msgs++;
   *request = r;
   return ncclSuccess;
 }
@@ -227,15 +185,15 @@ ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, 
     BRAID_WARN("NET/IB : irecv of %zu bytes at %p outside its registration", sizes[0], data[0]);
     return ncclInvalidArgument;
   }
-  if (c->failed) return ncclRemoteError;
-  struct ib_req* r = req_new(c);
+  if (c->ctl.failed) return ncclRemoteError;
+  struct ib_req* r = ib_req_new(c);
   if (r == NULL) return ncclSuccess;
-  uint64_t i = c->req_tail;
+  uint64_t i = c->recv_msgs, slot = c->req_tail % IB_NREQ; /* message i, in request slot `slot` */
   int first = c->split ? 0 : (int)(i % (uint64_t)c->nqps), nq = c->split ? c->nqps : 1;
   for (int k = 0; k < nq; k++) {
     struct ibv_recv_wr wr, *bad = NULL;
     memset(&wr, 0, sizeof(wr));
-    wr.wr_id = i % IB_NREQ;
+    wr.wr_id = slot;
     int rc = ibv_post_recv(c->qp[first + k], &wr, &bad);
     if (rc != 0) {
       BRAID_WARN("NET/IB : ibv_post_recv failed on %s:%d QP 0x%x: %s", c->cfg.dev, c->cfg.port,
@@ -252,10 +210,11 @@ ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, 
                              tags != NULL ? tags[0] : 0,
                              0,
                              i + 1};
-  BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | (i % IB_NREQ), IBV_WR_RDMA_WRITE, s, sizeof(*s), c->fifo_mr->lkey,
+  BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | slot, IBV_WR_RDMA_WRITE, s, sizeof(*s), c->fifo_mr->lkey,
                          c->peer.fifo_addr + (i % IB_NREQ) * sizeof(*s), c->peer.fifo_rkey, 0));
   r->pending++;
   c->req_tail++;
+  c->recv_msgs++;
   *request = r;
   return ncclSuccess;
 }
@@ -265,18 +224,18 @@ ncclResult_t ib_test(void* request, int* done, size_t* sizes) {
   struct ib_comm* c = r->comm;
   *done = 0;
   if (c->is_send && !c->ready && ib_sender_ready(c) < 0) return ncclRemoteError;
-  ncclResult_t res = c->failed ? ncclRemoteError : cq_poll(c);
+  ncclResult_t res = c->ctl.failed ? ncclRemoteError : cq_poll(c);
   if (res != ncclSuccess) return res;
   if (r->pending > 0) {
-    ctrl_check(c, 0);
-    return c->failed ? ncclRemoteError : ncclSuccess;
+    braid_net_ctrl_check(&c->ctl, 0);
+    return c->ctl.failed ? ncclRemoteError : ncclSuccess;
   }
   /* A receiver reads the control socket with every message too: garbage or an abort notice
    * written before this message fails it. */
   if (!c->is_send) {
-    ctrl_read(c);
-    if (c->failed) return ncclRemoteError;
-    c->posted_msgs++;
+    braid_net_ctrl_read(&c->ctl);
+    if (c->ctl.failed) return ncclRemoteError;
+    if (!r->flush) c->ctl.posted_msgs++;
   }
   r->used = 0;
   while (c->req_head < c->req_tail && !c->reqs[c->req_head % IB_NREQ].used) c->req_head++;
@@ -290,45 +249,34 @@ ncclResult_t ib_test(void* request, int* done, size_t* sizes) {
 ncclResult_t ib_wait_fds(void* comm, struct pollfd* fds, int max, int* n_p) {
   struct ib_comm* c = comm;
   *n_p = 0;
-  if (c->failed) return ncclSuccess;
+  if (c->ctl.failed) return ncclSuccess;
   if (c->req_tail != c->req_head || (c->is_send && !c->ready)) {
     if (c->is_send && !c->ready && max >= 1) {
-      fds[0] = (struct pollfd){.fd = c->ctrl.fd, .events = POLLIN}; /* the receiver's QP numbers */
+      fds[0] = (struct pollfd){.fd = c->ctl.sock.fd, .events = POLLIN}; /* the receiver's QP numbers */
       *n_p = 1;
       return ncclSuccess;
     }
     return ncclInProgress;
   }
-  if (max >= 1) fds[0] = (struct pollfd){.fd = c->ctrl.fd, .events = POLLIN}, *n_p = 1;
+  if (max >= 1) fds[0] = (struct pollfd){.fd = c->ctl.sock.fd, .events = POLLIN}, *n_p = 1;
   return ncclSuccess;
 }
 
 ncclResult_t ib_get_status(void* comm, struct braid_net_status* st) {
-  struct ib_comm* c = comm;
-  memset(st, 0, sizeof(*st));
-  st->failed = c->failed;
-  st->closedByPeer = c->closed_by_peer;
-  st->peerAborted = c->peer_aborted;
-  st->abortCode = c->abort_code;
-  snprintf(st->reason, sizeof(st->reason), "%s", c->reason);
+  braid_net_ctrl_status(&((struct ib_comm*)comm)->ctl, st);
   return ncclSuccess;
 }
 
 /* ---- the sender's last word ---------------------------------------------------------------- */
 
-static void ctrl_say(struct ib_comm* c, int tag, uint64_t value, int ms) {
-  struct ib_ctrl_msg m = {IB_MSG_MAGIC, tag, value};
-  (void)braid_socket_send(&c->ctrl, &m, sizeof(m), NULL, braid_socket_deadline_ms(ms));
-}
-
 ncclResult_t ib_finish_send(void* comm) {
   struct ib_comm* c = comm;
-  if (!c->failed) ctrl_say(c, IB_TAG_BYE, c->posted_msgs, 2000);
+  if (!c->ctl.failed) braid_net_ctrl_say(&c->ctl, BRAID_NET_CTRL_BYE, c->ctl.posted_msgs, 2000);
   return ncclSuccess;
 }
 
 ncclResult_t ib_abort_send(void* comm, int code) {
-  ctrl_say(comm, IB_TAG_ABORT, (uint64_t)(code > 0 ? code : 0), 200);
+  braid_net_ctrl_say(&((struct ib_comm*)comm)->ctl, BRAID_NET_CTRL_ABORT, (uint64_t)(code > 0 ? code : 0), 200);
   return ncclSuccess;
 }
 
@@ -337,8 +285,10 @@ ncclResult_t ib_abort_send(void* comm, int code) {
 ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
   struct ib_comm* c = comm;
   struct ib_dev* d = c->dev;
-  if (type != BRAID_NET_PTR_HOST) {
-    BRAID_WARN("NET/IB : regMr: memory type %d is not host memory (no GPUDirect RDMA in braid's IB network yet)", type);
+  int cuda = type == BRAID_NET_PTR_CUDA;
+  if (type != BRAID_NET_PTR_HOST && !(cuda && ib_gdr_ptr_support(d) != 0)) {
+    BRAID_WARN("NET/IB : regMr: memory type %d on %s:%d, which registers %s", type, d->port.dev, d->port.port,
+               ib_gdr_ptr_support(d) ? "host and GPU memory only" : "host memory only (no GPUDirect RDMA)");
     return ncclInvalidArgument;
   }
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -346,19 +296,22 @@ ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mha
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&d->lock);
   struct ib_mr* m = d->cache;
-  while (m != NULL && !(m->base <= (uintptr_t)data && (uintptr_t)data + size <= m->base + m->len)) m = m->next;
+  while (m != NULL && !(m->cuda == cuda && m->base <= (uintptr_t)data && (uintptr_t)data + size <= m->base + m->len))
+    m = m->next;
   if (m == NULL) {
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (ib.ro) access |= IBV_ACCESS_RELAXED_ORDERING;
-    struct ibv_mr* mr = ib.ibv->reg_mr(d->pd, (void*)base, end - base, access);
+    struct ibv_mr* mr =
+        cuda ? ib_gdr_reg(d, base, end - base, access) : ib.ibv->reg_mr(d->pd, (void*)base, end - base, access);
     if (mr == NULL || (m = calloc(1, sizeof(*m))) == NULL) {
-      BRAID_WARN("NET/IB : ibv_reg_mr of %zu bytes at %p failed on %s:%d: %s", (size_t)(end - base), (void*)base,
-                 d->port.dev, d->port.port, strerror(errno));
+      if (!cuda || mr != NULL)
+        BRAID_WARN("NET/IB : ibv_reg_mr of %zu bytes at %p failed on %s:%d: %s", (size_t)(end - base), (void*)base,
+                   d->port.dev, d->port.port, strerror(errno));
       if (mr != NULL) ib.ibv->dereg_mr(mr);
       res = ncclSystemError;
       goto out;
     }
-    *m = (struct ib_mr){d->cache, d, mr, base, end - base, 0};
+    *m = (struct ib_mr){d->cache, d, mr, base, end - base, 0, cuda};
     d->cache = m;
   }
   m->refs++;

@@ -18,8 +18,8 @@
  *     NCCL_IB_SPLIT_DATA_ON_QPS=1 every QP carries a slice of it (each with its own imm);
  *   - completions are polled by test() (the progress engine's item, or the executor that waits);
  *     every WR of a request is signaled and counted back; an error completion fails the comm;
- *   - the control socket then carries only the end, as in UCX: a goodbye {IB_MSG_MAGIC,
- *     IB_TAG_BYE, messages sent} or an abort notice; an EOF without either is a dead peer.
+ *   - the control socket then carries only the end (net_ctrl.h, shared with UCX): a goodbye
+ *     {IB_MSG_MAGIC, BYE, messages sent} or an abort notice; an EOF without either is a dead peer.
  */
 #ifndef BRAID_NET_IB_H
 #define BRAID_NET_IB_H
@@ -31,15 +31,13 @@
 #include "transport/net/ib/ib_devices.h"
 #include "transport/net/ib/ib_qp.h"
 #include "transport/net/net.h"
+#include "transport/net/net_ctrl.h"
 
 #define IB_HANDLE_MAGIC 0x62726169642d6962ULL /* "braid-ib" */
 #define IB_MSG_MAGIC 0x49424e54u
 #define IB_HS_ARG 0x4942
-#define IB_TAG_BYE 1
-#define IB_TAG_ABORT 2
 #define IB_MAX_QPS 128
 #define IB_HANDSHAKE_MS 10000
-#define IB_CTRL_CHECK_NS 1000000LL
 #define IB_NREQ BRAID_NET_MAX_REQUESTS
 
 /* One port braid uses, opened for the life of the process. */
@@ -52,6 +50,7 @@ struct ib_dev {
   uint16_t lid;
   uint8_t mtu;          /* enum ibv_mtu: the port's active MTU */
   int ar;               /* adaptive routing: data as RDMA WRITE + a 0-byte WRITE_WITH_IMM */
+  int peermem, dmabuf;  /* GPUDirect RDMA: a peer-memory module; dma-buf registration (ib_gdr.c) */
   pthread_mutex_t lock; /* the registration cache */
   struct ib_mr* cache;
 };
@@ -74,6 +73,7 @@ struct ib_mr {
   uintptr_t base;
   size_t len;
   int refs;
+  int cuda; /* device memory (GPUDirect RDMA) */
 };
 
 struct ib_handle {
@@ -103,24 +103,19 @@ struct ib_fifo_slot {
   uint64_t idx;
 };
 
-struct ib_ctrl_msg {
-  uint32_t magic;
-  int32_t tag;
-  uint64_t value;
-};
-
 struct ib_comm;
 struct ib_req {
   struct ib_comm* comm;
   int used;
   int pending; /* completions still to come */
+  int flush;   /* an iflush read (ib_gdr.c), not a message */
   size_t size; /* receive: bytes (sum of the imm values) */
 };
 
 struct ib_comm {
   int is_send;
   struct ib_dev* dev;
-  struct braid_socket ctrl;
+  struct braid_net_ctrl ctl; /* the control socket and the end of the connection (net_ctrl.h) */
   struct braid_ib_qp_cfg cfg;
   struct ibv_cq* cq;
   int nqps, split;
@@ -132,22 +127,18 @@ struct ib_comm {
   struct ib_fifo_slot fifo[IB_NREQ]
       __attribute__((aligned(64))); /* sender: the receiver writes it; receiver: staging */
   struct ibv_mr* fifo_mr;
+  struct ibv_qp* flush_qp; /* receiver with GPUDirect RDMA: connected to itself (ib_gdr.c) */
+  struct ibv_mr* flush_mr;
+  char flush_byte;
   struct ib_req reqs[IB_NREQ];
   uint64_t req_head, req_tail;
-  uint64_t posted_msgs;
-  int64_t ctrl_checked;
-  struct ib_ctrl_msg in;
-  size_t in_off;
-  int bye;
-  uint64_t bye_msgs;
-  int failed, closed_by_peer, peer_aborted, abort_code;
-  char reason[160];
+  uint64_t recv_msgs; /* receiver: irecvs posted, the clear-to-send index (requests count flushes too) */
 };
 
 /* ib_plugin.c */
 ncclResult_t ib_comm_rts(struct ib_comm* c, const struct ib_info* peer); /* RTR + RTS every QP */
 /* Record why the comm failed (first reason wins); returns ncclRemoteError. */
-ncclResult_t ib_fail(struct ib_comm* c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ib_fail(c, ...) braid_net_ctrl_fail(&(c)->ctl, __VA_ARGS__)
 /* ib_io.c */
 ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandle, void** request);
 ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request);
@@ -160,5 +151,14 @@ ncclResult_t ib_reg_mr(void* comm, void* data, size_t size, int type, void** mha
 ncclResult_t ib_dereg_mr(void* comm, void* mhandle);
 /* Sender: read the receiver's info and go to RTS; 1 ready, 0 not yet, -1 failed. */
 int ib_sender_ready(struct ib_comm* c);
+/* A free request slot of c (NULL: IB_NREQ in flight). */
+struct ib_req* ib_req_new(struct ib_comm* c);
+/* ib_gdr.c: GPUDirect RDMA (see there). */
+void ib_gdr_probe(struct ib_dev* d);
+int ib_gdr_ptr_support(const struct ib_dev* d); /* BRAID_NET_PTR_CUDA / _DMABUF */
+struct ibv_mr* ib_gdr_reg(struct ib_dev* d, uintptr_t base, size_t len, int access);
+ncclResult_t ib_gdr_flush_open(struct ib_comm* c);
+void ib_gdr_flush_close(struct ib_comm* c);
+ncclResult_t ib_iflush(void* comm, int n, void** data, size_t* sizes, void** mhandles, void** request);
 
 #endif /* BRAID_NET_IB_H */

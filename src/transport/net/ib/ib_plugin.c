@@ -13,48 +13,40 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "base/socket_pending.h"
+#include "transport/net/ib/ib_gid.h"
 #include "transport/net/ib/ib_net.h"
 
 struct ib_global ib;
 static pthread_mutex_t ib_init_lock = PTHREAD_MUTEX_INITIALIZER;
 
-ncclResult_t ib_fail(struct ib_comm* c, const char* fmt, ...) {
-  if (!c->failed) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
-    va_end(ap);
-    c->failed = 1;
-  }
-  return ncclRemoteError;
-}
-
 /* ---- devices ------------------------------------------------------------------------------- */
 
-/* NCCL_IB_GID_INDEX, or as NCCL when unset: the first GID of NCCL_IB_ROCE_VERSION_NUM (2) that
- * is IPv4-mapped (NCCL_IB_ADDR_FAMILY's default AF_INET), else the first of that version, else 0.
- * The GID type comes from ibv_query_gid_ex; a library without it: the version is not known. */
+/* The GID index (ib_gid.h: NCCL's rules). RoCE: NCCL_IB_GID_INDEX, or the table's choice for
+ * NCCL_IB_ADDR_FAMILY / _ROCE_VERSION_NUM / _ADDR_RANGE (versions from ibv_query_gid_ex; a
+ * library without it: not known). InfiniBand: the routable-FLID index when its GID has one. */
 static int gid_pick(struct ib_dev* d) {
   const struct braid_ibv* v = ib.ibv;
-  int want = (int)braid_param_int(BRAID_PARAM_IB_GID_INDEX);
-  if (want >= 0 || !d->port.roce) return want >= 0 ? want : 0;
-  int ver = (int)braid_param_int(BRAID_PARAM_IB_ROCE_VERSION_NUM), any = -1;
-  uint32_t type_want = ver == 1 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
-  for (int i = 0; i < d->port.gid_tbl_len; i++) {
-    union ibv_gid g;
-    struct ibv_gid_entry e;
-    if (v->query_gid(d->ctx, (uint8_t)d->port.port, i, &g) != 0) continue;
-    static const uint8_t zero[16];
-    if (memcmp(g.raw, zero, 16) == 0) continue;
-    if (v->query_gid_ex != NULL &&
-        (v->query_gid_ex(d->ctx, (uint32_t)d->port.port, (uint32_t)i, &e, 0, sizeof(e)) != 0 ||
-         e.gid_type != type_want))
-      continue;
-    int v4 = memcmp(g.raw, zero, 10) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff;
-    if (v4) return i;
-    if (any < 0) any = i;
+  uint8_t port = (uint8_t)d->port.port;
+  union ibv_gid g;
+  if (!d->port.roce) {
+    int flid = (int)braid_param_int(BRAID_PARAM_IB_ROUTABLE_FLID_GID_INDEX);
+    int routable = flid < d->port.gid_tbl_len && v->query_gid(d->ctx, port, flid, &g) == 0 && (g.raw[4] | g.raw[5]);
+    return routable ? flid : 0;
   }
-  return any >= 0 ? any : 0;
+  int want = (int)braid_param_int(BRAID_PARAM_IB_GID_INDEX);
+  if (want >= 0) return want;
+  struct braid_ib_gid tbl[256];
+  int n = d->port.gid_tbl_len < 256 ? d->port.gid_tbl_len : 256;
+  for (int i = 0; i < n; i++) {
+    struct ibv_gid_entry e;
+    memset(&tbl[i], 0, sizeof(tbl[i]));
+    if (v->query_gid(d->ctx, port, i, &g) == 0) memcpy(tbl[i].raw, g.raw, 16);
+    if (v->query_gid_ex != NULL && v->query_gid_ex(d->ctx, port, (uint32_t)i, &e, 0, sizeof(e)) == 0)
+      tbl[i].version = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? 2 : 1; /* IB/RoCE v1 counts as v1, as NCCL */
+  }
+  struct braid_ib_gid_want w;
+  braid_ib_gid_want_env(&w);
+  return n > 0 ? braid_ib_gid_select(tbl, n, &w) : 0;
 }
 
 static ncclResult_t dev_open(const struct braid_ib_port* p, struct ib_dev* d) {
@@ -81,6 +73,7 @@ static ncclResult_t dev_open(const struct braid_ib_port* p, struct ib_dev* d) {
   d->mtu = (uint8_t)pa.active_mtu;
   d->gid_index = gid_pick(d);
   if (v->query_gid(d->ctx, (uint8_t)p->port, d->gid_index, &d->gid) != 0) memset(&d->gid, 0, sizeof(d->gid));
+  ib_gdr_probe(d);
   int64_t ar = braid_param_int(BRAID_PARAM_IB_ADAPTIVE_ROUTING);
   d->ar = ar == BRAID_PARAM_UNSET ? !p->roce : ar != 0; /* NCCL: on for InfiniBand, off for RoCE */
   return ncclSuccess;
@@ -116,17 +109,14 @@ static ncclResult_t ib_init(braid_net_log_fn log) {
   int len = 0;
   for (int i = 0; i < n && nif > 0; i++) {
     if (dev_open(&ports[i], &ib.dev[ib.ndev]) != ncclSuccess) continue;
-    len += snprintf(line + len, sizeof(line) - (size_t)len, " [%d]%s:%d/%s%s", ib.ndev, ports[i].dev, ports[i].port,
-                    ports[i].roce ? "RoCE" : "IB", ib.ro ? " [RO]" : "");
+    len += snprintf(line + len, sizeof(line) - (size_t)len, " [%d]%s:%d/%s", ib.ndev, ports[i].dev, ports[i].port,
+                    ports[i].roce ? "RoCE" : "IB");
     ib.ndev++;
   }
+  /* NCCL's line, once per process (discovery itself says nothing when it found ports) */
   if (ib.ndev > 0)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s; OOB %s:%s", line, ib.ifname,
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "NET/IB : Using%s %s; OOB %s:%s", line, ib.ro ? "[RO]" : "", ib.ifname,
                braid_socket_addr_str(&ib.ifaddr, a));
-  if (ib.ndev > 0 && braid_param_str(BRAID_PARAM_NET_GDR_LEVEL) != NULL)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
-               "NET/IB : GPUDirect RDMA is not implemented: NCCL_NET_GDR_LEVEL "
-               "does not apply to IB (host memory only)");
   ib.inited = 1;
 out:
   pthread_mutex_unlock(&ib_init_lock);
@@ -148,8 +138,8 @@ static ncclResult_t ib_get_properties(int dev, struct braid_net_props* props) {
   props->name = d->port.dev;
   props->pciPath = NULL;
   props->guid = d->port.guid;
-  props->ptrSupport = BRAID_NET_PTR_HOST; /* no GDR (dma-buf / peermem) yet */
-  props->regIsGlobal = 1;                 /* one PD per port: a registration serves every comm */
+  props->ptrSupport = BRAID_NET_PTR_HOST | ib_gdr_ptr_support(d); /* GPUDirect RDMA: ib_gdr.c */
+  props->regIsGlobal = 1; /* one PD per port: a registration serves every comm */
   props->speed = d->port.speed;
   props->port = d->port.port;
   props->latency = 0; /* as NCCL's IB plugin */
@@ -204,9 +194,10 @@ static void comm_free(struct ib_comm* c) {
   const struct braid_ibv* v = ib.ibv;
   for (int i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL) v->destroy_qp(c->qp[i]);
+  ib_gdr_flush_close(c);
   if (c->fifo_mr != NULL) v->dereg_mr(c->fifo_mr);
   if (c->cq != NULL) v->destroy_cq(c->cq);
-  braid_socket_close(&c->ctrl);
+  braid_socket_close(&c->ctl.sock);
   free(c);
 }
 
@@ -242,7 +233,7 @@ static ncclResult_t comm_new(int is_send, int dev, const struct ib_ctx* ctx, int
   }
   memset(c, 0, sizeof(*c));
   ncclResult_t res = ncclSuccess;
-  braid_socket_init(&c->ctrl);
+  braid_net_ctrl_init(&c->ctl, is_send, IB_MSG_MAGIC);
   c->is_send = is_send;
   c->dev = d;
   c->nqps = nqps;
@@ -301,9 +292,9 @@ static int info_bad(const struct ib_info* in, int nqps) {
 
 int ib_sender_ready(struct ib_comm* c) {
   if (c->ready) return 1;
-  if (c->failed) return -1;
-  if (braid_socket_recv_try(&c->ctrl, &c->peer, sizeof(c->peer), &c->peer_off) != ncclSuccess) {
-    ib_fail(c, "%s before sending its QP numbers", braid_socket_fail_str(c->ctrl.fail));
+  if (c->ctl.failed) return -1;
+  if (braid_socket_recv_try(&c->ctl.sock, &c->peer, sizeof(c->peer), &c->peer_off) != ncclSuccess) {
+    ib_fail(c, "%s before sending its QP numbers", braid_socket_fail_str(c->ctl.sock.fail));
     return -1;
   }
   if (c->peer_off < sizeof(c->peer)) return 0;
@@ -398,7 +389,7 @@ static ncclResult_t ib_connect(void* p, int dev, void* handle, void** send_p) {
   if (!done) return ncclSuccess;
   *pp = k->next;
   struct ib_comm* c = k->comm;
-  c->ctrl = k->sock;
+  c->ctl.sock = k->sock;
   braid_socket_init(&k->sock);
   k->comm = NULL;
   connecting_free(k);
@@ -441,11 +432,12 @@ static ncclResult_t accept_finish(struct ib_listen* l, struct braid_socket* sock
     braid_socket_close(sock);
     return res;
   }
-  c->ctrl = *sock;
+  c->ctl.sock = *sock;
   braid_socket_init(sock);
   c->peer = info;
-  res = ib_comm_rts(c, &info);
-  if (res == ncclSuccess) res = braid_socket_send(&c->ctrl, &c->mine, sizeof(c->mine), NULL, deadline);
+  res = ib_gdr_flush_open(c);
+  if (res == ncclSuccess) res = ib_comm_rts(c, &info);
+  if (res == ncclSuccess) res = braid_socket_send(&c->ctl.sock, &c->mine, sizeof(c->mine), NULL, deadline);
   if (res != ncclSuccess) {
     comm_free(c);
     return res;
@@ -478,11 +470,6 @@ static ncclResult_t ib_close_listen(void* p) {
 
 static ncclResult_t ib_close(void* comm) {
   comm_free(comm); /* requests in flight are dropped with the QPs */
-  return ncclSuccess;
-}
-
-static ncclResult_t ib_iflush(void* comm, int n, void** data, size_t* sizes, void** mhandles, void** request) {
-  *request = NULL; /* host memory only: nothing to flush (no GDR) */
   return ncclSuccess;
 }
 

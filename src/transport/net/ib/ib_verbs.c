@@ -54,6 +54,7 @@ static void load_locked(void) {
   IBV_SYM(reg_mr, "ibv_reg_mr");
   IBV_SYM(dereg_mr, "ibv_dereg_mr");
   *(void**)&ibv.query_gid_ex = dlsym(ibv_dl, "_ibv_query_gid_ex");
+  *(void**)&ibv.reg_dmabuf_mr = dlsym(ibv_dl, "ibv_reg_dmabuf_mr");
   ibv_state = 1;
   return;
 bad:

@@ -31,6 +31,8 @@ struct braid_ibv {
   int (*dereg_mr)(struct ibv_mr*);
   /* optional (rdma-core 32+): the GID's type, for RoCE v2 selection; NULL when absent */
   int (*query_gid_ex)(struct ibv_context*, uint32_t, uint32_t, struct ibv_gid_entry*, uint32_t, size_t);
+  /* optional (rdma-core 34+): dma-buf registration (GPUDirect RDMA); NULL when absent */
+  struct ibv_mr* (*reg_dmabuf_mr)(struct ibv_pd*, uint64_t, size_t, uint64_t, int, int);
 };
 /* post_send, post_recv and poll_cq are verbs.h's inline calls through ibv_context.ops. */
 

@@ -1,5 +1,5 @@
 /*
- * nccl_adapt.c - NCCL's net plugins v6..v11 behind struct braid_net_v1 (nccl_adapt.h).
+ * nccl_adapt.c - NCCL's net plugins v6..v12 behind struct braid_net_v1 (nccl_adapt.h).
  */
 #include "transport/net/plugin/nccl_adapt.h"
 
@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/check.h"
+#include "device/device.h"
 #include "transport/net/plugin/nccl_net_abi.h"
 
 #define NCCL_PTR_BITS 0x7   /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
@@ -23,6 +25,7 @@ static struct {
   const struct braid_net_ext_v1* ext;
   struct braid_net_v1 net; /* what braid calls */
   int inited;              /* init once per process (v11: the context devices() needs before any comm) */
+  int dmabuf;              /* some device declared NCCL_PTR_DMABUF: device memory goes through regMrDmaBuf */
   void* probe_ctx;
 } A;
 
@@ -62,7 +65,8 @@ static ncclResult_t a_init(braid_net_log_fn log) {
   (void)log;
   if (A.inited) return ncclSuccess;
   switch (A.version) {
-    case 11:
+    case 12:
+    case 11: /* same slot and signature */
       res = T(11)->init(&A.probe_ctx, 0, &cfg, nccl_log, nccl_prof);
       break;
     case 10:
@@ -88,6 +92,7 @@ static ncclResult_t a_props(int dev, struct braid_net_props* p) {
     struct nccl_net_props_v8 v8;
     struct nccl_net_props_v9 v9;
     struct nccl_net_props_v11 v11;
+    struct nccl_net_props_v12 v12;
   } u;
   int dev_type = NCCL_ABI_NET_DEVICE_HOST;
   memset(&u, 0, sizeof(u));
@@ -112,12 +117,16 @@ static ncclResult_t a_props(int dev, struct braid_net_props* p) {
     case 10:
       COMMON(u.v9), p->regIsGlobal = u.v9.regIsGlobal, dev_type = u.v9.netDeviceType;
       break;
-    default:
+    case 11:
       COMMON(u.v11), p->regIsGlobal = u.v11.regIsGlobal, dev_type = u.v11.netDeviceType;
+      break;
+    default: /* v12: vProps is longer, railId / planeId are topology hints braid does not use */
+      COMMON(u.v12), p->regIsGlobal = u.v12.regIsGlobal, dev_type = u.v12.netDeviceType;
       break;
   }
 #undef COMMON
   if (A.ext == NULL) p->ptrSupport &= NCCL_PTR_BITS; /* braid's bits mean something only with its extension */
+  if (p->ptrSupport & BRAID_NET_PTR_DMABUF) A.dmabuf = 1;
   if (p->maxRecvs > MAX_GROUPED_RECVS) p->maxRecvs = MAX_GROUPED_RECVS;
   if (dev_type != NCCL_ABI_NET_DEVICE_HOST) {
     BRAID_WARN("NET/%s : device %d needs device offload (netDeviceType %d), which braid does not support", A.net.name,
@@ -168,6 +177,7 @@ static ncclResult_t a_connect(void* ctx, int dev, void* handle, void** send_p) {
     case 10:
       return T(10)->connect(dev, &x->cfg, handle, send_p, &dh);
     case 11:
+    case 12: /* same slot and signature */
       return T(11)->connect(x->pctx, dev, handle, send_p, &dh);
     default:
       return T(7)->connect(dev, handle, send_p, &dh); /* v7..v9 */
@@ -186,7 +196,28 @@ static ncclResult_t too_big(const char* what, size_t size) {
   return ncclInternalError;
 }
 
+/* Device memory of a plugin that takes dma-bufs, as NCCL registers it: a dma-buf of the pages
+ * (the device layer's dmabuf_get) handed to regMrDmaBuf with type CUDA. 0: registered; 1: no
+ * dma-buf from the device (the caller tries regMr, which a peer-memory plugin takes). */
+static int reg_dmabuf(void* comm, void* data, size_t size, void** mhandle, ncclResult_t* res) {
+  const struct braid_device_ops* dev = braid_device();
+  int fd = -1;
+  uint64_t offset = 0;
+  if (dev == NULL || dev->dmabuf_get == NULL || dev->dmabuf_get(data, size, &fd, &offset) != ncclSuccess) return 1;
+  /* regMrDmaBuf sits at the same place with the same signature v6..v12 */
+  *res = T(6)->regMrDmaBuf(comm, data, size, BRAID_NET_PTR_CUDA, offset, fd, mhandle);
+  close(fd);
+  if (*res != ncclSuccess)
+    BRAID_WARN("NET/%s : regMrDmaBuf of %zu bytes of device memory at %p (dma-buf fd, offset %llu) failed: %d",
+               A.net.name, size, data, (unsigned long long)offset, (int)*res);
+  return 0;
+}
+
 static ncclResult_t a_reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  ncclResult_t res;
+  if (type == BRAID_NET_PTR_CUDA && A.dmabuf && T(6)->regMrDmaBuf != NULL &&
+      reg_dmabuf(comm, data, size, mhandle, &res) == 0)
+    return res;
   if (A.version <= 7) {
     if (size > INT_MAX) return too_big("a registration", size);
     return T(6)->regMr(comm, data, (int)size, type, mhandle);
@@ -314,8 +345,9 @@ static int table_complete(const void* tab, int version) {
   return 1;
 }
 
-static const char* const collnet_symbols[] = {"ncclCollNetPlugin_v11", "ncclCollNetPlugin_v10", "ncclCollNetPlugin_v9",
-                                              "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v7",  "ncclCollNetPlugin_v6"};
+static const char* const collnet_symbols[] = {"ncclCollNetPlugin_v12", "ncclCollNetPlugin_v11", "ncclCollNetPlugin_v10",
+                                              "ncclCollNetPlugin_v9",  "ncclCollNetPlugin_v8",  "ncclCollNetPlugin_v7",
+                                              "ncclCollNetPlugin_v6"};
 
 const struct braid_net_v1* braid_net_nccl_adapt(void* dl, const char* lib, int max_version, int* version_p) {
   char sym[32];
@@ -328,7 +360,7 @@ const struct braid_net_v1* braid_net_nccl_adapt(void* dl, const char* lib, int m
   }
   v++;
   if (tab == NULL) {
-    const char* newer = dlsym(dl, "ncclNetPlugin_v12") ? " (it exports ncclNetPlugin_v12, newer than braid's v11)" : "";
+    const char* newer = dlsym(dl, "ncclNetPlugin_v13") ? " (it exports ncclNetPlugin_v13, newer than braid's v12)" : "";
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET, "External network plugin %s is unsupported%s", lib, newer);
     return NULL;
   }

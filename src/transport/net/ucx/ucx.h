@@ -19,8 +19,8 @@
  *     and creates its endpoint then (sends posted before that wait, in order, in our ring);
  *   - data: tagged messages with the connection's tag (unique on the receiving worker), so
  *     many connections share one worker; UCX keeps one sender's messages of one tag in order;
- *   - the control socket then carries only the end: a goodbye {UCX_MSG_MAGIC, UCX_TAG_BYE,
- *     messages sent} or an abort notice {.., UCX_TAG_ABORT, code}; an EOF without either is a
+ *   - the control socket then carries only the end: a goodbye {UCX_MSG_MAGIC, BYE,
+ *     messages sent} or an abort notice {.., ABORT, code}; an EOF without either is a
  *     dead peer, anything else is garbage. A receiver that got the goodbye fails (closedByPeer)
  *     only once every message the sender counted has arrived.
  */
@@ -33,16 +33,14 @@
 
 #include "base/socket.h"
 #include "transport/net/net.h"
+#include "transport/net/net_ctrl.h"
 
 #define UCX_HANDLE_MAGIC 0x62726169642d7563ULL /* "braid-uc" */
 #define UCX_MSG_MAGIC 0x55435842u              /* control-socket headers start with it */
 #define UCX_HS_ARG 0x554358                    /* the handshake's arg: a UCX connection */
-#define UCX_TAG_BYE 1
-#define UCX_TAG_ABORT 2
-#define UCX_ADDR_MAX 8192      /* a worker address larger than this is refused */
-#define UCX_HANDSHAKE_MS 10000 /* an accepted socket must say who it is by then */
-#define UCX_CLOSE_MS 2000      /* closing waits this long for UCX to let go, at most */
-#define UCX_CTRL_CHECK_NS 1000000LL
+#define UCX_ADDR_MAX 8192                      /* a worker address larger than this is refused */
+#define UCX_HANDSHAKE_MS 10000                 /* an accepted socket must say who it is by then */
+#define UCX_CLOSE_MS 2000                      /* closing waits this long for UCX to let go, at most */
 
 /* The libucp / libucs entry points braid uses (ucx_lib.c fills it). */
 struct ucx_api {
@@ -96,18 +94,12 @@ struct ucx_handle {
 };
 
 /* On the control socket: the receiver's hello (then addrlen bytes of worker address), and the
- * sender's last word (tag UCX_TAG_BYE / UCX_TAG_ABORT). */
+ * sender's last word (net_ctrl.h: BRAID_NET_CTRL_BYE / _ABORT with UCX_MSG_MAGIC). */
 struct ucx_hello {
   uint32_t magic;
   uint32_t addrlen;
   uint64_t tag;
 };
-struct ucx_ctrl_msg {
-  uint32_t magic;
-  int32_t tag;
-  uint64_t value; /* goodbye: messages sent; abort: the code */
-};
-
 struct ucx_comm;
 
 struct ucx_req {
@@ -129,22 +121,14 @@ struct ucx_mr {
 
 struct ucx_comm {
   int is_send;
-  struct braid_socket ctrl;
-  ucp_ep_h ep; /* sender: NULL until the receiver's hello is in */
+  struct braid_net_ctrl ctl; /* the control socket and the end of the connection (net_ctrl.h) */
+  ucp_ep_h ep;               /* sender: NULL until the receiver's hello is in */
   struct ucx_hello hello;
   unsigned char* addr; /* sender: the receiver's worker address, while it is read */
   size_t hello_off;
   uint64_t tag;
   struct ucx_req reqs[BRAID_NET_MAX_REQUESTS];
   uint64_t req_head, req_tail; /* oldest not reported done, next to post */
-  uint64_t posted_msgs;        /* sender: messages posted; receiver: received */
-  int64_t ctrl_checked;        /* when the control socket was last looked at */
-  struct ucx_ctrl_msg in;      /* receiver: the control message being read */
-  size_t in_off;
-  int bye;           /* receiver: the sender said goodbye ... */
-  uint64_t bye_msgs; /* ... after this many messages */
-  int failed, closed_by_peer, peer_aborted, abort_code;
-  char reason[160];
 };
 
 /* ucx_lib.c */
@@ -153,7 +137,7 @@ ncclResult_t ucx_worker_get(void); /* a context holds the worker: refs++ (under 
 void ucx_worker_put(void);         /* refs--, destroyed at 0 (under ucx_lock) */
 const char* ucx_status_str(ucs_status_t s);
 /* Record why the comm failed (first reason wins); returns ncclRemoteError. */
-ncclResult_t ucx_fail(struct ucx_comm* c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+#define ucx_fail(c, ...) braid_net_ctrl_fail(&(c)->ctl, __VA_ARGS__)
 /* A UCX status of a request or call: peer-caused ones fail the comm quietly (ncclRemoteError),
  * others WARN (ncclSystemError). */
 ncclResult_t ucx_fail_status(struct ucx_comm* c, ucs_status_t s, const char* what);

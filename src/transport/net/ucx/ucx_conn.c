@@ -149,7 +149,8 @@ static ncclResult_t comm_new(int is_send, struct braid_socket* sock, struct ucx_
     return ncclSystemError;
   }
   c->is_send = is_send;
-  c->ctrl = *sock;
+  braid_net_ctrl_init(&c->ctl, is_send, UCX_MSG_MAGIC);
+  c->ctl.sock = *sock;
   braid_socket_init(sock);
   *c_p = c;
   return ncclSuccess;
@@ -172,7 +173,7 @@ static int sender_ep(struct ucx_comm* c) {
   c->addr = NULL;
   if (s == UCS_OK) return 1;
   c->ep = NULL;
-  BRAID_WARN("NET/UCX : ucp_ep_create to the receiver at %s failed: %s", braid_socket_addr_str(&c->ctrl.addr, a),
+  BRAID_WARN("NET/UCX : ucp_ep_create to the receiver at %s failed: %s", braid_socket_addr_str(&c->ctl.sock.addr, a),
              ucx_status_str(s));
   ucx_fail(c, "ucp_ep_create failed: %s", ucx_status_str(s));
   return -1;
@@ -180,11 +181,11 @@ static int sender_ep(struct ucx_comm* c) {
 
 int ucx_sender_ready(struct ucx_comm* c) {
   if (c->ep != NULL) return 1;
-  if (c->failed) return -1;
+  if (c->ctl.failed) return -1;
   size_t hl = sizeof(c->hello);
   if (c->hello_off < hl) {
-    if (braid_socket_recv_try(&c->ctrl, &c->hello, hl, &c->hello_off) != ncclSuccess) {
-      ucx_fail(c, "%s before sending its UCX address", braid_socket_fail_str(c->ctrl.fail));
+    if (braid_socket_recv_try(&c->ctl.sock, &c->hello, hl, &c->hello_off) != ncclSuccess) {
+      ucx_fail(c, "%s before sending its UCX address", braid_socket_fail_str(c->ctl.sock.fail));
       return -1;
     }
     if (c->hello_off < hl) return 0;
@@ -200,8 +201,8 @@ int ucx_sender_ready(struct ucx_comm* c) {
     c->tag = c->hello.tag;
   }
   size_t off = c->hello_off - hl;
-  if (braid_socket_recv_try(&c->ctrl, c->addr, c->hello.addrlen, &off) != ncclSuccess) {
-    ucx_fail(c, "%s before sending its UCX address", braid_socket_fail_str(c->ctrl.fail));
+  if (braid_socket_recv_try(&c->ctl.sock, c->addr, c->hello.addrlen, &off) != ncclSuccess) {
+    ucx_fail(c, "%s before sending its UCX address", braid_socket_fail_str(c->ctl.sock.fail));
     return -1;
   }
   c->hello_off = hl + off;
@@ -284,14 +285,14 @@ static ncclResult_t accept_finish(struct braid_socket* sock, struct ucx_comm** c
   c->tag = ++ucx.next_tag;
   struct ucx_hello hello = {UCX_MSG_MAGIC, (uint32_t)ucx.address_len, c->tag};
   int64_t deadline = braid_socket_deadline_ms(UCX_HANDSHAKE_MS);
-  ncclResult_t res = braid_socket_send(&c->ctrl, &hello, sizeof(hello), NULL, deadline);
-  if (res == ncclSuccess) res = braid_socket_send(&c->ctrl, ucx.address, ucx.address_len, NULL, deadline);
+  ncclResult_t res = braid_socket_send(&c->ctl.sock, &hello, sizeof(hello), NULL, deadline);
+  if (res == ncclSuccess) res = braid_socket_send(&c->ctl.sock, ucx.address, ucx.address_len, NULL, deadline);
   pthread_mutex_unlock(&ucx_lock);
   if (res != ncclSuccess) {
     char a[BRAID_SOCKET_ADDR_STR_MAX];
-    BRAID_WARN("NET/UCX : the sender at %s %s before it got our address", braid_socket_addr_str(&c->ctrl.addr, a),
-               braid_socket_fail_str(c->ctrl.fail));
-    braid_socket_close(&c->ctrl);
+    BRAID_WARN("NET/UCX : the sender at %s %s before it got our address", braid_socket_addr_str(&c->ctl.sock.addr, a),
+               braid_socket_fail_str(c->ctl.sock.fail));
+    braid_socket_close(&c->ctl.sock);
     free(c);
     return res;
   }
@@ -345,7 +346,7 @@ static ncclResult_t ucx_close(void* comm) {
     request_finish(ucx.api.ep_close_nbx(c->ep, &param));
   }
   pthread_mutex_unlock(&ucx_lock);
-  braid_socket_close(&c->ctrl);
+  braid_socket_close(&c->ctl.sock);
   free(c->addr);
   free(c);
   return ncclSuccess;

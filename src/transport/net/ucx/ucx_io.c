@@ -15,51 +15,6 @@
 #include "base/check.h"
 #include "transport/net/ucx/ucx.h"
 
-/* ---- the control socket -------------------------------------------------------------------- */
-
-/* Receiver: read what the sender said since (goodbye, abort notice, EOF, garbage). */
-static void ctrl_read(struct ucx_comm* c) {
-  while (!c->failed && !c->bye) {
-    if (braid_socket_recv_try(&c->ctrl, &c->in, sizeof(c->in), &c->in_off) != ncclSuccess) {
-      ucx_fail(c, "%s", braid_socket_fail_str(c->ctrl.fail));
-      return;
-    }
-    if (c->in_off < sizeof(c->in)) return;
-    c->in_off = 0;
-    if (c->in.magic != UCX_MSG_MAGIC || (c->in.tag != UCX_TAG_BYE && c->in.tag != UCX_TAG_ABORT)) {
-      ucx_fail(c, "sent garbage on the control socket (0x%08x %d, expected magic 0x%08x)", c->in.magic, c->in.tag,
-               UCX_MSG_MAGIC);
-      return;
-    }
-    if (c->in.tag == UCX_TAG_ABORT) {
-      c->peer_aborted = 1;
-      c->abort_code = (int)c->in.value;
-      ucx_fail(c, "sent an abort notice (code %d)", c->abort_code);
-      return;
-    }
-    c->bye = 1;
-    c->bye_msgs = c->in.value;
-  }
-}
-
-/* Look at the control socket (at most every UCX_CTRL_CHECK_NS unless `now_too`). */
-static void ctrl_check(struct ucx_comm* c, int now_too) {
-  int64_t now = braid_socket_clock_ns();
-  if (!now_too && now - c->ctrl_checked < UCX_CTRL_CHECK_NS) return;
-  c->ctrl_checked = now;
-  if (c->is_send) {
-    int closed = 0;
-    if (braid_socket_peer_closed(&c->ctrl, &closed) == ncclSuccess && closed)
-      ucx_fail(c, "closed the connection (the receiver is gone)");
-    return;
-  }
-  ctrl_read(c);
-  if (!c->failed && c->bye && c->posted_msgs >= c->bye_msgs) {
-    c->closed_by_peer = 1;
-    ucx_fail(c, "closed the connection");
-  }
-}
-
 /* ---- requests ------------------------------------------------------------------------------ */
 
 static struct ucx_req* req_new(struct ucx_comm* c) {
@@ -104,7 +59,7 @@ ncclResult_t ucx_isend(void* comm, void* data, size_t size, int tag, void* mhand
   ncclResult_t res = ncclSuccess;
   *request = NULL;
   pthread_mutex_lock(&ucx_lock);
-  if (c->failed || (res = send_ready(c)) != ncclSuccess) {
+  if (c->ctl.failed || (res = send_ready(c)) != ncclSuccess) {
     res = ncclRemoteError;
     goto out;
   }
@@ -119,7 +74,7 @@ ncclResult_t ucx_isend(void* comm, void* data, size_t size, int tag, void* mhand
     c->req_tail--;
     goto out;
   }
-  c->posted_msgs++;
+  c->ctl.posted_msgs++;
   *request = r;
 out:
   pthread_mutex_unlock(&ucx_lock);
@@ -135,7 +90,7 @@ ncclResult_t ucx_irecv(void* comm, int n, void** data, size_t* sizes, int* tags,
     return ncclInvalidArgument;
   }
   pthread_mutex_lock(&ucx_lock);
-  if (c->failed) {
+  if (c->ctl.failed) {
     res = ncclRemoteError;
     goto out;
   }
@@ -202,17 +157,17 @@ ncclResult_t ucx_test(void* request, int* done, size_t* sizes) {
     st = req_poll(r, &got, &res);
   }
   if (st == 0) {
-    ctrl_check(c, 0);
-    if (c->failed) res = ncclRemoteError;
+    braid_net_ctrl_check(&c->ctl, 0);
+    if (c->ctl.failed) res = ncclRemoteError;
   }
   /* A receiver looks at the control socket with every message too: garbage or an abort notice
    * the sender wrote before this message fails it (the stream is not to be trusted). */
   if (st == 1 && !c->is_send) {
-    ctrl_read(c);
-    if (c->failed) st = -1, res = ncclRemoteError;
+    braid_net_ctrl_read(&c->ctl);
+    if (c->ctl.failed) st = -1, res = ncclRemoteError;
   }
   if (st == 1) {
-    if (!c->is_send) c->posted_msgs++;
+    if (!c->is_send) c->ctl.posted_msgs++;
     r->used = 0;
     while (c->req_head < c->req_tail && !c->reqs[c->req_head % BRAID_NET_MAX_REQUESTS].used) c->req_head++;
     *done = 1;
@@ -250,9 +205,9 @@ ncclResult_t ucx_wait_fds(void* comm, struct pollfd* fds, int max, int* n_p) {
   ncclResult_t res = ncclSuccess;
   int n = 0;
   pthread_mutex_lock(&ucx_lock);
-  if (!c->failed && c->is_send && c->ep == NULL) {
-    fds[n++] = (struct pollfd){.fd = c->ctrl.fd, .events = POLLIN}; /* the receiver's hello */
-  } else if (!c->failed && max >= 2) {
+  if (!c->ctl.failed && c->is_send && c->ep == NULL) {
+    fds[n++] = (struct pollfd){.fd = c->ctl.sock.fd, .events = POLLIN}; /* the receiver's hello */
+  } else if (!c->ctl.failed && max >= 2) {
     ucs_status_t s = UCS_ERR_BUSY;
     for (int i = 0; i < 4 && s == UCS_ERR_BUSY; i++) {
       while (ucx.api.worker_progress(ucx.worker) != 0) {
@@ -261,7 +216,7 @@ ncclResult_t ucx_wait_fds(void* comm, struct pollfd* fds, int max, int* n_p) {
     }
     if (s == UCS_OK) {
       fds[n++] = (struct pollfd){.fd = ucx.efd, .events = POLLIN};
-      fds[n++] = (struct pollfd){.fd = c->ctrl.fd, .events = POLLIN};
+      fds[n++] = (struct pollfd){.fd = c->ctl.sock.fd, .events = POLLIN};
     } else {
       res = ncclInProgress;
     }
@@ -273,37 +228,29 @@ ncclResult_t ucx_wait_fds(void* comm, struct pollfd* fds, int max, int* n_p) {
 
 ncclResult_t ucx_get_status(void* comm, struct braid_net_status* st) {
   struct ucx_comm* c = comm;
-  memset(st, 0, sizeof(*st));
   pthread_mutex_lock(&ucx_lock);
-  st->failed = c->failed;
-  st->closedByPeer = c->closed_by_peer;
-  st->peerAborted = c->peer_aborted;
-  st->abortCode = c->abort_code;
-  snprintf(st->reason, sizeof(st->reason), "%s", c->reason);
+  braid_net_ctrl_status(&c->ctl, st);
   pthread_mutex_unlock(&ucx_lock);
   return ncclSuccess;
 }
 
 /* ---- the sender's last word ---------------------------------------------------------------- */
 
-static void ctrl_say(struct ucx_comm* c, int tag, uint64_t value, int ms) {
-  struct ucx_ctrl_msg m = {UCX_MSG_MAGIC, tag, value};
-  (void)braid_socket_send(&c->ctrl, &m, sizeof(m), NULL, braid_socket_deadline_ms(ms));
-}
-
 ncclResult_t ucx_finish_send(void* comm) {
   struct ucx_comm* c = comm;
   pthread_mutex_lock(&ucx_lock);
-  int ok = !c->failed;
-  uint64_t msgs = c->posted_msgs;
+  int ok = !c->ctl.failed;
+  uint64_t msgs = c->ctl.posted_msgs;
   pthread_mutex_unlock(&ucx_lock);
-  if (ok) ctrl_say(c, UCX_TAG_BYE, msgs, 2000); /* best effort: without it the receiver reports a failure */
+  if (ok)
+    braid_net_ctrl_say(&c->ctl, BRAID_NET_CTRL_BYE, msgs,
+                       2000); /* best effort: without it the receiver reports a failure */
   return ncclSuccess;
 }
 
 ncclResult_t ucx_abort_send(void* comm, int code) {
   struct ucx_comm* c = comm;
-  ctrl_say(c, UCX_TAG_ABORT, (uint64_t)(code > 0 ? code : 0), 200);
+  braid_net_ctrl_say(&c->ctl, BRAID_NET_CTRL_ABORT, (uint64_t)(code > 0 ? code : 0), 200);
   return ncclSuccess;
 }
 

@@ -150,17 +150,6 @@ void ucx_worker_put(void) {
   worker_destroy();
 }
 
-ncclResult_t ucx_fail(struct ucx_comm* c, const char* fmt, ...) {
-  if (!c->failed) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
-    va_end(ap);
-    c->failed = 1;
-  }
-  return ncclRemoteError;
-}
-
 ncclResult_t ucx_fail_status(struct ucx_comm* c, ucs_status_t s, const char* what) {
   switch (s) {
     case UCS_ERR_CONNECTION_RESET:

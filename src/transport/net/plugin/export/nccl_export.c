@@ -1,13 +1,14 @@
 /*
  * nccl_export.c - libnccl-net-braid.so: braid's Socket network under NCCL's net plugin ABI
- * (ncclNetPlugin_v11 and _v10, and the older v9 .. v6 for NCCL 2.12+; nccl_net_abi.h), for
+ * (ncclNetPlugin_v12 for NCCL 2.30, _v11 and _v10, and the older v9 .. v6 for NCCL 2.12+;
+ * nccl_net_abi.h), for
  * NCCL and for braid's own adapter
  * (nccl_adapt.c: loading this library is the adapter's end-to-end test). Built by the
  * Makefile from this file and libnccl_static.a, never into libnccl.so.2; exports only the
  * tables and braidNetExt_v1 (src/transport/net/plugin/export/exports.map).
  *
  * The network is named "BraidSocket" (not NCCL's "Socket": NCCL_NET can pick either).
- *   v11: init makes one Socket context per communicator; its secret (the handshake every
+ *   v12, v11: init makes one Socket context per communicator; its secret (the handshake every
  *        connection opens with) is the communicator's id, so strangers are dropped as in braid.
  *   v10 .. v6: no per-communicator context exists in those ABIs: one process-wide context
  *        whose secret is a constant, so such a connection is told apart by its handle only.
@@ -86,6 +87,16 @@ static ncclResult_t x_props_v11(int dev, struct nccl_net_props_v11* p) {
   BRAID_CHECK(S->getProperties(dev, &b));
   FILL_PROPS(p, b, dev);
   p->maxMultiRequestSize = 1;
+  return ncclSuccess;
+}
+
+/* v12: a longer vProps; no rail or plane known (a socket's interface has neither). */
+static ncclResult_t x_props_v12(int dev, struct nccl_net_props_v12* p) {
+  struct braid_net_props b;
+  BRAID_CHECK(S->getProperties(dev, &b));
+  FILL_PROPS(p, b, dev);
+  p->maxMultiRequestSize = 1;
+  p->railId = p->planeId = NCCL_ABI_NET_ID_UNDEF;
   return ncclSuccess;
 }
 
@@ -234,6 +245,9 @@ static ncclResult_t x_make_vdevice(int* d, struct nccl_net_vprops* props) {
   BRAID_WARN("NET/" EXPORT_NAME " : makeVDevice: this network does not merge devices (NCCL_NET_MERGE_LEVEL=LOC)");
   return ncclInvalidUsage;
 }
+static ncclResult_t x_make_vdevice_v12(int* d, struct nccl_net_vprops_v12* props) {
+  return x_make_vdevice(d, NULL);
+}
 /* Hints about the traffic to come: the Socket network has nothing to tune. */
 static ncclResult_t x_set_net_attr(void* ctx, struct nccl_net_attr_v11* attr) {
   return ncclSuccess;
@@ -282,6 +296,31 @@ static ncclResult_t x_close_recv(void* comm) {
 static ncclResult_t x_close_listen(void* comm) {
   return S->closeListen(comm);
 }
+
+EXPORT const struct nccl_net_v12 ncclNetPlugin_v12 = {
+    .name = EXPORT_NAME,
+    .init = x_init_v11,
+    .devices = x_devices,
+    .getProperties = x_props_v12,
+    .listen = x_listen_v11,
+    .connect = x_connect_v11,
+    .accept = x_accept,
+    .regMr = x_reg_mr,
+    .regMrDmaBuf = x_reg_mr_dmabuf,
+    .deregMr = x_dereg_mr,
+    .isend = x_isend,
+    .irecv = x_irecv,
+    .iflush = x_iflush,
+    .test = x_test,
+    .closeSend = x_close_send,
+    .closeRecv = x_close_recv,
+    .closeListen = x_close_listen,
+    .getDeviceMr = x_get_device_mr,
+    .irecvConsumed = x_irecv_consumed,
+    .makeVDevice = x_make_vdevice_v12,
+    .finalize = x_finalize,
+    .setNetAttr = x_set_net_attr,
+};
 
 EXPORT const struct nccl_net_v11 ncclNetPlugin_v11 = {
     .name = EXPORT_NAME,

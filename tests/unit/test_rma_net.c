@@ -1,0 +1,297 @@
+/*
+ * test_rma_net.c - one-sided operations between fake nodes (NCCL_HOSTID per process, loopback)
+ * over every net plugin the collectives use (Socket, UCX when built, IB over tests/ibemu):
+ * ncclPutSignal / ncclSignal ride the network transport's one-sided channels
+ * (transport/net/net_rma.c, core/sym/remote.c).
+ *   data:    4 ranks on 2 nodes (every rank has local and remote peers); each rank sends
+ *            every other rank puts of 0 B .. 4 MiB + 13 at odd offsets (fragment boundaries
+ *            included), then one signal on another index; the target waits for that signal
+ *            alone and then finds every put's data (a put lands before a later signal), then
+ *            consumes the puts' own signals; three rounds, two contexts;
+ *   kill:    2 nodes; rank 1 is killed while it puts 4 MiB messages to rank 0 in a loop:
+ *            rank 0, waiting for signals that never all come, fails naming rank 1 (no hang);
+ *            and the other way: rank 0 puts to rank 1 while rank 1 dies;
+ *   timeout: BRAID_TIMEOUT=2: a wait for a signal never sent fails naming the origin; a last
+ *            signal whose origin destroys its communicator at once still arrives;
+ *   before:  ncclSignal to a remote rank before any window registration: ncclInvalidUsage.
+ */
+#include <check.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/param.h"
+#include "harness.h"
+#include "nccl.h"
+
+#define NELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define HARNESS_TIMEOUT_S 150
+
+struct plugin {
+  const char* name;
+  int ib;
+  const char* kill_full_only; /* non-NULL: kill cases only with BRAID_TEST_TIER=full, and why */
+};
+static const struct plugin plugins[] = {
+    {"Socket", 0, NULL},
+#if BRAID_UCX_BUILT
+    /* as test_net.c: UCX 1.13.1 sometimes aborts a survivor after a peer's kill -9 */
+    {"UCX", 0, "UCX 1.13 may abort a survivor in ucp_rndv_receive after a peer's kill -9"},
+#endif
+#if BRAID_IB_BUILT
+    {"IB", 1, NULL},
+#endif
+};
+#define NPLUGINS NELEMS(plugins)
+
+static void use_plugin(int p) {
+  setenv("NCCL_NET", plugins[p].name, 1);
+  if (plugins[p].ib) { /* the emulator next to the runner (BUILD/bin/../lib), as test_net.c */
+    char exe[PATH_MAX], lib[PATH_MAX + 64];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[len > 0 ? len : 0] = '\0';
+    snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
+    setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
+    setenv("IBEMU_DEVICES", "mlx5_0:1:ib", 1);
+  }
+  braid_param_reload();
+}
+
+static void fake_node(const struct harness_rank* r, int per_node) {
+  char id[48];
+  snprintf(id, sizeof(id), "braid-rma-node-%d", r->rank / per_node);
+  setenv("NCCL_HOSTID", id, 1);
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  braid_param_reload();
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- data and ordering --------------------------------------------------------------------- */
+
+/* Put sizes: empty, tiny, around a fragment (256 KiB frame - 64 B header) and several MiB. */
+static const size_t put_sizes[] = {0, 1, 3, 4095, 65537, 262080, 262081, 262144, 1048583, 4194317};
+#define NPUTS NELEMS(put_sizes)
+#define REGION (6u << 20) /* per origin in each target window: every put of a round, odd offsets */
+
+static size_t put_offset(int i) {
+  size_t off = 1; /* misaligned */
+  for (int k = 0; k < i; k++) off += put_sizes[k] + 7;
+  return off;
+}
+
+static unsigned char pattern(int origin, int target, int round, int i, size_t j) {
+  return (unsigned char)(origin * 37 + target * 11 + round * 5 + i * 3 + j % 251);
+}
+
+static int body_data(struct harness_rank* r) {
+  ncclComm_t comm;
+  ncclWindow_t win;
+  int n = r->nranks;
+  fake_node(r, 2);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.numRmaCtx = 2;
+  RCHECK(r, ncclCommInitRankConfig(&comm, n, r->id, r->rank, &cfg));
+  size_t wbytes = (size_t)n * REGION;
+  unsigned char* wbuf = NULL;
+  RCHECK(r, ncclMemAlloc((void**)&wbuf, wbytes));
+  memset(wbuf, 0, wbytes);
+  unsigned char* src = malloc(REGION);
+  REXPECT(r, src != NULL, "out of memory");
+  RCHECK(r, ncclCommWindowRegister(comm, wbuf, wbytes, &win, 0));
+  for (int round = 0; round < 3; round++) {
+    int ctx = round % 2;
+    for (int k = 1; k < n; k++) {
+      int peer = (r->rank + k) % n;
+      for (int i = 0; i < NPUTS; i++) {
+        for (size_t j = 0; j < put_sizes[i]; j++) src[j] = pattern(r->rank, peer, round, i, j);
+        RCHECK(r, ncclPutSignal(src, put_sizes[i], ncclUint8, peer, win, (size_t)r->rank * REGION + put_offset(i), 0,
+                                ctx, 0, comm, NULL));
+      }
+      RCHECK(r, ncclSignal(peer, 1, ctx, 0, comm, NULL));
+    }
+    for (int k = 1; k < n; k++) {
+      int origin = (r->rank + n - k) % n;
+      ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = origin, .sigIdx = 1, .ctx = ctx};
+      RCHECK(r, ncclWaitSignal(1, &d, comm, NULL)); /* the later signal only: the puts are in */
+      const unsigned char* reg = wbuf + (size_t)origin * REGION;
+      for (int i = 0; i < NPUTS; i++)
+        for (size_t j = 0; j < put_sizes[i]; j++)
+          REXPECT(r, reg[put_offset(i) + j] == pattern(origin, r->rank, round, i, j),
+                  "round %d: put %d (%zu B) from rank %d: byte %zu is %u, expected %u", round, i, put_sizes[i], origin,
+                  j, reg[put_offset(i) + j], pattern(origin, r->rank, round, i, j));
+      d.opCnt = NPUTS;
+      d.sigIdx = 0;
+      RCHECK(r, ncclWaitSignal(1, &d, comm, NULL));
+    }
+    /* Nobody overwrites a region its target is still checking. */
+    RCHECK(r, ncclAllReduce(src, src, 1, ncclUint8, ncclMax, comm, NULL));
+  }
+  uint64_t susp = 0;
+  RCHECK(r, ncclCommMemStats(comm, ncclStatGpuMemSuspend, &susp));
+  REXPECT(r, susp >= 2u * 6u * (256u << 10), "suspendable bytes %llu do not count the one-sided buffers",
+          (unsigned long long)susp);
+  RCHECK(r, ncclCommWindowDeregister(comm, win));
+  RCHECK(r, ncclCommDestroy(comm));
+  RCHECK(r, ncclMemFree(wbuf));
+  free(src);
+  return 0;
+}
+
+START_TEST(test_data) {
+  use_plugin(_i);
+  ck_assert_msg(harness_run(4, HARNESS_PROCS, body_data, NULL, HARNESS_TIMEOUT_S) == 0, "puts over %s",
+                plugins[_i].name);
+}
+END_TEST
+
+/* ---- a peer killed mid-put ------------------------------------------------------------------- */
+
+#define KILL_BYTES (4u << 20)
+
+static void* suicide(void* arg) {
+  usleep(200 * 1000);
+  raise(SIGKILL);
+  return NULL;
+}
+
+/* victim_puts: the victim puts to the survivor (which waits); else the survivor puts to it. */
+static int body_kill(struct harness_rank* r) {
+  int victim_puts = *(int*)r->arg, victim = 1, other = 1 - r->rank;
+  ncclComm_t comm;
+  ncclWindow_t win;
+  fake_node(r, 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  void* wbuf = NULL;
+  RCHECK(r, ncclMemAlloc(&wbuf, KILL_BYTES));
+  void* src = calloc(1, KILL_BYTES);
+  REXPECT(r, src != NULL, "out of memory");
+  RCHECK(r, ncclCommWindowRegister(comm, wbuf, KILL_BYTES, &win, 0));
+  ncclResult_t res = ncclSuccess;
+  double t0 = now_s();
+  if (r->rank == victim) {
+    pthread_t t;
+    pthread_create(&t, NULL, suicide, NULL);
+    for (;;) {
+      if (victim_puts)
+        ncclPutSignal(src, KILL_BYTES, ncclUint8, other, win, 0, 0, 0, 0, comm, NULL);
+      else
+        usleep(1000);
+    }
+  }
+  if (victim_puts) {
+    ncclWaitSignalDesc_t d = {.opCnt = 1 << 30, .peer = victim, .sigIdx = 0, .ctx = 0};
+    res = ncclWaitSignal(1, &d, comm, NULL);
+  } else {
+    for (int i = 0; i < 1000000 && res == ncclSuccess; i++)
+      res = ncclPutSignal(src, KILL_BYTES, ncclUint8, victim, win, 0, 0, 0, 0, comm, NULL);
+  }
+  double took = now_s() - t0;
+  const char* msg = ncclGetLastError(comm);
+  REXPECT(r, res == ncclRemoteError, "%s with rank 1 killed returned %d (%s), expected ncclRemoteError",
+          victim_puts ? "ncclWaitSignal" : "ncclPutSignal", (int)res, ncclGetErrorString(res));
+  REXPECT(r, strstr(msg, "rank 1 (host") != NULL, "the error does not name rank 1: %s", msg);
+  REXPECT(r, took < 60.0, "it took %.1f s to fail", took);
+  RCHECK(r, ncclCommAbort(comm));
+  free(src);
+  return 0;
+}
+
+/* The plugins whose kill cases this tier registers (a case not run is not registered). */
+static int kill_plugins[NPLUGINS];
+
+START_TEST(test_kill) {
+  static const int victim_puts[2] = {1, 0};
+  int p = kill_plugins[_i / 2];
+  use_plugin(p);
+  int failed = harness_run(2, HARNESS_PROCS, body_kill, (void*)&victim_puts[_i % 2], HARNESS_TIMEOUT_S);
+  ck_assert_msg(failed == 1, "kill over %s (%s): %d processes failed, only the victim should", plugins[p].name,
+                victim_puts[_i % 2] ? "victim puts" : "survivor puts", failed);
+}
+END_TEST
+
+/* ---- timeout, and a signal before any window --------------------------------------------------- */
+
+static int body_timeout(struct harness_rank* r) {
+  ncclComm_t comm;
+  ncclWindow_t win;
+  fake_node(r, 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  ncclResult_t early = ncclSignal(1 - r->rank, 0, 0, 0, comm, NULL);
+  REXPECT(r, early == ncclInvalidUsage, "ncclSignal before any window returned %d", (int)early);
+  REXPECT(r, strstr(ncclGetLastError(comm), "ncclCommWindowRegister") != NULL, "unclear error: %s",
+          ncclGetLastError(comm));
+  void* wbuf = NULL;
+  RCHECK(r, ncclMemAlloc(&wbuf, 4096));
+  RCHECK(r, ncclCommWindowRegister(comm, wbuf, 4096, &win, 0));
+  if (r->rank == 0) {
+    /* Rank 0 alone, for this wait only: rank 1's all-reduce below waits for rank 0 meanwhile. */
+    setenv("BRAID_TIMEOUT", "2", 1);
+    braid_param_reload();
+    ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = 1, .sigIdx = 3, .ctx = 0};
+    double t0 = now_s();
+    ncclResult_t res = ncclWaitSignal(1, &d, comm, NULL);
+    double took = now_s() - t0;
+    REXPECT(r, res == ncclSystemError, "a wait for a signal never sent returned %d", (int)res);
+    REXPECT(r, strstr(ncclGetLastError(comm), "from rank 1") != NULL, "the error does not name rank 1: %s",
+            ncclGetLastError(comm));
+    unsetenv("BRAID_TIMEOUT");
+    braid_param_reload();
+    REXPECT(r, took > 1.5, "the wait failed after %.1f s, before BRAID_TIMEOUT=2", took);
+  }
+  int x = 0;
+  RCHECK(r, ncclAllReduce(&x, &x, 1, ncclInt, ncclSum, comm, NULL)); /* rank 1 waits for rank 0 here */
+  /* A last signal, then the origin's communicator goes at once: the signal still counts. */
+  ncclWaitSignalDesc_t last = {.opCnt = 1, .peer = 1, .sigIdx = 4, .ctx = 0};
+  if (r->rank == 1) RCHECK(r, ncclSignal(0, 4, 0, 0, comm, NULL));
+  RCHECK(r, ncclCommWindowDeregister(comm, win));
+  if (r->rank == 1) RCHECK(r, ncclCommDestroy(comm));
+  if (r->rank == 1) return ncclMemFree(wbuf) == ncclSuccess ? 0 : 1;
+  RCHECK(r, ncclWaitSignal(1, &last, comm, NULL));
+  RCHECK(r, ncclCommDestroy(comm));
+  RCHECK(r, ncclMemFree(wbuf));
+  return 0;
+}
+
+START_TEST(test_timeout) {
+  use_plugin(_i);
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+Suite* rma_net_suite(void) {
+  Suite* s = suite_create("rma_net");
+  TCase* tc = tcase_create("data");
+  tcase_set_timeout(tc, 300);
+  tcase_add_loop_test(tc, test_data, 0, NPLUGINS);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("kill");
+  tcase_set_timeout(tc, 300);
+  const char* tier = getenv("BRAID_TEST_TIER");
+  int nkill = 0;
+  for (int p = 0; p < NPLUGINS; p++) {
+    if (plugins[p].kill_full_only == NULL || (tier != NULL && strcmp(tier, "full") == 0))
+      kill_plugins[nkill++] = p;
+    else
+      fprintf(stderr, "rma_net: 2 kill cases over %s not run in this tier (BRAID_TEST_TIER=full runs them): %s\n",
+              plugins[p].name, plugins[p].kill_full_only);
+  }
+  tcase_add_loop_test(tc, test_kill, 0, 2 * nkill);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("timeout");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_timeout, 0, NPLUGINS);
+  suite_add_tcase(s, tc);
+  return s;
+}
