@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,52 @@ struct shm_blob {
   size_t bytes;
   char name[96];       /* other process: the segment to map */
   uint32_t direct_min; /* send steps from this size by pointer; 0: never (cma.h) */
+  uint64_t local_id;   /* same process: the FIFO's entry in the untaken list */
 };
+
+/* Same-process FIFOs a receiver made that no sender has taken yet. A sender takes its
+ * reference only through this list (under its lock), so a receiver that gives up before the
+ * sender's acknowledgement (shm_recv_free, not connected) knows whether the sender's reference
+ * is still its to drop, and a sender that comes late finds nothing rather than freed memory. */
+struct shm_untaken {
+  struct shm_untaken* next;
+  uint64_t id;
+  const void* base;
+};
+static pthread_mutex_t untaken_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shm_untaken* untaken;
+static uint64_t untaken_next_id = 1;
+
+static ncclResult_t untaken_add(const void* base, uint64_t* id) {
+  struct shm_untaken* u = calloc(1, sizeof(*u));
+  if (u == NULL) {
+    BRAID_WARN("Failed to allocate the bookkeeping of a connection FIFO");
+    return ncclSystemError;
+  }
+  pthread_mutex_lock(&untaken_mu);
+  u->id = *id = untaken_next_id++;
+  u->base = base;
+  u->next = untaken;
+  untaken = u;
+  pthread_mutex_unlock(&untaken_mu);
+  return ncclSuccess;
+}
+
+/* Remove the entry (by id, or by base when id is 0): 1 if it was there. */
+static int untaken_remove(uint64_t id, const void* base) {
+  int found = 0;
+  pthread_mutex_lock(&untaken_mu);
+  for (struct shm_untaken** p = &untaken; *p != NULL; p = &(*p)->next) {
+    struct shm_untaken* u = *p;
+    if ((id != 0 && u->id != id) || u->base != base) continue;
+    *p = u->next;
+    free(u);
+    found = 1;
+    break;
+  }
+  pthread_mutex_unlock(&untaken_mu);
+  return found;
+}
 
 /* Per-side state. */
 struct shm_res {
@@ -194,6 +240,11 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     }
     memset(r->base, 0, r->bytes);
     atomic_store(&((struct shm_header*)r->base)->refs, 2);
+    res = untaken_add(r->base, &blob->local_id);
+    if (res != ncclSuccess) {
+      free(r->base);
+      goto err_free_res;
+    }
   } else {
     snprintf(r->name, sizeof(r->name), "/braid-%d-%llx-%d-%d-%d-%u", (int)getpid(), (unsigned long long)t->comm_hash,
              t->rank, peer, channel, atomic_fetch_add(&counter, 1));
@@ -218,7 +269,9 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
   } else {
     r->registered = registered;
   }
+  uint64_t local_id = blob->local_id;
   memset(blob, 0, sizeof(*blob));
+  blob->local_id = local_id;
   blob->pid_hash = t->peers[t->rank].pid_hash;
   blob->ptr = r->base;
   blob->dptr = registered ? dbase : NULL;
@@ -239,6 +292,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
   return ncclSuccess;
 err_release:
   if (r->same_process) {
+    untaken_remove(blob->local_id, r->base);
     free(r->base);
   } else {
     munmap(r->base, r->bytes);
@@ -275,6 +329,14 @@ static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct
           "FIFO for the device",
           t->rank, t->cuda_dev);
       res = ncclInternalError;
+      goto err_free_res;
+    }
+    if (!untaken_remove(blob->local_id, blob->ptr)) { /* this side's reference is taken here */
+      BRAID_WARN(
+          "Rank %d: the receiving end of a shared-memory connection in this process gave up on it before "
+          "this rank connected",
+          t->rank);
+      res = ncclRemoteError;
       goto err_free_res;
     }
   } else {
@@ -334,10 +396,13 @@ static void shm_free(struct braid_connector* c) {
   c->res = NULL;
 }
 
-/* A same-process FIFO whose peer never connected still holds the peer's reference. */
+/* A same-process FIFO no sender took still holds the sender's reference: drop it too (the
+ * untaken list decides; "not connected" alone does not: the sender may have taken it and
+ * failed, or this side may have given up waiting for its acknowledgement). */
 static void shm_recv_free(struct braid_connector* c) {
   struct shm_res* r = c->res;
-  if (r != NULL && r->same_process && !c->connected) atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1);
+  if (r != NULL && r->same_process && !c->connected && untaken_remove(0, r->base))
+    atomic_fetch_sub(&((struct shm_header*)r->base)->refs, 1);
   shm_free(c);
 }
 

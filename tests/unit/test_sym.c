@@ -440,9 +440,9 @@ static int body_resume_absent(struct harness_rank* r) {
 }
 
 START_TEST(test_resume_absent) {
-  /* Not as threads yet: a failed resume there frees a same-process shm FIFO its peer thread
-   * still maps (transport/shm.c shm_recv_free: "not connected" is taken for "never mapped"). */
-  static const int modes[] = {SYM_PROCS, SYM_FAKE_NODES};
+  /* As threads too: a failed resume there once freed a same-process shm FIFO its peer thread
+   * still mapped (transport/shm.c shm_recv_free took "not connected" for "never taken"). */
+  static const int modes[] = {SYM_PROCS, SYM_FAKE_NODES, SYM_THREADS};
   int mode = modes[_i];
   int* done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert(done != MAP_FAILED);
@@ -471,7 +471,7 @@ Suite* sym_suite(void) {
   tc = tcase_create("suspend");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
   tcase_add_loop_test(tc, test_suspend, 0, SYM_NMODES);
-  tcase_add_loop_test(tc, test_resume_absent, 0, 2);
+  tcase_add_loop_test(tc, test_resume_absent, 0, 3);
   suite_add_tcase(s, tc);
   tc = tcase_create("grow");
   tcase_set_timeout(tc, TCASE_TIMEOUT_S);
