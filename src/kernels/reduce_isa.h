@@ -44,6 +44,9 @@ int64_t braid_reduce_stream_threshold(void);
 void braid_reduce_stream_reset(void); /* tests: read BRAID_STREAM_BYTES again */
 void braid_reduce_stream_open(void* out, size_t bytes, int esize);
 void braid_reduce_stream_close(void);
+/* 1: this thread's next reductions write through the cache even inside the window (an output
+ * the peer reads next); 0: the window applies again. */
+void braid_reduce_stream_hold(int on);
 /* The element size when dst0 (n elements of op's type) is in this thread's window, else 0. */
 int braid_reduce_stream_take(const struct braid_redop* op, const void* dst0, size_t n);
 /* fn's result computed block by block in L1 and written to dst0 with non-temporal stores

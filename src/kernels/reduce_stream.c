@@ -32,6 +32,7 @@
 static __thread struct {
   const char *lo, *hi; /* the window; hi == NULL: closed */
   int esize;
+  int hold; /* braid_reduce_stream_hold */
 } win;
 
 static int64_t threshold = -1;
@@ -77,7 +78,12 @@ void braid_reduce_stream_open(void* out, size_t bytes, int esize) {
   win.esize = esize;
 }
 
-void braid_reduce_stream_close(void) { win.hi = NULL; }
+void braid_reduce_stream_close(void) {
+  win.hi = NULL;
+  win.hold = 0;
+}
+
+void braid_reduce_stream_hold(int on) { win.hold = on; }
 
 /* dst = src, bytes of it, the 16-byte-aligned middle with non-temporal stores. */
 static void copy_nt(char* dst, const char* src, size_t bytes) {
@@ -118,6 +124,6 @@ void braid_reduce_copy_streamed(braid_reduce_copy_fn fn, int esize, const struct
 
 int braid_reduce_stream_take(const struct braid_redop* op, const void* dst0, size_t n) {
   const char* d = dst0;
-  if (win.hi == NULL || d < win.lo || d >= win.hi || n * (size_t)win.esize < STREAM_MIN_BYTES) return 0;
+  if (win.hi == NULL || win.hold || d < win.lo || d >= win.hi || n * (size_t)win.esize < STREAM_MIN_BYTES) return 0;
   return braid_dtype_size(op->dtype) == win.esize ? win.esize : 0; /* the loops' element, never another */
 }

@@ -696,6 +696,10 @@ START_TEST(test_reduce_stream_window) {
   ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 1023), 0);   /* under 4 KiB */
   ck_assert_int_eq(braid_reduce_stream_take(&f64, out, 4096), 0);   /* not the call's element */
   ck_assert_int_eq(braid_reduce_stream_take(&f32, other, 4096), 0); /* a slot, not the output */
+  braid_reduce_stream_hold(1); /* an output the peer reads next */
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
+  braid_reduce_stream_hold(0);
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 4);
   braid_reduce_stream_close();
   ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
   setenv("BRAID_STREAM_BYTES", "0", 1);
