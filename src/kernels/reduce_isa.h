@@ -52,7 +52,6 @@ int braid_reduce_stream_take(const struct braid_redop* op, const void* dst0, siz
 /* fn's result computed block by block in L1 and written to dst0 with non-temporal stores
  * (dst1, if any, gets ordinary stores); bit-identical to fn itself. */
 void braid_reduce_copy_streamed(braid_reduce_copy_fn fn, int esize, const struct braid_redop* op, void* dst0,
-                                void* dst1, const void* src0, int pre0, const void* src1, int pre1, int post,
-                                size_t n);
+                                void* dst1, const void* src0, int pre0, const void* src1, int pre1, int post, size_t n);
 
 #endif

@@ -7,14 +7,13 @@
  * stores: the output's lines are not read for ownership first and do not evict the inputs
  * from the caches. An sfence ends every streamed call, before the step publishes anything.
  */
-#include "kernels/reduce_isa.h"
-
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/debug.h"
 #include "base/param.h"
+#include "kernels/reduce_isa.h"
 #include "kernels/work.h"
 
 #if defined(__x86_64__)
@@ -62,12 +61,16 @@ int64_t braid_reduce_stream_threshold(void) {
                  set ? "BRAID_STREAM_BYTES" : "a quarter of the last-level cache");
     else
       BRAID_INFO(BRAID_LOG_INIT, "Host outputs use no non-temporal stores (%s)",
-                 !HAVE_STREAM ? "not built for this CPU" : set ? "BRAID_STREAM_BYTES=0" : "cache size unknown");
+                 !HAVE_STREAM ? "not built for this CPU"
+                 : set        ? "BRAID_STREAM_BYTES=0"
+                              : "cache size unknown");
   }
   return threshold;
 }
 
-void braid_reduce_stream_reset(void) { __atomic_store_n(&threshold, -1, __ATOMIC_RELAXED); }
+void braid_reduce_stream_reset(void) {
+  __atomic_store_n(&threshold, -1, __ATOMIC_RELAXED);
+}
 
 void braid_reduce_stream_open(void* out, size_t bytes, int esize) {
   int64_t t = braid_reduce_stream_threshold();
@@ -83,7 +86,9 @@ void braid_reduce_stream_close(void) {
   win.hold = 0;
 }
 
-void braid_reduce_stream_hold(int on) { win.hold = on; }
+void braid_reduce_stream_hold(int on) {
+  win.hold = on;
+}
 
 /* dst = src, bytes of it, the 16-byte-aligned middle with non-temporal stores. */
 static void copy_nt(char* dst, const char* src, size_t bytes) {
@@ -113,8 +118,8 @@ void braid_reduce_copy_streamed(braid_reduce_copy_fn fn, int esize, const struct
   size_t es = (size_t)esize, per = STREAM_BLOCK / es;
   for (size_t e = 0; e < n; e += per) {
     size_t m = n - e < per ? n - e : per, off = e * es;
-    fn(op, block, dst1 ? (char*)dst1 + off : NULL, (const char*)src0 + off, pre0,
-       src1 ? (const char*)src1 + off : NULL, pre1, post, m);
+    fn(op, block, dst1 ? (char*)dst1 + off : NULL, (const char*)src0 + off, pre0, src1 ? (const char*)src1 + off : NULL,
+       pre1, post, m);
     copy_nt((char*)dst0 + off, block, m * es);
   }
 #if HAVE_STREAM

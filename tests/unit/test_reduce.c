@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/param.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_isa.h"
-#include "base/param.h"
 
 /* ck_assert records every passing check (a file write); the element loops below make millions
  * of checks, so they call into Check only on failure. */
@@ -671,7 +671,9 @@ START_TEST(test_reduce_stream_identical) {
                        isnan(fdecode(t, load(y + o, t->size, (e - o) / t->size))) &&
                        isnan(fdecode(t, load(a + o, t->size, (e - o) / t->size))) &&
                        isnan(fdecode(t, load(b + o, t->size, (e - o) / t->size)));
-            ck_assert_msg(nans, "%s %s %s n=%zu off=%zu pre=%d/%d post=%d in place=%d: streamed differs at byte %zu (element ~%zu) of dst%d: %#x vs %#x",
+            ck_assert_msg(nans,
+                          "%s %s %s n=%zu off=%zu pre=%d/%d post=%d in place=%d: streamed differs at byte %zu (element "
+                          "~%zu) of dst%d: %#x vs %#x",
                           name, t->name, kind_names[kind], n, o, pre0, pre1, post, inplace, e, el, w, x[e], y[e]);
           }
       }
@@ -696,7 +698,7 @@ START_TEST(test_reduce_stream_window) {
   ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 1023), 0);   /* under 4 KiB */
   ck_assert_int_eq(braid_reduce_stream_take(&f64, out, 4096), 0);   /* not the call's element */
   ck_assert_int_eq(braid_reduce_stream_take(&f32, other, 4096), 0); /* a slot, not the output */
-  braid_reduce_stream_hold(1); /* an output the peer reads next */
+  braid_reduce_stream_hold(1);                                      /* an output the peer reads next */
   ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
   braid_reduce_stream_hold(0);
   ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 4);
