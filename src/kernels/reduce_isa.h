@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus /* direct.h's host-only part also reaches nvcc's host pass */
+extern "C" {
+#endif
+
 struct braid_redop;
 
 typedef void (*braid_reduce_copy_fn)(const struct braid_redop* op, void* dst0, void* dst1, const void* src0, int pre0,
@@ -53,5 +57,9 @@ int braid_reduce_stream_take(const struct braid_redop* op, const void* dst0, siz
  * (dst1, if any, gets ordinary stores); bit-identical to fn itself. */
 void braid_reduce_copy_streamed(braid_reduce_copy_fn fn, int esize, const struct braid_redop* op, void* dst0,
                                 void* dst1, const void* src0, int pre0, const void* src1, int pre1, int post, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
