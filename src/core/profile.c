@@ -78,11 +78,13 @@ void braid_profile_group_start(struct braid_plan* plans, int nplans, struct brai
     struct braid_plan* plan = &plans[i];
     int mask = braid_prof_mask(plan->comm->prof);
     plan->prof_group = NULL;
+    plan->prof_proxy = NULL;
     if (!(mask & GROUP_MASK)) continue;
     struct braid_prof_event g = {.type = NCCL_PROF_GROUP, .rank = plan->comm->rank};
     plan->prof_group = braid_prof_start(plan->comm->prof, &g);
     for (struct braid_task* t = tasks; t != NULL; t = t->next)
       if (t->comm == plan->comm) task_start(plan, t, mask);
+    braid_profile_proxy_queue(plan, tasks);
   }
 }
 
@@ -90,6 +92,7 @@ void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid
   /* Device mode: what was launched stops when its kernels are done (profile_done.c). */
   for (int i = 0; i < nplans && res == ncclSuccess; i++)
     if (plans[i].comm->device != NULL) braid_profile_defer(&plans[i], tasks);
+  for (int i = 0; i < nplans; i++) braid_profile_proxy_finish(&plans[i], res); /* ProxyOps end first */
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->prof_event == NULL) continue;
     braid_prof_stop(t->comm->prof, t->prof_event);

@@ -192,6 +192,31 @@ int braid_prof_version(void) {
 
 /* ---- descriptors per version --------------------------------------------------------------- */
 
+/* The proxy descriptors are alike in every version (v3+ add netPlugin); parentObj is the
+ * parent event whatever the version. */
+#define FILL_PROXY(d, e)                              \
+  do {                                                \
+    (d)->parentObj = (e)->parent_obj;                 \
+    if ((e)->type == NCCL_PROF_PROXY_OP) {            \
+      (d)->proxyOp.pid = (pid_t)(e)->pid;             \
+      (d)->proxyOp.channelId = (uint8_t)(e)->channel; \
+      (d)->proxyOp.peer = (e)->peer;                  \
+      (d)->proxyOp.nSteps = (e)->nsteps;              \
+      (d)->proxyOp.chunkSize = (e)->chunk;            \
+      (d)->proxyOp.isSend = (e)->is_send;             \
+    } else if ((e)->type == NCCL_PROF_PROXY_STEP) {   \
+      (d)->proxyStep.step = (e)->step;                \
+    }                                                 \
+  } while (0)
+#define FILL_NET(d, e)                       \
+  do {                                       \
+    if ((e)->type == NCCL_PROF_NET_PLUGIN) { \
+      (d)->netPlugin.id = (e)->net_id;       \
+      (d)->netPlugin.data = (e)->net_data;   \
+    }                                        \
+  } while (0)
+#define PROXY_TYPES (NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP | NCCL_PROF_PROXY_CTRL | NCCL_PROF_NET_PLUGIN)
+
 static void fill_v5(const struct braid_prof_event* e, struct nccl_prof_descr_v5* d) {
   d->type = (uint64_t)e->type;
   d->rank = e->rank;
@@ -323,31 +348,47 @@ static void fill_v1(const struct braid_prof* p, const struct braid_prof_event* e
 void* braid_prof_start(struct braid_prof* p, const struct braid_prof_event* e) {
   void* handle = NULL;
   ncclResult_t res;
-  if (lib_version < 5 && e->type >= NCCL_PROF_GROUP_API) return NULL; /* v5's API events: older ABIs lack them */
+  if (lib_version < 5 && e->type >= NCCL_PROF_GROUP_API) return NULL;  /* v5's API events: older ABIs lack them */
+  if (lib_version < 3 && e->type == NCCL_PROF_NET_PLUGIN) return NULL; /* v3's: v1, v2 lack it */
+  int proxy = (e->type & PROXY_TYPES) != 0;
   if (lib_version >= 5) {
     struct nccl_prof_descr_v5 d;
     memset(&d, 0, sizeof(d));
     fill_v5(e, &d);
+    if (proxy) {
+      FILL_PROXY(&d, e);
+      FILL_NET(&d, e);
+    }
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else if (lib_version == 4) {
     struct nccl_prof_descr_v4 d;
     memset(&d, 0, sizeof(d));
     fill_v4(e, &d);
+    if (proxy) {
+      FILL_PROXY(&d, e);
+      FILL_NET(&d, e);
+    }
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else if (lib_version == 3) {
     struct nccl_prof_descr_v3 d;
     memset(&d, 0, sizeof(d));
     FILL_V23(p, &d, e);
+    if (proxy) {
+      FILL_PROXY(&d, e);
+      FILL_NET(&d, e);
+    }
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else if (lib_version == 2) {
     struct nccl_prof_descr_v2 d;
     memset(&d, 0, sizeof(d));
     FILL_V23(p, &d, e);
+    if (proxy) FILL_PROXY(&d, e);
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else {
     struct nccl_prof_descr_v1 d;
     memset(&d, 0, sizeof(d));
     fill_v1(p, e, &d);
+    if (proxy) FILL_PROXY(&d, e);
     res = lib_table->startEvent(p->ctx, &handle, &d);
   }
   return res == ncclSuccess ? handle : NULL; /* a failing start is the plugin's business (NCCL: ignored) */
@@ -356,4 +397,17 @@ void* braid_prof_start(struct braid_prof* p, const struct braid_prof_event* e) {
 void braid_prof_stop(struct braid_prof* p, void* handle) {
   (void)p;
   if (handle != NULL) lib_table->stopEvent(handle);
+}
+
+void braid_prof_record(void* handle, int state, size_t trans_size, int steps, void* data) {
+  if (handle == NULL) return;
+  union nccl_prof_state_args a;
+  memset(&a, 0, sizeof(a));
+  if (state == BRAID_PROF_NET_PLUGIN_UPDATE) {
+    a.data = data;
+  } else {
+    a.proxy.transSize = trans_size; /* v4+: proxyStep.transSize, the same place */
+    a.proxy.steps = steps;
+  }
+  lib_table->recordEventState(handle, state, &a);
 }
