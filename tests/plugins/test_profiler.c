@@ -10,6 +10,7 @@
  *   BRAID_TEST_PROFILER_MASK   the activation mask it sets (default Group|Coll|P2p, and
  *                              GroupApi|CollApi|P2pApi from v5)
  *   BRAID_TEST_PROFILER_FAIL   1: init fails (ncclInternalError)
+ *   BRAID_TEST_PROFILER_SUMMARY  set: finalize prints the proxy event counts (errors always)
  */
 #include "test_profiler.h"
 
@@ -309,6 +310,11 @@ static ncclResult_t finalize(void* context) {
   pthread_mutex_lock(&lock);
   if (c->r.open != 0) error(c, "events never stopped");
   c->r.finalized = 1;
+  if (c->r.errors) /* for runs outside the unit tests (benchmarks), which read no result */
+    fprintf(stderr, "braid-test-profiler: rank %d: %d errors, the first: %s\n", c->rank, c->r.errors, c->r.first_error);
+  if (getenv("BRAID_TEST_PROFILER_SUMMARY") != NULL)
+    fprintf(stderr, "braid-test-profiler: rank %d: ProxyOp %d ProxyStep %d NetPlugin %d states %d\n", c->rank,
+            c->r.starts[3], c->r.starts[4], c->r.starts[7], c->r.proxy_states);
   while (c->kept != NULL) {
     struct event* e = c->kept;
     c->kept = e->kept;
