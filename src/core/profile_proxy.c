@@ -18,8 +18,8 @@
 #include "core/profile.h"
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
-#include "transport/progress.h"
 #include "transport/prof_op.h"
+#include "transport/progress.h"
 #include "transport/transport.h"
 
 #define OP_MASK (NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP | NCCL_PROF_NET_PLUGIN)
@@ -113,7 +113,8 @@ static uint64_t work_steps(const struct braid_work* w, const struct braid_dev_ch
   }
   if (w->nranks == 1 || w->algo == BRAID_ALGO_NVLS || w->chunk_elems == 0) return 0;
   if (w->func == BRAID_FUNC_AllReduce && w->algo == BRAID_ALGO_TREE) {
-    if (c == (is_send ? ch->tree_up_send : ch->tree_up_recv)) return *peer_p = ch->tree.up, tree_steps(w, ch, 1, is_send);
+    if (c == (is_send ? ch->tree_up_send : ch->tree_up_recv))
+      return *peer_p = ch->tree.up, tree_steps(w, ch, 1, is_send);
     for (int d = 0; d < BRAID_MAX_TREE_ARITY; d++)
       if (ch->tree.down[d] >= 0 && c == (is_send ? ch->tree_down_send[d] : ch->tree_down_recv[d]))
         return *peer_p = ch->tree.down[d], tree_steps(w, ch, 2, is_send);
@@ -166,8 +167,8 @@ static struct braid_prof_op* new_op(struct proxy_ops* q) {
 
 /* One work item on one proxied connection end. */
 static void queue_one(struct proxy_ops* q, struct braid_plan* plan, struct braid_task* tasks, struct braid_task* t,
-                      const struct braid_host_job* job, const struct braid_work* w, struct braid_conn* c,
-                      int is_send, int mask) {
+                      const struct braid_host_job* job, const struct braid_work* w, struct braid_conn* c, int is_send,
+                      int mask) {
   struct braid_connector* k = (struct braid_connector*)c; /* conn is the connector's first member */
   if (c == NULL || k->transport == NULL || k->transport->prof_push == NULL) return;
   int peer = -1;

@@ -171,6 +171,11 @@ static void check_proxy(struct ctx* c, struct event* e, struct event* parent, co
     if (d->proxyStep.step >= parent->nsteps) error(c, "ProxyStep: more steps than the op's nSteps");
     parent->steps++;
     e->is_send = parent->is_send;
+  } else if (type == NCCL_PROF_NET_PLUGIN && e->parent != NULL) {
+#if PROF_V >= 3
+    if (d->netPlugin.data == NULL || (d->netPlugin.id >> 16) == 0) error(c, "NetPlugin: no plugin id or data");
+#endif
+    c->r.net_under_sends += parent->is_send;
   }
 }
 

@@ -28,6 +28,7 @@ struct braid_test_profiler_result {
   } ops[BRAID_TEST_PROFILER_MAX_OPS];
   int proxy_states;
   long long step_bytes;
+  int net_under_sends; /* NetPlugin events under a send's ProxyStep */
 };
 
 typedef int (*braid_test_profiler_result_fn)(int rank, struct braid_test_profiler_result* out);

@@ -10,7 +10,9 @@
  * every step started and stopped under its op, numbered 0 .. nSteps-1, with the states its
  * ABI version defines (the test profiler checks them); v4+: the bytes the steps' states
  * report add up to what moved on the wire (Simple: payload only): 4 MiB per rank. Versions
- * 6, 4 (step states) and 3, 1 (op states). A ProxyOp never outlives its task: the profiler
+ * 6, 4 (step states) and 3, 1 (op states); and v6 over tests/plugins/test_netprof.c, a v10
+ * net plugin that reports a NetPlugin event per request through the adapter's callback:
+ * each nests under its ProxyStep (one per send step at least). A ProxyOp never outlives its task: the profiler
  * frees a task's event at its stop and would see a stopped parent.
  */
 #include <check.h>
@@ -58,12 +60,12 @@ static int check_ops(struct harness_rank* r, const struct braid_test_profiler_re
     REXPECT(r, res->ops[k].peer == peer && res->ops[k].channel == 0 && res->ops[k].chunk > 0,
             "v%d op %d: peer %d channel %d chunk %d", version, k, res->ops[k].peer, res->ops[k].channel,
             res->ops[k].chunk);
-    REXPECT(r, res->ops[k].parent_type == (coll ? NCCL_PROF_COLL : NCCL_PROF_P2P), "v%d op %d: parent type %d",
-            version, k, res->ops[k].parent_type);
-    size_t want = coll ? 2 * (n - 1) * div_up(BYTES, (size_t)n * res->ops[k].chunk)
-                       : div_up(BYTES, (size_t)res->ops[k].chunk);
-    REXPECT(r, res->ops[k].nsteps == (int)want, "v%d op %d (%s): nSteps %d, expected %zu for %d-byte chunks",
-            version, k, res->ops[k].is_send ? "send" : "recv", res->ops[k].nsteps, want, res->ops[k].chunk);
+    REXPECT(r, res->ops[k].parent_type == (coll ? NCCL_PROF_COLL : NCCL_PROF_P2P), "v%d op %d: parent type %d", version,
+            k, res->ops[k].parent_type);
+    size_t want =
+        coll ? 2 * (n - 1) * div_up(BYTES, (size_t)n * res->ops[k].chunk) : div_up(BYTES, (size_t)res->ops[k].chunk);
+    REXPECT(r, res->ops[k].nsteps == (int)want, "v%d op %d (%s): nSteps %d, expected %zu for %d-byte chunks", version,
+            k, res->ops[k].is_send ? "send" : "recv", res->ops[k].nsteps, want, res->ops[k].chunk);
     steps += res->ops[k].nsteps;
   }
   REXPECT(r, res->ops[0].is_send != res->ops[1].is_send && res->ops[2].is_send != res->ops[3].is_send,
@@ -75,6 +77,8 @@ static int check_ops(struct harness_rank* r, const struct braid_test_profiler_re
             version, res->step_bytes, 4 * (long long)BYTES);
   return 0;
 }
+
+static int netplugin; /* the case over tests/plugins/test_netprof.c (NetPlugin events) */
 
 static int body(struct harness_rank* r) {
   net_fake_node(r, 1);
@@ -101,19 +105,35 @@ static int body(struct harness_rank* r) {
   REXPECT(r, res.starts[1] == 1 && res.starts[2] == 2 && res.starts[3] == 4 && res.stops[3] == 4,
           "v%d: Coll %d P2p %d ProxyOp %d/%d, expected 1, 2, 4", version, res.starts[1], res.starts[2], res.starts[3],
           res.stops[3]);
-  return check_ops(r, &res);
+  if (check_ops(r, &res)) return 1;
+  if (!netplugin) return 0;
+  /* Every isend carried its step's handle (the op was queued before the step was published);
+   * a receive only when its op was queued before the irecv (they are pre-posted). */
+  int send_steps = 0;
+  for (int k = 0; k < res.nops; k++) send_steps += res.ops[k].is_send ? res.ops[k].nsteps : 0;
+  REXPECT(r, res.net_under_sends == send_steps, "NetPlugin events under send steps: %d, expected %d",
+          res.net_under_sends, send_steps);
+  REXPECT(r, res.starts[7] == res.stops[7] && res.starts[7] >= send_steps && res.starts[7] <= res.starts[4],
+          "NetPlugin events: %d started, %d stopped, for %d send steps of %d", res.starts[7], res.stops[7], send_steps,
+          res.starts[4]);
+  return 0;
 }
 
 START_TEST(test_proxy) {
-  static const int versions[] = {6, 4, 3, 1};
-  char exe[PATH_MAX];
+  static const int versions[] = {6, 4, 3, 1, 6};
+  char exe[PATH_MAX], net[PATH_MAX + 64];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   exe[n > 0 ? n : 0] = '\0';
+  const char* dir = n > 0 ? dirname(exe) : ".";
   version = versions[_i];
-  snprintf(lib, sizeof(lib), "%s/../lib/libnccl-profiler-braidtest-v%d.so", n > 0 ? dirname(exe) : ".", version);
+  netplugin = _i == 4;
+  snprintf(lib, sizeof(lib), "%s/../lib/libnccl-profiler-braidtest-v%d.so", dir, version);
+  snprintf(net, sizeof(net), "%s/../lib/libnccl-net-braidtest-prof.so", dir);
   char mask[16];
   snprintf(mask, sizeof(mask), "%d",
-           NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P | NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP);
+           NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P | NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP |
+               (netplugin ? NCCL_PROF_NET_PLUGIN : 0));
+  if (netplugin) setenv("NCCL_NET_PLUGIN", net, 1), setenv("NCCL_NET", "BraidProfProbe", 1);
   setenv("NCCL_PROFILER_PLUGIN", lib, 1);
   setenv("BRAID_TEST_PROFILER_MASK", mask, 1);
   setenv("NCCL_MAX_NCHANNELS", "1", 1);
@@ -126,8 +146,10 @@ START_TEST(test_proxy) {
   unsetenv("NCCL_PROTO");
   unsetenv("BRAID_TEST_PROFILER_MASK");
   unsetenv("NCCL_PROFILER_PLUGIN");
+  unsetenv("NCCL_NET_PLUGIN");
+  unsetenv("NCCL_NET");
   braid_param_reload();
-  ck_assert_msg(failed == 0, "v%d: %d of 2 ranks failed", version, failed);
+  ck_assert_msg(failed == 0, "v%d%s: %d of 2 ranks failed", version, netplugin ? " over a v10 net plugin" : "", failed);
 }
 END_TEST
 
@@ -135,7 +157,7 @@ Suite* profiler_proxy_suite(void) {
   Suite* s = suite_create("profiler_proxy");
   TCase* tc = tcase_create("net");
   tcase_set_timeout(tc, 240);
-  tcase_add_loop_test(tc, test_proxy, 0, 4);
+  tcase_add_loop_test(tc, test_proxy, 0, 5);
   suite_add_tcase(s, tc);
   return s;
 }

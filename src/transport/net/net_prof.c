@@ -109,8 +109,8 @@ void braid_net_prof_posted(struct net_res* r, uint64_t step, size_t size) {
     braid_prof_record(o->handle, o->is_send ? BRAID_PROF_OP_SEND_TRANSMITTED : BRAID_PROF_OP_RECV_POSTED,
                       o->bytes + (o->is_send ? size : 0), n, NULL);
   else
-    braid_prof_record(r->prof_step[slot].step, o->is_send ? BRAID_PROF_STEP_SEND_WAIT : BRAID_PROF_STEP_RECV_WAIT,
-                      size, 0, NULL);
+    braid_prof_record(r->prof_step[slot].step, o->is_send ? BRAID_PROF_STEP_SEND_WAIT : BRAID_PROF_STEP_RECV_WAIT, size,
+                      0, NULL);
 }
 
 void braid_net_prof_flushing(struct net_res* r, uint64_t step) {
