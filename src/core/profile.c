@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
+#include "transport/progress.h"
 
 int braid_profile_on;
 
@@ -30,7 +31,10 @@ static __thread struct {
 ncclResult_t braid_profile_open(struct braid_comm* comm) {
   struct braid_prof_shape s = {comm->comm_hash, comm->config.commName, comm->nnodes, comm->nranks, comm->rank};
   BRAID_CHECK(braid_prof_open(&s, &comm->prof));
-  if (comm->prof != NULL) __atomic_store_n(&braid_profile_on, 1, __ATOMIC_RELAXED);
+  if (comm->prof != NULL) {
+    __atomic_store_n(&braid_profile_on, 1, __ATOMIC_RELAXED);
+    braid_progress_ctrl_hook = braid_prof_ctrl; /* ProxyCtrl: the progress thread's sleeps */
+  }
   return ncclSuccess;
 }
 

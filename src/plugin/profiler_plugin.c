@@ -32,9 +32,15 @@ static const struct nccl_profiler_v5* lib_table; /* every version's slots after 
 struct braid_prof {
   void* ctx;
   int mask;
-  uint64_t comm_id; /* v1-v3 carry the communicator's name and hash in every event */
+  int rank;
+  struct braid_prof* next; /* the open contexts (ctx_lock), for ProxyCtrl */
+  void* ctrl_sleep;        /* the ProxyCtrl event of the progress thread's sleep, if any */
+  uint64_t comm_id;        /* v1-v3 carry the communicator's name and hash in every event */
   char comm_name[128];
 };
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_prof* ctx_list;
 
 static void prof_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
   va_list ap;
@@ -168,12 +174,24 @@ ncclResult_t braid_prof_open(const struct braid_prof_shape* s, struct braid_prof
     return ncclSuccess;
   }
   say_mask(p->mask);
+  p->rank = s->rank;
+  pthread_mutex_lock(&ctx_lock);
+  p->next = ctx_list, ctx_list = p;
+  pthread_mutex_unlock(&ctx_lock);
   *p_out = p;
   return ncclSuccess;
 }
 
 void braid_prof_close(struct braid_prof* p) {
   if (p == NULL) return;
+  pthread_mutex_lock(&ctx_lock);
+  for (struct braid_prof** q = &ctx_list; *q != NULL; q = &(*q)->next)
+    if (*q == p) {
+      *q = p->next;
+      break;
+    }
+  if (p->ctrl_sleep != NULL) lib_table->stopEvent(p->ctrl_sleep); /* the thread still sleeps */
+  pthread_mutex_unlock(&ctx_lock);
   if (p->ctx != NULL) lib_table->finalize(p->ctx);
   free(p);
 }
@@ -410,4 +428,29 @@ void braid_prof_record(void* handle, int state, size_t trans_size, int steps, vo
     a.proxy.steps = steps;
   }
   lib_table->recordEventState(handle, state, &a);
+}
+
+void braid_prof_ctrl(int what) {
+  static const int states[] = {BRAID_PROF_CTRL_IDLE, BRAID_PROF_CTRL_ACTIVE, BRAID_PROF_CTRL_SLEEP,
+                               BRAID_PROF_CTRL_WAKEUP};
+  pthread_mutex_lock(&ctx_lock);
+  for (struct braid_prof* p = ctx_list; p != NULL; p = p->next) {
+    if (what == 3) { /* wake-up: the sleep's event, if one started */
+      if (p->ctrl_sleep != NULL) {
+        braid_prof_record(p->ctrl_sleep, states[what], 0, 0, NULL);
+        lib_table->stopEvent(p->ctrl_sleep);
+        p->ctrl_sleep = NULL;
+      }
+      continue;
+    }
+    if (!(braid_prof_mask(p) & NCCL_PROF_PROXY_CTRL) || what < 0 || what > 2) continue;
+    struct braid_prof_event e = {.type = NCCL_PROF_PROXY_CTRL, .rank = p->rank};
+    void* h = braid_prof_start(p, &e);
+    braid_prof_record(h, states[what], 0, 0, NULL);
+    if (what == 2)
+      p->ctrl_sleep = h;
+    else if (h != NULL)
+      lib_table->stopEvent(h);
+  }
+  pthread_mutex_unlock(&ctx_lock);
 }

@@ -70,6 +70,10 @@ enum {
   BRAID_PROF_STEP_RECV_GPU_WAIT = 12,
   BRAID_PROF_OP_IN_PROGRESS_V4 = 19,
   BRAID_PROF_STEP_SEND_PEER_WAIT_V4 = 20,
+  BRAID_PROF_CTRL_IDLE = 13,
+  BRAID_PROF_CTRL_ACTIVE = 14,
+  BRAID_PROF_CTRL_SLEEP = 15,
+  BRAID_PROF_CTRL_WAKEUP = 16,
   BRAID_PROF_NET_PLUGIN_UPDATE = 21,
 };
 
@@ -84,6 +88,11 @@ void braid_prof_stop(struct braid_prof* p, void* handle);
 /* recordEventState on an event braid started (NULL: nothing); trans_size / steps / data fill
  * the state arguments of the version loaded (proxy: transSize, steps; netPlugin: data). */
 void braid_prof_record(void* handle, int state, size_t trans_size, int steps, void* data);
+/* ProxyCtrl (the progress thread's transitions: enum BRAID_PROGRESS_CTRL_* of
+ * transport/progress.h): an event per context whose mask asks for ProxyCtrl (a sleep lasts
+ * from its start, state Sleep, to its stop, state Wakeup; Idle / Active are events of one
+ * state). braid has one progress thread per process, so every context sees it. */
+void braid_prof_ctrl(int what);
 /* The plugin's name and ABI version, for logs and tests; NULL / 0 without one. */
 const char* braid_prof_name(void);
 int braid_prof_version(void);

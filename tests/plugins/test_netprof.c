@@ -5,13 +5,13 @@
  * every isend / irecv that came with a profiler handle, starts a NetPlugin event through the
  * init's profiler callback (plugin id NCCL_PROFILER_NET_TYPE_SOCK | 1, a socket descriptor
  * {type, fd -1, op 0 send / 1 recv, length}), updates and stops it when test() reports the
- * request done; braid's extensions (braidNetExt_v1) are the inner library's. The Makefile builds it as build/lib/libnccl-net-braidtest-prof.so;
- * tests/unit/test_profiler_proxy.c loads it through braid's adapter (NetPlugin events nest
- * under the ProxyStep that posted the request).
+ * request done; braid's extensions (braidNetExt_v1) are the inner library's. The Makefile builds it as
+ * build/lib/libnccl-net-braidtest-prof.so; tests/unit/test_profiler_proxy.c loads it through braid's adapter (NetPlugin
+ * events nest under the ProxyStep that posted the request).
  */
 #include <dlfcn.h>
-#include <limits.h>
 #include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

@@ -232,7 +232,8 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
 
 /* The states a proxy event must have seen by its stop (NCCL's numbers, profiler_plugin.h):
  * v4+ a ProxyOp InProgress (19), a send step SendWait (9), a receive step RecvGPUWait (12);
- * v1-v3 a ProxyOp SendDone (3) or RecvDone (7). A ProxyOp stops with all its steps started. */
+ * v1-v3 a ProxyOp SendDone (3) or RecvDone (7); a ProxyCtrl Idle (13) or Active (14), or Sleep
+ * (15) and Wakeup (16). A ProxyOp stops with all its steps started. */
 static void check_proxy_stop(struct ctx* c, struct event* e) {
   if (e->type == NCCL_PROF_PROXY_OP && (c->mask & NCCL_PROF_PROXY_STEP) && e->steps != e->nsteps)
     error(c, "ProxyOp stopped before all its steps started");
@@ -240,6 +241,9 @@ static void check_proxy_stop(struct ctx* c, struct event* e) {
   if (e->type == NCCL_PROF_PROXY_OP) need = PROF_V >= 4 ? 19 : (e->is_send ? 3 : 7);
   if (e->type == NCCL_PROF_PROXY_STEP && PROF_V >= 4) need = e->is_send ? 9 : 12;
   if (need && !(e->states & (1u << need))) error(c, "proxy event stopped without its state");
+  unsigned idle = 1u << 13 | 1u << 14, sleep = 1u << 15 | 1u << 16;
+  if (e->type == NCCL_PROF_PROXY_CTRL && !(e->states & idle) && (e->states & sleep) != sleep)
+    error(c, "ProxyCtrl stopped without Idle / Active, or a Sleep without its Wakeup");
 }
 
 static ncclResult_t stop_locked(struct event* e) {
@@ -267,7 +271,8 @@ static ncclResult_t stop(void* handle) {
 }
 
 /* States per version: v4+ ProxyOp InProgress only, ProxyStep 8..12 and 20 (send states on
- * sends, receive states on receives), NetPlugin 21; v1-v3 ProxyOp 0..7 (its direction's). */
+ * sends, receive states on receives), NetPlugin 21; v1-v3 ProxyOp 0..7 (its direction's);
+ * ProxyCtrl 13..18 in every version. */
 static ncclResult_t record(void* handle, int state, union nccl_prof_state_args* args) {
   struct event* e = handle;
   if (e == NULL) return ncclSuccess;
@@ -284,6 +289,8 @@ static ncclResult_t record(void* handle, int state, union nccl_prof_state_args* 
     if (ok && args != NULL) c->r.step_bytes += (long long)args->proxy.transSize * (state == 9 || state == 12);
   } else if (e->type == NCCL_PROF_NET_PLUGIN) {
     ok = state == 21;
+  } else if (e->type == NCCL_PROF_PROXY_CTRL) {
+    ok = state >= 13 && state <= 18;
   }
   if (!ok && !e->stopped) error(c, "a state the ABI does not give this event");
   if (state >= 0 && state < 32) e->states |= 1 << state;

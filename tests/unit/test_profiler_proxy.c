@@ -2,7 +2,8 @@
  * test_profiler_proxy.c - ProxyOp / ProxyStep events over the network (core/profile_proxy.c,
  * transport/net/net_prof.c): 2 ranks on 2 fake nodes (Socket over loopback, one channel, Ring,
  * Simple), each running a 1 MiB AllReduce and a group of a 1 MiB Send and Recv with the test
- * profiler of tests/plugins/test_profiler.c asking for Group, Coll, P2p, ProxyOp, ProxyStep.
+ * profiler of tests/plugins/test_profiler.c asking for Group, Coll, P2p, ProxyOp, ProxyStep,
+ * ProxyCtrl (the progress thread's idle / active, sleep / wake-up: at least one sleep).
  *
  * Per rank: one send and one receive ProxyOp under the AllReduce's Coll event, one of each
  * under the Send / Recv P2p events, peer the other rank, channel 0; nSteps as the schedules
@@ -105,6 +106,10 @@ static int body(struct harness_rank* r) {
   REXPECT(r, res.starts[1] == 1 && res.starts[2] == 2 && res.starts[3] == 4 && res.stops[3] == 4,
           "v%d: Coll %d P2p %d ProxyOp %d/%d, expected 1, 2, 4", version, res.starts[1], res.starts[2], res.starts[3],
           res.stops[3]);
+  /* The progress thread slept at least once while the communicator lived (it does whenever
+   * nothing moves: BRAID_PROXY_SPIN_US is 0); each ProxyCtrl's states the profiler checked. */
+  REXPECT(r, res.starts[5] >= 1 && res.starts[5] == res.stops[5], "v%d: ProxyCtrl %d started, %d stopped", version,
+          res.starts[5], res.stops[5]);
   if (check_ops(r, &res)) return 1;
   if (!netplugin) return 0;
   /* Every isend carried its step's handle (the op was queued before the step was published);
@@ -132,7 +137,7 @@ START_TEST(test_proxy) {
   char mask[16];
   snprintf(mask, sizeof(mask), "%d",
            NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P | NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP |
-               (netplugin ? NCCL_PROF_NET_PLUGIN : 0));
+               NCCL_PROF_PROXY_CTRL | (netplugin ? NCCL_PROF_NET_PLUGIN : 0));
   if (netplugin) setenv("NCCL_NET_PLUGIN", net, 1), setenv("NCCL_NET", "BraidProfProbe", 1);
   setenv("NCCL_PROFILER_PLUGIN", lib, 1);
   setenv("BRAID_TEST_PROFILER_MASK", mask, 1);
