@@ -286,7 +286,7 @@ static ncclResult_t record(void* handle, int state, union nccl_prof_state_args* 
     ok = PROF_V >= 4 ? state == 19 : state >= 0 && state <= 7 && send_state == e->is_send;
   } else if (e->type == NCCL_PROF_PROXY_STEP) {
     ok = PROF_V >= 4 && ((state >= 8 && state <= 12) || state == 20) && send_state == e->is_send;
-    if (ok && args != NULL) c->r.step_bytes += (long long)args->proxy.transSize * (state == 9 || state == 12);
+    if (ok && args != NULL) c->r.step_bytes += (long long)args->proxy.transSize * (state == 9 || state == 11);
   } else if (e->type == NCCL_PROF_NET_PLUGIN) {
     ok = state == 21;
   } else if (e->type == NCCL_PROF_PROXY_CTRL) {

@@ -21,7 +21,8 @@ struct braid_test_profiler_result {
   int errors;
   char first_error[160];
   /* Proxy events: each ProxyOp as it started (the first BRAID_TEST_PROFILER_MAX_OPS), the
-   * states recorded on proxy events, the bytes their step states reported (v4+: transSize). */
+   * states recorded on proxy events, the bytes their step states reported (v4+: transSize of
+   * SendWait and RecvFlushWait, as NCCL's example adds them up). */
   int nops;
   struct {
     int is_send, peer, nsteps, chunk, channel, parent_type;

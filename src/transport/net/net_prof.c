@@ -8,8 +8,11 @@
  * ProxyOp (parent: the task's Coll / P2p event), every step a ProxyStep (parent: the ProxyOp,
  * step number within the op, as NCCL counts them), and the last step done stops the ProxyOp
  * and takes it off the queue. States, as the ABI version defines them:
- *   v4+  ProxyOp: InProgress once; ProxyStep: send PeerWait (published, not posted yet),
- *        SendWait (isend posted); receive RecvWait (irecv posted), RecvFlushWait (GDR flush),
+ *   v4+  ProxyOp: InProgress once; ProxyStep, as NCCL's net proxy records them: send
+ *        SendGPUWait then SendPeerWait at once (braid's proxy sees a step only when the
+ *        executor has published it: the wait for data is not measured), SendWait (isend
+ *        posted, transSize its bytes) until done; receive RecvWait (irecv posted),
+ *        RecvFlushWait (received, transSize its bytes; with a GDR flush from its start),
  *        RecvGPUWait (handed to the executor, right before the stop: braid's receive proxy
  *        does not watch the executor consume a step).
  *   v1-3 on the ProxyOp with transSize and steps so far: SendPosted, SendTransmitted,
@@ -94,7 +97,11 @@ struct braid_net_prof_step* braid_net_prof_begin(struct net_res* r, uint64_t ste
     e.step = (int)(step - o->first);
     s->step = braid_prof_start(o->prof, &e);
   }
-  if (o->is_send && !old_abi()) braid_prof_record(s->step, BRAID_PROF_STEP_SEND_PEER_WAIT_V4, 0, 0, NULL);
+  s->flushed = 0;
+  if (o->is_send && !old_abi()) {
+    braid_prof_record(s->step, BRAID_PROF_STEP_SEND_GPU_WAIT, 0, 0, NULL);
+    braid_prof_record(s->step, BRAID_PROF_STEP_SEND_PEER_WAIT_V4, 0, 0, NULL);
+  }
   if (o->is_send && old_abi())
     braid_prof_record(o->handle, BRAID_PROF_OP_SEND_POSTED, o->bytes, (int)(step - o->first + 1), NULL);
   return s;
@@ -113,11 +120,12 @@ void braid_net_prof_posted(struct net_res* r, uint64_t step, size_t size) {
                       0, NULL);
 }
 
-void braid_net_prof_flushing(struct net_res* r, uint64_t step) {
+void braid_net_prof_flushing(struct net_res* r, uint64_t step, size_t size) {
   int slot = (int)(step % BRAID_NSTEPS);
   struct braid_prof_op* o = r->prof_step_op[slot];
   if (o == NULL || r->prof_step_no[slot] != step || old_abi()) return;
-  braid_prof_record(r->prof_step[slot].step, BRAID_PROF_STEP_RECV_FLUSH_WAIT, 0, 0, NULL);
+  braid_prof_record(r->prof_step[slot].step, BRAID_PROF_STEP_RECV_FLUSH_WAIT, size, 0, NULL);
+  r->prof_step[slot].flushed = 1;
 }
 
 void braid_net_prof_done(struct net_res* r, uint64_t step, size_t size) {
@@ -134,7 +142,8 @@ void braid_net_prof_done(struct net_res* r, uint64_t step, size_t size) {
     braid_prof_record(o->handle, BRAID_PROF_OP_RECV_RECEIVED, o->bytes, n, NULL);
     braid_prof_record(o->handle, BRAID_PROF_OP_RECV_TRANSMITTED, o->bytes, n, NULL);
   } else if (!o->is_send) {
-    braid_prof_record(s->step, BRAID_PROF_STEP_RECV_GPU_WAIT, size, 0, NULL);
+    if (!s->flushed) braid_prof_record(s->step, BRAID_PROF_STEP_RECV_FLUSH_WAIT, size, 0, NULL);
+    braid_prof_record(s->step, BRAID_PROF_STEP_RECV_GPU_WAIT, 0, 0, NULL);
   }
   braid_prof_stop(o->prof, s->step);
   s->step = NULL;

@@ -20,6 +20,7 @@ struct braid_net_prof_step {
   struct braid_prof* prof;
   void* step; /* the ProxyStep event */
   int mask, rank;
+  int flushed; /* its RecvFlushWait is recorded (GPUDirect RDMA flush) */
 };
 
 /* The step handle of the isend / irecv this thread is making (NULL: none); the NCCL adapter
@@ -32,8 +33,8 @@ extern __thread struct braid_net_prof_step* braid_net_prof_phandle;
 struct braid_net_prof_step* braid_net_prof_begin(struct net_res* r, uint64_t step);
 /* The request was posted (size: bytes of a send, the slot for a receive). */
 void braid_net_prof_posted(struct net_res* r, uint64_t step, size_t size);
-/* A receive completed and is being flushed (GPUDirect RDMA). */
-void braid_net_prof_flushing(struct net_res* r, uint64_t step);
+/* A receive of `size` bytes completed and is being flushed (GPUDirect RDMA). */
+void braid_net_prof_flushing(struct net_res* r, uint64_t step, size_t size);
 /* The step is done (sent; received and handed to the executor): its events stop, and its
  * op's ProxyOp with its last step. */
 void braid_net_prof_done(struct net_res* r, uint64_t step, size_t size);

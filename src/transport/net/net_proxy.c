@@ -196,7 +196,7 @@ static int progress_recv(struct net_res* r) {
         res = r->net->iflush(r->net_comm, 1, &data, &got, &r->mhandle, &r->flush_req);
         if (res != ncclSuccess) return conn_broke(r, res, "flushing");
         r->flush_got = got;
-        if (r->prof_head != NULL) braid_net_prof_flushing(r, r->done);
+        if (r->prof_head != NULL) braid_net_prof_flushing(r, r->done, got);
         did = 1;
       }
     }
