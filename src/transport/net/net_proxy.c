@@ -130,12 +130,13 @@ static int progress_send(struct net_res* r) {
     /* A direct step (kernels/direct.h) names its payload in user memory. */
     uint64_t ptr = r->ctrl->ptrs[slot];
     void* data = ptr != 0 ? (void*)(uintptr_t)ptr : (void*)(r->buff + (size_t)slot * r->stride);
-    if (r->prof_head != NULL) braid_net_prof_phandle = braid_net_prof_begin(r, r->posted);
+    int prof = r->prof_head != NULL; /* a profiler's op is queued (net_prof.h) */
+    if (prof) braid_net_prof_phandle = braid_net_prof_begin(r, r->posted);
     ncclResult_t res = r->net->isend(r->net_comm, data, size, 0, r->mhandle, &req);
-    braid_net_prof_phandle = NULL;
+    if (prof) braid_net_prof_phandle = NULL;
     if (res != ncclSuccess) return conn_broke(r, res, "sending");
     if (req == NULL) break;
-    if (r->prof_head != NULL) braid_net_prof_posted(r, r->posted, size);
+    if (prof) braid_net_prof_posted(r, r->posted, size);
     r->reqs[slot] = req;
     r->posted++;
     did = 1;
@@ -174,12 +175,13 @@ static int progress_recv(struct net_res* r) {
       data = (void*)(uintptr_t)r->ctrl->ptrs[slot];
       size = (size_t)r->ctrl->sizes[slot];
     }
-    if (r->prof_head != NULL) braid_net_prof_phandle = braid_net_prof_begin(r, r->posted);
+    int prof = r->prof_head != NULL; /* a profiler's op is queued (net_prof.h) */
+    if (prof) braid_net_prof_phandle = braid_net_prof_begin(r, r->posted);
     ncclResult_t res = r->net->irecv(r->net_comm, 1, &data, &size, &tag, &r->mhandle, &req);
-    braid_net_prof_phandle = NULL;
+    if (prof) braid_net_prof_phandle = NULL;
     if (res != ncclSuccess) return conn_broke(r, res, "receiving");
     if (req == NULL) break;
-    if (r->prof_head != NULL) braid_net_prof_posted(r, r->posted, size);
+    if (prof) braid_net_prof_posted(r, r->posted, size);
     r->reqs[slot] = req;
     r->posted++;
     did = 1;
