@@ -193,11 +193,17 @@ static void queue_one(struct proxy_ops* q, struct braid_plan* plan, struct braid
   k->transport->prof_push(k, op);
 }
 
-/* Every proxied connection end a channel has. */
+static int listed(struct braid_conn* const* out, int n, const struct braid_conn* c) {
+  for (int i = 0; i < n; i++)
+    if (out[i] == c) return 1;
+  return 0;
+}
+
+/* Every connection end a channel has, each once (a ring's and a p2p's may be one). */
 static int channel_conns(const struct braid_dev_channel* ch, int nranks, struct braid_conn** out, int* is_send) {
   int n = 0;
 #define ADD(c, s) \
-  if ((c) != NULL) out[n] = (c), is_send[n++] = (s)
+  if ((c) != NULL && !listed(out, n, (c))) out[n] = (c), is_send[n++] = (s)
   ADD(ch->ring_send, 1);
   ADD(ch->ring_recv, 0);
   ADD(ch->tree_up_send, 1);

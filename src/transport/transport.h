@@ -47,9 +47,9 @@ struct braid_peer_info {
   char hostname[BRAID_HOSTNAME_MAX];
 };
 
-/* One end of a connection on the host side: the data path's view plus the transport's state. */
 struct braid_prof_op; /* transport/prof_op.h */
 
+/* One end of a connection on the host side: the data path's view plus the transport's state. */
 struct braid_connector {
   struct braid_conn conn; /* first: a host_kick finds its connector from &conn */
   const struct braid_transport* transport;
