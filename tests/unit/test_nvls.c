@@ -10,6 +10,7 @@
  *             does not (prod, int8, avg: the unicast path), one-shot and two-shot, in and out
  *             of place, several sizes; exact results, and the object's call count says that
  *             exactly the supported calls went through it;
+ *   processes 3 and 4 ranks as processes (the handle crosses them), every case above;
  *   fallback  no multicast (the default), or a failure at each set-up step on one rank
  *             (joinfail, bindfail, mapfail, gran:0, gran:3): no object on any rank, results
  *             right through the unicast path, nothing left in /dev/shm.
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/comm.h"
@@ -249,6 +251,61 @@ START_TEST(test_allreduce) {
 }
 END_TEST
 
+/* A rank as a process of its own on fake GPU `r` of n: the object's handle crosses processes
+ * (fake_mc.c's segment name, as a CUDA one carries a descriptor). Exit status 0: right. */
+static int process_rank(ncclUniqueId id, int n, int r, int twoshot) {
+  static struct node k;
+  char nstr[16];
+  snprintf(nstr, sizeof(nstr), "%d", n);
+  setenv("BRAID_FAKE_GPU", nstr, 1);
+  setenv("BRAID_FAKE_GPU_MULTICAST", "1", 1);
+  setenv("NCCL_ALGO", "NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", twoshot ? "TWOSHOT" : "ONESHOT", 1);
+  braid_device_reset();
+  k.d = braid_device();
+  if (k.d != braid_device_fake || k.d->set_current(r) != ncclSuccess) return 2;
+  if (ncclCommInitRank(&k.comm[0], n, id, r) != ncclSuccess) return 3;
+  if (braid_lsa_nvls(braid_comm_of(k.comm[0])) == NULL) return 4;
+  if (k.d->alloc((void**)&k.in[0], MAXN * 8) != ncclSuccess || k.d->alloc((void**)&k.out[0], MAXN * 8) != ncclSuccess)
+    return 5;
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    int dt = cases[c].dt, op = cases[c].op, es = braid_dtype_size(dt), mm = op == ncclMax || op == ncclMin;
+    size_t count = c % 2 ? 1031 : MAXN;
+    for (size_t i = 0; i < count; i++) put(dt, k.host, i, value(r, i, (int)c, mm));
+    if (k.d->setup_copy(k.in[0], k.host, count * es) != ncclSuccess) return 6;
+    if (ncclAllReduce(k.in[0], k.out[0], count, dt, op, k.comm[0], S(300)) != ncclSuccess) return 7;
+    if (k.d->stream_sync(S(300)) != ncclSuccess) return 8;
+    if (k.d->setup_copy(k.host, k.out[0], count * es) != ncclSuccess) return 9;
+    for (size_t i = 0; i < count; i++)
+      if (!matches(dt, op, k.host, i, n, (int)c)) return 10;
+  }
+  k.n = 1;
+  if (mc_calls(&k, 0) != 16) return 11; /* the 16 supported cases */
+  if (ncclCommDestroy(k.comm[0]) != ncclSuccess) return 12;
+  k.d->free(k.in[0]);
+  k.d->free(k.out[0]);
+  return 0;
+}
+
+/* _i: 3 processes one-shot, 4 two-shot. */
+START_TEST(test_processes) {
+  int n = 3 + _i;
+  pid_t pids[MAXR];
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    pids[r] = fork();
+    ck_assert_int_ge(pids[r], 0);
+    if (pids[r] == 0) _exit(process_rank(id, n, r, _i));
+  }
+  for (int r = 0; r < n; r++) {
+    int st = 0;
+    ck_assert_int_eq(waitpid(pids[r], &st, 0), pids[r]);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d of %d processes: status 0x%x", r, n, st);
+  }
+}
+END_TEST
+
 static const char* const faults[] = {NULL, "1,joinfail:1", "1,bindfail:2", "1,mapfail:0", "1,gran:0", "1,gran:3"};
 
 START_TEST(test_fallback) {
@@ -281,6 +338,10 @@ Suite* nvls_suite(void) {
   tc = tcase_create("allreduce");
   tcase_set_timeout(tc, 240);
   tcase_add_loop_test(tc, test_allreduce, 0, 14);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("processes");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_processes, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("fallback");
   tcase_set_timeout(tc, 60);
