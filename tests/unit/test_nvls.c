@@ -13,7 +13,8 @@
  *   processes 3 and 4 ranks as processes (the handle crosses them), every case above;
  *   fallback  no multicast (the default), or a failure at each set-up step on one rank
  *             (joinfail, bindfail, mapfail, gran:0, gran:3): no object on any rank, results
- *             right through the unicast path, nothing left in /dev/shm.
+ *             right through the unicast path, nothing left in /dev/shm; two ranks sharing
+ *             one GPU: no object either.
  * Every case runs in its own forked child (Check).
  */
 #include <check.h>
@@ -329,6 +330,30 @@ START_TEST(test_fallback) {
 }
 END_TEST
 
+/* Two ranks on one fake GPU (BRAID_GPU_SHARING=1): an object takes each device once, so no
+ * object, and the unicast path runs. */
+START_TEST(test_shared_gpu) {
+  static struct node k;
+  int devs[2] = {0, 0};
+  setenv("BRAID_FAKE_GPU", "1", 1);
+  setenv("BRAID_GPU_SHARING", "1", 1);
+  setenv("BRAID_FAKE_GPU_MULTICAST", "1", 1);
+  setenv("NCCL_ALGO", "NVLS", 1);
+  braid_device_reset();
+  k.d = braid_device();
+  k.n = 2;
+  ck_assert_int_eq(ncclCommInitAll(k.comm, 2, devs), ncclSuccess);
+  for (int r = 0; r < 2; r++) {
+    ck_assert_ptr_nonnull(braid_comm_of(k.comm[r])->sym->lsa);
+    ck_assert_ptr_null(braid_lsa_nvls(braid_comm_of(k.comm[r])));
+    ck_assert_int_eq(k.d->alloc((void**)&k.in[r], MAXN * 8), ncclSuccess);
+    ck_assert_int_eq(k.d->alloc((void**)&k.out[r], MAXN * 8), ncclSuccess);
+  }
+  allreduce(&k, ncclFloat32, ncclSum, 1031, 0, 1);
+  close_node(&k);
+}
+END_TEST
+
 Suite* nvls_suite(void) {
   Suite* s = suite_create("nvls");
   TCase* tc = tcase_create("resource");
@@ -346,6 +371,7 @@ Suite* nvls_suite(void) {
   tc = tcase_create("fallback");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_fallback, 0, sizeof(faults) / sizeof(faults[0]));
+  tcase_add_test(tc, test_shared_gpu);
   suite_add_tcase(s, tc);
   return s;
 }
