@@ -5,7 +5,9 @@
  *   busBw = rings x per-channel speed (intra-node on one node, else the slower of intra/inter)
  *   Ring   LL: min(LL ceiling, busBw/2)   LL128: min(.92 busBw, rings x LL128 per channel)
  *          Simple: busBw;  algBw = busBw x n / nsteps (AllReduce 2(n-1), AG/RS n-1, else n)
- *          lat = base + (nsteps - nInter) x max(intra step, net overhead) + nInter x net step
+ *          lat = base + (nsteps - nInter) x max(intra step, net overhead) + nInter x net step,
+ *          net step = the network row (the tree's with one rank per node) + the plugin's
+ *          latency of the graph's NICs (x2 for Simple on GPUs: the flush), as NCCL's interLat
  *   Tree   (AllReduce) treeBw = rings x the tree search's speed (intra-node up to 2 nodes,
  *          else the network's; host mode: busBw);
  *          base = min(.92 treeBw, rings x tree per channel); LL base/3.8,
@@ -159,6 +161,16 @@ static int ll128_default(const struct braid_channel_graph* g) {
   return g->nnodes == 1 || g->type_inter <= inter_max;
 }
 
+/* One network step (us), NCCL's interLat: the hardware row (with one rank per node the tree's,
+ * every step exposed; not in host mode, whose rows are measured per algorithm) plus the
+ * plugin's latency of the graph's NICs, twice for Simple on GPUs (the receive's flush). */
+static float net_step(const struct braid_channel_graph* g, int hw, int a, int p, int ppn, float plugin_lat) {
+  int row = !g->host_mode && ppn == 1 ? BRAID_ALGO_TREE : a;
+  float lat = braid_tuner_hw_lat[hw][row][p] + plugin_lat;
+  if (p == BRAID_PROTO_SIMPLE && !g->host_mode) lat += plugin_lat;
+  return lat;
+}
+
 /* The model's latency and bandwidth of every function x algorithm x protocol. */
 static void build_model(struct braid_tuner* t, const struct braid_channel_graph* g) {
   int n = t->nranks, nodes = t->nnodes, arch = arch_of(g);
@@ -190,7 +202,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
       int proto_ok = p != BRAID_PROTO_LL128 || ll128 || t->proto_named[f][p];
       /* Ring */
       float intra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_RING][p];
-      float inter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_RING][p];
+      float inter = net_step(g, inter_hw, BRAID_ALGO_RING, p, t->ppn, g->latency_inter);
       if (nodes > 1 && !g->host_mode) {
         float ovh = braid_tuner_net_overhead[g->cpu_vendor == BRAID_CPU_VENDOR_AMD] * (p == BRAID_PROTO_SIMPLE ? 3 : 1);
         if (intra < ovh) intra = ovh;
@@ -207,7 +219,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         const float* tb =
             g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_TREE] : braid_tuner_base_lat[BRAID_ALGO_TREE];
         float tintra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_TREE][p];
-        float tinter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_TREE][p];
+        float tinter = net_step(g, inter_hw, BRAID_ALGO_TREE, p, t->ppn, g->tree_latency_inter);
         float tbus = minf(tree0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
         if (p == BRAID_PROTO_LL) tbus = minf(tbus / 3.8f, braid_tuner_ll_max_bw[arch][ncls]);
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
@@ -231,7 +243,8 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         float tree_bw = t->bw[f][BRAID_ALGO_TREE][BRAID_PROTO_SIMPLE];
         t->lat[f][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE] =
             braid_tuner_hw_lat[BRAID_HW_NVLINK][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE] +
-            2.0f * (float)log2nodes * braid_tuner_hw_lat[BRAID_HW_NET][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE];
+            2.0f * (float)log2nodes *
+                net_step(g, BRAID_HW_NET, BRAID_ALGO_NVLS_TREE, BRAID_PROTO_SIMPLE, 0, g->tree_latency_inter);
         t->bw[f][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE] = minf(nvls_bw, tree_bw > 0 ? tree_bw : nvls_bw);
       }
     }
