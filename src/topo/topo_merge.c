@@ -111,17 +111,20 @@ static const struct braid_topo_xml* cpu_above(const struct braid_topo_xml* x) {
   return x;
 }
 
+/* A file's <net> of a detected one's name: the file's attributes win, dev is detection's. */
+static ncclResult_t fill_port(struct braid_topo_xml* port, const struct braid_topo_xml* det) {
+  const char *was = braid_topo_xml_get(port, "dev"), *now = braid_topo_xml_get(det, "dev");
+  if (was != NULL && now != NULL && strcmp(was, now) != 0)
+    BRAID_INFO(BRAID_LOG_GRAPH, "TOPO/NET : Changing %s dev index from %s to %s", braid_topo_xml_get(det, "name"), was,
+               now);
+  return fill_attrs(port, det, "dev");
+}
+
 /* A detected <nic> whose ports the file lists by name (NCCL finds a plugin's device by name
  * anywhere in the file): the file's attributes win, dev is the plugin's. */
 static ncclResult_t fill_named_ports(struct braid_topo_xml* fsys, const struct braid_topo_xml* dev) {
-  for (int i = 0; i < dev->nkids; i++) {
-    const char* name = braid_topo_xml_get(dev->kids[i], "name");
-    struct braid_topo_xml* port = find_kv(fsys, "net", "name", name);
-    const char *was = braid_topo_xml_get(port, "dev"), *now = braid_topo_xml_get(dev->kids[i], "dev");
-    if (was != NULL && now != NULL && strcmp(was, now) != 0)
-      BRAID_INFO(BRAID_LOG_GRAPH, "TOPO/NET : Changing %s dev index from %s to %s", name, was, now);
-    BRAID_CHECK(fill_attrs(port, dev->kids[i], "dev"));
-  }
+  for (int i = 0; i < dev->nkids; i++)
+    BRAID_CHECK(fill_port(find_kv(fsys, "net", "name", braid_topo_xml_get(dev->kids[i], "name")), dev->kids[i]));
   return ncclSuccess;
 }
 
@@ -171,7 +174,7 @@ static ncclResult_t merge_device(struct braid_topo_xml* fsys, const struct braid
     const char* name = braid_topo_xml_get(dev->kids[i], "name");
     struct braid_topo_xml* port = name ? find_kv(fsys, "net", "name", name) : NULL;
     if (port == NULL) BRAID_CHECK(braid_topo_xml_copy(have, dev->kids[i], NULL));
-    if (port != NULL) BRAID_CHECK(fill_attrs(port, dev->kids[i], "dev"));
+    if (port != NULL) BRAID_CHECK(fill_port(port, dev->kids[i]));
   }
   return ncclSuccess;
 }
@@ -184,7 +187,11 @@ static ncclResult_t merge_walk(struct braid_topo_xml* fsys, const struct braid_t
     } else if (strcmp(k->name, "nic") == 0) { /* a NIC without PCI: its ports by name */
       for (int p = 0; p < k->nkids; p++) {
         const char* name = braid_topo_xml_get(k->kids[p], "name");
-        if (name != NULL && find_kv(fsys, "net", "name", name) != NULL) continue;
+        struct braid_topo_xml* port = name != NULL ? find_kv(fsys, "net", "name", name) : NULL;
+        if (port != NULL) {
+          BRAID_CHECK(fill_port(port, k->kids[p]));
+          continue;
+        }
         struct braid_topo_xml *cpu, *nic;
         BRAID_CHECK(cpu_for(fsys, d, &cpu));
         nic = braid_topo_xml_child(cpu, "nic");

@@ -10,8 +10,8 @@
 
 #include "topo/graph.h"
 #include "topo/topo.h"
-#include "transport/transport.h"
 #include "transport/net/net_topo.h"
+#include "transport/transport.h"
 
 int braid_net_dev_pick(const struct braid_transport_ctx* t, const char* net_name, int peer, int channel, int is_send,
                        int ndev) {
