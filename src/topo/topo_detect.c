@@ -458,9 +458,7 @@ static ncclResult_t plugin_nics(struct detect* d, const struct braid_topo_nets* 
   for (int i = 0; i < nets->ndevs; i++) {
     const struct braid_topo_net_dev* nd = &nets->devs[i];
     plugin_busid(d, nd, busid, sizeof(busid));
-    BRAID_CHECK(add_net(d, busid, nd, i));
-    BRAID_INFO(BRAID_LOG_NET, "NET/%s : GPU Direct RDMA %s for HCA %d '%s'", nets->plugin,
-               nd->gdr ? "Enabled" : "Disabled", i, nd->name);
+    BRAID_CHECK(add_net(d, busid, nd, i)); /* NCCL's "GPU Direct RDMA ... for HCA" line: net_gdr.c */
   }
   return ncclSuccess;
 }

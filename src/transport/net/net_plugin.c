@@ -1,6 +1,8 @@
 /*
- * net_plugin.c - which network this process uses, decided once at its first network
- * connection (a failed choice is tried again next time).
+ * net_plugin.c - which network this process uses, decided once: at the init of the first
+ * communicator across nodes (before its topology, whose NICs are the plugin's devices:
+ * braid_net_topo_devices), else at the first network connection (a failed choice is tried
+ * again next time).
  *
  * Candidates, in order: an external plugin, the built-in Socket network, then UCX (built when
  * UCX's headers were found; like NCCL, which has UCX only as an external plugin, braid uses it
