@@ -165,6 +165,7 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
   BRAID_CHECK_GOTO(braid_tuner_attach_plugin(comm->tuner, comm->comm_hash), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
+  if (comm->rank == 0) braid_tuner_log_model(comm->tuner);
   BRAID_CHECK_GOTO(braid_profile_open(comm), res, out);
   comm->topo = sys; /* the transports decide on its paths (P2P levels) */
   sys = NULL;

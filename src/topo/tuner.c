@@ -109,6 +109,38 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
   if (t != NULL) t->log = enabled;
 }
 
+/* NCCL's TUNING table at init (rank 0): latency (us) / algorithm bandwidth (GB/s) of every
+ * function x algorithm x protocol, three algorithms a block, as ncclTopoTuneModel prints it. */
+void braid_tuner_log_model(const struct braid_tuner* t) {
+  char line[1024];
+  if (t == NULL || !BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_LOG_TUNING)) return;
+  for (int block = 0; block < (BRAID_NUM_ALGOS + 2) / 3; block++) {
+    int o = snprintf(line, sizeof(line), "  Algorithm   |");
+    for (int a = block * 3; a < block * 3 + 3 && a < BRAID_NUM_ALGOS; a++)
+      o += snprintf(line + o, sizeof(line) - (size_t)o, " %14s   %14s   %14s |", "", braid_tuner_algo_name(a), "");
+    BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    o = snprintf(line, sizeof(line), "  Protocol    |");
+    for (int a = block * 3; a < block * 3 + 3; a++)
+      for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+        o += snprintf(line + o, sizeof(line) - (size_t)o, " %14s |", braid_tuner_proto_name(p));
+    BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    o = snprintf(line, sizeof(line), " Max NThreads |");
+    for (int a = block * 3; a < block * 3 + 3 && a < BRAID_NUM_ALGOS; a++)
+      for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+        o += snprintf(line + o, sizeof(line) - (size_t)o, " %14d |", t->max_threads[a][p]);
+    BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    for (int f = 0; f < BRAID_NUM_FUNCS; f++) {
+      if (f == BRAID_FUNC_SendRecv) continue;
+      o = snprintf(line, sizeof(line), "%13s |", braid_tuner_func_name(f));
+      for (int a = block * 3; a < block * 3 + 3 && a < BRAID_NUM_ALGOS; a++)
+        for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+          o += snprintf(line + o, sizeof(line) - (size_t)o, "%8.1f/%6.1f |", (double)t->lat[f][a][p],
+                        (double)t->bw[f][a][p]);
+      BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    }
+  }
+}
+
 void braid_tuner_cap_channels(struct braid_tuner* t, int n) {
   if (t != NULL && n >= 1 && n < t->nchannels) {
     t->nchannels = n;
