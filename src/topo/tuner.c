@@ -45,6 +45,9 @@ struct braid_tuner {
   int multi_plateau_old; /* pre-Ampere ring plateau factor */
   float lat[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   float bw[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]; /* algBw; 0 unavailable */
+  /* the part of lat that is the plugin's latency (the wire's: host mode's per-channel core
+   * sharing does not scale it) */
+  float wire[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   uint8_t algo_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], algo_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
@@ -196,11 +199,12 @@ static int ll128_default(const struct braid_channel_graph* g) {
 /* One network step (us), NCCL's interLat: the hardware row (with one rank per node the tree's,
  * every step exposed; not in host mode, whose rows are measured per algorithm) plus the
  * plugin's latency of the graph's NICs, twice for Simple on GPUs (the receive's flush). */
+static float net_wire(const struct braid_channel_graph* g, int p, float plugin_lat) {
+  return p == BRAID_PROTO_SIMPLE && !g->host_mode ? 2 * plugin_lat : plugin_lat;
+}
 static float net_step(const struct braid_channel_graph* g, int hw, int a, int p, int ppn, float plugin_lat) {
   int row = !g->host_mode && ppn == 1 ? BRAID_ALGO_TREE : a;
-  float lat = braid_tuner_hw_lat[hw][row][p] + plugin_lat;
-  if (p == BRAID_PROTO_SIMPLE && !g->host_mode) lat += plugin_lat;
-  return lat;
+  return braid_tuner_hw_lat[hw][row][p] + net_wire(g, p, plugin_lat);
 }
 
 /* The model's latency and bandwidth of every function x algorithm x protocol. */
@@ -222,6 +226,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
   int ll128 = ll128_default(g);
   memset(t->lat, 0, sizeof(t->lat));
   memset(t->bw, 0, sizeof(t->bw));
+  memset(t->wire, 0, sizeof(t->wire));
   for (int f = 0; f < BRAID_NUM_FUNCS; f++) {
     if (f == BRAID_FUNC_SendRecv) continue;
     int ar = f == BRAID_FUNC_AllReduce;
@@ -244,6 +249,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
       if (p == BRAID_PROTO_LL128) bus = minf(bus0 * 0.92f, (float)g->nrings * braid_tuner_ring_ll128_per_ch[arch]);
       if (proto_ok) {
         t->lat[f][BRAID_ALGO_RING][p] = base[p] + (float)(nsteps - ninter) * intra + (float)ninter * inter;
+        t->wire[f][BRAID_ALGO_RING][p] = (float)ninter * net_wire(g, p, g->latency_inter);
         t->bw[f][BRAID_ALGO_RING][p] = bus * (float)n / (float)nsteps;
       }
       /* Tree: AllReduce only */
@@ -256,6 +262,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         if (p == BRAID_PROTO_LL) tbus = minf(tbus / 3.8f, braid_tuner_ll_max_bw[arch][ncls]);
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
         t->lat[f][BRAID_ALGO_TREE][p] = tb[p] + 2.0f * ((float)(t->ppn - 1) * tintra + (float)log2nodes * tinter);
+        t->wire[f][BRAID_ALGO_TREE][p] = 2.0f * (float)log2nodes * net_wire(g, p, g->tree_latency_inter);
         t->bw[f][BRAID_ALGO_TREE][p] = tbus * (g->host_mode ? BRAID_TUNER_TREE_BW_HOST : 0.5f);
         /* Host mode, two ranks: the tree is the ring's own two hops (reduce up, broadcast down)
          * and small messages take the one-hop exchange (plan.c), which the per-step figures
@@ -362,7 +369,8 @@ static float model_time(const struct braid_tuner* t, int f, int a, int p, size_t
     /* the steps (all but the call's own cost) slow down with the channel threads sharing cores */
     float base = braid_tuner_base_lat_host[a][p];
     int nc = host_channels(t, bytes);
-    lat = base + (lat - base) * (1.0f + BRAID_TUNER_HOST_CHANNEL_STEP_SHARE * (float)(nc - 1));
+    float wire = t->wire[f][a][p];
+    lat = base + (lat - base - wire) * (1.0f + BRAID_TUNER_HOST_CHANNEL_STEP_SHARE * (float)(nc - 1)) + wire;
   }
   if (a == BRAID_ALGO_TREE && !t->host_mode) {
     int b = 0;

@@ -8,7 +8,8 @@
  *           dropped, a device the file lacks joins it; without latency in the file the
  *           plugin's latency is taken;
  *   tuner   the tuner's inter-node rows follow the plugin: host mode over 4 nodes, a ring's
- *           8 B latency grows by 6 x the plugin's latency and a tree's by 4 x, so the
+ *           latency grows by 6 x the plugin's latency (at 8 B and at 4 MiB, where more channel
+ *           threads slow the steps but not the wire) and a tree's by 4 x, so the
  *           ring/tree crossover moves (at the L=0 crossover size the tree now wins), and a
  *           slower NIC makes large sizes slower; GPUs (dgx-h100 over 2 nodes): Simple pays the
  *           latency twice per network step (NCCL's flush term), LL once;
@@ -181,6 +182,10 @@ START_TEST(test_tuner_host) {
   float dt = braid_tuner_predict(tl, F, T, S, 8) - braid_tuner_predict(t0, F, T, S, 8);
   ck_assert_msg(dr > 6 * L - 0.5f && dr < 6 * L + 0.5f, "ring +%g us", (double)dr);
   ck_assert_msg(dt > 4 * L - 0.5f && dt < 4 * L + 0.5f, "tree +%g us", (double)dt);
+  /* with more channel threads (host mode's steps slow down sharing cores) the wire's latency
+   * stays the same */
+  dr = braid_tuner_predict(tl, F, R, S, 4u << 20) - braid_tuner_predict(t0, F, R, S, 4u << 20);
+  ck_assert_msg(dr > 6 * L - 0.5f && dr < 6 * L + 0.5f, "ring at 4 MiB +%g us", (double)dr);
   /* the crossover moves: where the ring starts winning with L = 0, the tree wins with L */
   size_t cross = 0;
   for (size_t b = 8; b <= (1u << 30) && cross == 0; b *= 2)
