@@ -128,19 +128,22 @@ static ncclResult_t fill_named_ports(struct braid_topo_xml* fsys, const struct b
   return ncclSuccess;
 }
 
+/* Is `dev` a <nic> every port of which the file names somewhere? */
+static int all_named(struct braid_topo_xml* fsys, const struct braid_topo_xml* dev) {
+  if (strcmp(dev->name, "nic") != 0 || dev->nkids == 0) return 0;
+  for (int i = 0; i < dev->nkids; i++) {
+    const char* name = braid_topo_xml_get(dev->kids[i], "name");
+    if (name == NULL || find_kv(fsys, "net", "name", name) == NULL) return 0;
+  }
+  return 1;
+}
+
 /* A detected device element (the <pci> holding a <gpu> or <nic>) into the file. */
 static ncclResult_t merge_device(struct braid_topo_xml* fsys, const struct braid_topo_xml* dpci,
                                  const struct braid_topo_xml* dev) {
   const char* busid = braid_topo_xml_get(dpci, "busid");
   struct braid_topo_xml* fpci = busid ? find_kv(fsys, "pci", "busid", busid) : NULL;
-  if (fpci == NULL && strcmp(dev->name, "nic") == 0 && dev->nkids > 0) { /* the file names its ports elsewhere */
-    int named = 0;
-    for (int i = 0; i < dev->nkids; i++) {
-      const char* name = braid_topo_xml_get(dev->kids[i], "name");
-      named += name != NULL && find_kv(fsys, "net", "name", name) != NULL;
-    }
-    if (named == dev->nkids) return fill_named_ports(fsys, dev);
-  }
+  if (fpci == NULL && all_named(fsys, dev)) return fill_named_ports(fsys, dev); /* the file has them elsewhere */
   if (fpci == NULL) { /* not in the file: the detected branch joins below the deepest switch the
                         file has (or the CPU) */
     const struct braid_topo_xml* top = dpci;
@@ -155,14 +158,7 @@ static ncclResult_t merge_device(struct braid_topo_xml* fsys, const struct braid
   }
   BRAID_CHECK(fill_attrs(fpci, dpci, NULL));
   struct braid_topo_xml* have = braid_topo_xml_child(fpci, dev->name);
-  if (have == NULL && strcmp(dev->name, "nic") == 0) { /* its ports elsewhere in the file, by name */
-    int named = 0;
-    for (int i = 0; i < dev->nkids; i++) {
-      const char* name = braid_topo_xml_get(dev->kids[i], "name");
-      named += name != NULL && find_kv(fsys, "net", "name", name) != NULL;
-    }
-    if (named == dev->nkids && named > 0) return fill_named_ports(fsys, dev);
-  }
+  if (have == NULL && all_named(fsys, dev)) return fill_named_ports(fsys, dev);
   if (have == NULL) return braid_topo_xml_copy(fpci, dev, NULL);
   if (strcmp(dev->name, "gpu") == 0) {
     BRAID_CHECK(fill_attrs(have, dev, NULL));

@@ -62,17 +62,16 @@ struct braid_connector {
  * communicator is freed (transports may keep the pointer in their state). */
 struct braid_transport_ctx {
   int rank, nranks;
-  int cuda_dev;                            /* this rank's device; -1 in host mode */
-  const struct braid_device_ops* device;   /* NULL in host mode */
-  const struct braid_peer_info* peers;     /* [nranks]: node, process, device of every rank */
-  const int* rank_to_node;                 /* [nranks]: node index of every rank */
-  const struct braid_topo_system* topo;    /* this node's topology; NULL when it is unknown */
-  const struct braid_channel_graph* graph; /* the channels (their rings' NICs); NULL when unknown */
-  size_t buff_bytes[BRAID_NUM_PROTOS];     /* FIFO bytes per protocol (NCCL_BUFFSIZE, host mode's sizes) */
-  uint64_t comm_hash;                      /* the communicator's id in logs and segment names */
-  uint64_t secret;                         /* the bootstrap's secret (net plugins tell strangers apart) */
-  int traffic_class;                       /* config.trafficClass, -1 when unset */
-  const volatile uint32_t* abort_flag;     /* non-zero: stop waiting (connect loops, flushes) */
+  int cuda_dev;                          /* this rank's device; -1 in host mode */
+  const struct braid_device_ops* device; /* NULL in host mode */
+  const struct braid_peer_info* peers;   /* [nranks]: node, process, device of every rank */
+  const int* rank_to_node;               /* [nranks]: node index of every rank */
+  const struct braid_topo_system* topo;  /* this node's topology; NULL when it is unknown */
+  size_t buff_bytes[BRAID_NUM_PROTOS];   /* FIFO bytes per protocol (NCCL_BUFFSIZE, host mode's sizes) */
+  uint64_t comm_hash;                    /* the communicator's id in logs and segment names */
+  uint64_t secret;                       /* the bootstrap's secret (net plugins tell strangers apart) */
+  int traffic_class;                     /* config.trafficClass, -1 when unset */
+  const volatile uint32_t* abort_flag;   /* non-zero: stop waiting (connect loops, flushes) */
   /* The core's failure service (core/watchdog.c), for failures a transport detects itself (a
    * broken network connection). `owner` is opaque: pass it back. */
   void* owner;
@@ -84,6 +83,8 @@ struct braid_transport_ctx {
   int (*dead_peer)(void* owner);
   /* The rank braid blamed when it failed the communicator, or -1. */
   int (*blamed_peer)(void* owner);
+  /* The channels (the NIC each ring uses, transport/net/net_dev.c); NULL when unknown. */
+  const struct braid_channel_graph* graph;
 };
 
 /* Capabilities of a transport (braid_transport.caps): what the core may rely on. */
