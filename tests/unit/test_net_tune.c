@@ -17,7 +17,10 @@
  *           device 0 and a fast device 1: the topology's NICs are the plugin's, the ring
  *           search puts channel 0 on the fast NIC, the ring's connections use that device
  *           (before this, channel 0 used device 0), the graph's latency is the plugin's, and
- *           the all-reduce is right.
+ *           the all-reduce is right;
+ *   select  the same choice end to end (init chooses before detection): 2 fake nodes with an
+ *           emulated HCA, NCCL_NET unset: the topology's NICs and the ring connections are
+ *           IB's; NCCL_IB_DISABLE=1: Socket's.
  */
 #include <check.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@
 #include "core/comm.h"
 #include "fixture.h"
 #include "harness.h"
+#include "ibemu_fixture.h"
 #include "net_fixture.h"
 #include "topo/graph.h"
 #include "topo/topo.h"
@@ -311,6 +315,36 @@ START_TEST(test_ringnic) {
 }
 END_TEST
 
+#if BRAID_IB_BUILT
+static int body_select(struct harness_rank* r) {
+  const char* want = r->arg;
+  ncclComm_t comm;
+  net_fake_node(r, 1);
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  const struct braid_comm* c = braid_comm_of(comm);
+  const struct net_res* send = c->channels[0].ring_send.res;
+  REXPECT(r, strcmp(c->topo->net_plugin, want) == 0, "topology NICs from '%s', expected %s", c->topo->net_plugin, want);
+  REXPECT(r, want[0] != 'I' || (c->topo->nnics == 1 && strcmp(c->topo->nodes[c->topo->nics[0]].name, "mlx5_0") == 0),
+          "IB topology: %d NICs", c->topo->nnics);
+  REXPECT(r, send != NULL && strcmp(send->net->name, want) == 0, "ring send over %s, expected %s",
+          send ? send->net->name : "nothing", want);
+  RCHECK(r, ncclCommDestroy(comm));
+  return 0;
+}
+
+START_TEST(test_select) {
+  ibemu_fixture_env("mlx5_0:1:ib", NULL);
+  unsetenv("NCCL_NET");
+  setenv("NCCL_IB_DISABLE", _i ? "1" : "0", 1);
+  braid_param_reload();
+  int failed = harness_run(2, HARNESS_PROCS, body_select, _i ? "Socket" : "IB", HARNESS_TIMEOUT_S);
+  unsetenv("NCCL_IB_DISABLE");
+  braid_param_reload();
+  ck_assert_int_eq(failed, 0);
+}
+END_TEST
+#endif
+
 Suite* net_tune_suite(void) {
   Suite* s = suite_create("net_tune");
   TCase* tc = tcase_create("props");
@@ -326,5 +360,13 @@ Suite* net_tune_suite(void) {
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_test(tc, test_ringnic);
   suite_add_tcase(s, tc);
+#if BRAID_IB_BUILT
+  tc = tcase_create("select");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_select, 0, 2);
+  suite_add_tcase(s, tc);
+#else
+  fprintf(stderr, "net_tune: select not built (no libibverbs headers): skipped\n");
+#endif
   return s;
 }
