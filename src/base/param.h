@@ -96,6 +96,8 @@
   X(NET_DIRECT, "BRAID_NET_DIRECT", LIVE, BOOL, 1,                                                                     \
     "host mode: network steps read and write user memory (0: through the FIFO)")                                       \
   X(FAKE_GPU, "BRAID_FAKE_GPU", LIVE, INT(0, 64), 0, "tests: N > 0 poses N fake GPUs (host memory, stream threads)")   \
+  X(FAKE_GPU_MULTICAST, "BRAID_FAKE_GPU_MULTICAST", PER_USE, STR, NULL,                                                \
+    "tests: fake GPUs have multicast (1; with faults: 1,bindfail:D,joinfail:D,mapfail:D,gran:BYTES)")                  \
   X(WORK_INLINE, "BRAID_WORK_INLINE", LIVE, BOOL, 1,                                                                   \
     "0: always pass work items through a device buffer (tests the overflow path)")                                     \
   /* transports */                                                                                                     \

@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "core/sym/sym.h"
+#include "kernels/multimem.h"
 #include "kernels/prims.h"
 #include "plugin/tuner_plugin.h"
 #include "topo/tuner.h"
@@ -51,6 +52,7 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   w->chan_count = t->count;
   w->lsa = v;
   w->lsa_mode = (uint8_t)c->variant;
+  if (braid_lsa_nvls(comm) != NULL && braid_mm_supported(t->dtype, t->redop.kind)) w->lsa_mode |= BRAID_LSA_MC;
   return ncclSuccess;
 }
 

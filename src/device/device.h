@@ -33,6 +33,13 @@ struct braid_ipc_handle {
   unsigned char bytes[BRAID_IPC_HANDLE_BYTES];
 };
 
+/* A multicast object as another local process imports it (a POSIX file descriptor's owner
+ * and number on CUDA, a segment name on the fake GPU). */
+#define BRAID_MC_HANDLE_BYTES 64
+struct braid_mc_handle {
+  unsigned char bytes[BRAID_MC_HANDLE_BYTES];
+};
+
 /* Opaque to everyone but the implementation. */
 typedef void* braid_event_t;
 
@@ -123,6 +130,24 @@ struct braid_device_ops {
    * no WARN: the caller falls back) when it cannot. */
   ncclResult_t (*dmabuf_supported)(int dev, int* yes);
   ncclResult_t (*dmabuf_get)(void* ptr, size_t bytes, int* fd, uint64_t* offset);
+  /* Added for NVLS (transport/nvls/nvls.c): multicast objects over the GPUs of a node.
+   * mc_supported: *yes = 1 when device `dev` has them (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
+   * and the driver's entry points). mc_granularity: the size unit of an object of ndev devices
+   * (cuMulticastGetGranularity, minimum). mc_create: a new object of `bytes` for ndev devices
+   * and its handle, which another process's mc_import turns into its own object (the same
+   * multicast object); every member then mc_add_device's its device, and once all did,
+   * mc_bind allocates `bytes` of memory on the device, maps it here (*local, zeroed) and binds
+   * it at offset 0; once all bound, mc_map maps the object (*mcptr: what multimem instructions
+   * address). mc_release undoes whatever of that this member did (NULLs for steps not taken).
+   * Failures log at INFO (the caller falls back to unicast, and says so). */
+  ncclResult_t (*mc_supported)(int dev, int* yes);
+  ncclResult_t (*mc_granularity)(int ndev, size_t bytes, size_t* gran);
+  ncclResult_t (*mc_create)(int ndev, size_t bytes, void** mc, struct braid_mc_handle* h);
+  ncclResult_t (*mc_import)(const struct braid_mc_handle* h, void** mc);
+  ncclResult_t (*mc_add_device)(void* mc, int dev);
+  ncclResult_t (*mc_bind)(void* mc, int dev, size_t bytes, void** local);
+  ncclResult_t (*mc_map)(void* mc, size_t bytes, void** mcptr);
+  void (*mc_release)(void* mc);
   /* What this device layer does differently (BRAID_DEVICE_CAP_*), declared instead of being
    * guessed from which table it is. */
   unsigned caps;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/check.h"
+#include "device/cuda_mc.h"
 #include "kernels/kernel.cuh"
 #include "topo/topo.h"
 
@@ -376,9 +377,9 @@ static ncclResult_t cuda_enable_peer_access(int peer_dev) {
   return ncclSuccess;
 }
 
-/* ---- GPUDirect RDMA through dma-buf: driver entry points, fetched through the runtime ---- */
+/* ---- driver entry points, fetched through the runtime (device/cuda_mc.h); dma-buf ---- */
 
-static void* driver_sym(const char* name) {
+void* braid_cuda_driver_sym(const char* name) {
   void* fn = NULL;
   enum cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
@@ -395,6 +396,8 @@ static void* driver_sym(const char* name) {
   }
   return fn;
 }
+
+#define driver_sym braid_cuda_driver_sym
 
 static ncclResult_t cuda_dmabuf_supported(int dev, int* yes) {
   CUresult (*attr)(int*, CUdevice_attribute, CUdevice) = driver_sym("cuDeviceGetAttribute");
@@ -456,6 +459,14 @@ static const struct braid_device_ops cuda_ops = {
     .capture_mode = cuda_capture_mode,
     .dmabuf_supported = cuda_dmabuf_supported,
     .dmabuf_get = cuda_dmabuf_get,
+    .mc_supported = braid_cuda_mc_supported,
+    .mc_granularity = braid_cuda_mc_granularity,
+    .mc_create = braid_cuda_mc_create,
+    .mc_import = braid_cuda_mc_import,
+    .mc_add_device = braid_cuda_mc_add_device,
+    .mc_bind = braid_cuda_mc_bind,
+    .mc_map = braid_cuda_mc_map,
+    .mc_release = braid_cuda_mc_release,
     .caps = 0,
 };
 

@@ -8,7 +8,8 @@
  *   - a stream is a worker thread that runs what was queued on it in order: a kernel launch
  *     runs its blocks as concurrent host jobs (the host executor, src/kernels/host.c) over
  *     exactly the argument block a CUDA launch gets; copies; event records and waits;
- *   - events complete when the stream reaches them, as CUDA's do.
+ *   - events complete when the stream reaches them, as CUDA's do;
+ *   - multicast objects (fake_mc.c) when BRAID_FAKE_GPU_MULTICAST asks for them.
  * Stream handles are any pointer value: each distinct value (NULL per device) gets its own
  * worker the first time it is used, so a test names streams (cudaStream_t)1, (cudaStream_t)2.
  * Those are non-blocking unless a test makes one blocking (braid_device_fake_blocking): then,
@@ -33,6 +34,7 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "device/device.h"
+#include "device/fake_mc.h"
 #include "kernels/executor.h"
 #include "kernels/kernel.cuh"
 #include "topo/topo.h"
@@ -783,6 +785,14 @@ static const struct braid_device_ops fake_ops = {
     .capture_mode = fake_capture_mode,
     .dmabuf_supported = fake_dmabuf_supported,
     .dmabuf_get = fake_dmabuf_get,
+    .mc_supported = braid_fake_mc_supported,
+    .mc_granularity = braid_fake_mc_granularity,
+    .mc_create = braid_fake_mc_create,
+    .mc_import = braid_fake_mc_import,
+    .mc_add_device = braid_fake_mc_add_device,
+    .mc_bind = braid_fake_mc_bind,
+    .mc_map = braid_fake_mc_map,
+    .mc_release = braid_fake_mc_release,
     .caps = BRAID_DEVICE_CAP_HOST_THREADS | BRAID_DEVICE_CAP_HOST_READS_DEVICE,
 };
 

@@ -17,7 +17,7 @@
 #include "algo/ring.h"
 #include "algo/tree.h"
 #include "kernels/direct.h"
-#include "kernels/lsa.h"
+#include "kernels/multimem.h"
 #include "kernels/prims.h"
 
 HD size_t braid_min_sz(size_t a, size_t b) {
@@ -334,7 +334,8 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const s
   switch (w->func) {
     case BRAID_FUNC_AllReduce:
       if (w->algo == BRAID_ALGO_TREE) return braid_run_tree_allreduce(p, w, ch);
-      if (w->algo == BRAID_ALGO_NVLS) return braid_run_lsa_allreduce(p, w); /* one-/two-shot (lsa.h) */
+      if (w->algo == BRAID_ALGO_NVLS) /* multicast (multimem.h), or one-/two-shot over the peers (lsa.h) */
+        return (w->lsa_mode & BRAID_LSA_MC) ? braid_run_mc_allreduce(p, w) : braid_run_lsa_allreduce(p, w);
       return w->exchange ? braid_run_pair_allreduce(p, w) : braid_run_ring_allreduce(p, w, ch);
     case BRAID_FUNC_AllGather:
       return braid_run_ring_gather_scatter(p, w, ch, 1);

@@ -146,10 +146,23 @@ struct braid_lsa_view {
   int nranks;
   size_t slot_bytes; /* one input or result slot (the largest call it takes) */
   char* const* seg;  /* [nranks] */
+  /* Multicast (transport/nvls): the object's address (multimem.h; on the fake GPU a struct
+   * braid_mc_emul) and this rank's bound memory as it maps it; NULL without multicast. */
+  char* mc;
+  char* mc_local;
 };
 enum braid_lsa_mode {
   BRAID_LSA_ONESHOT = 1, /* every rank loads every input and reduces all of it */
   BRAID_LSA_TWOSHOT = 2, /* reduce-scatter by loads, then all-gather by loads */
+  BRAID_LSA_MC = 4,      /* flag: through the multicast object (multimem.h), not the peers' segments */
+};
+/* The fake GPU's multicast address (device/fake_mc.c): what a multimem access reaches, every
+ * bound member's memory as this process maps it, in the object's member order. */
+#define BRAID_MC_EMUL_MAGIC 0x6d63656du /* "mcem" */
+struct braid_mc_emul {
+  uint32_t magic;
+  int n;
+  char* member[BRAID_LSA_MAX_RANKS];
 };
 
 struct braid_work {

@@ -3,8 +3,10 @@
  * libtorch_cuda.so imports them): a peer's window as this rank can load and store it, for
  * peers it reaches by load/store (same process or node); NULL for the others, as NCCL answers
  * for peers outside the team. Multicast pointers exist only for windows with a multicast
- * mapping, which braid makes nowhere yet (no NVSwitch multicast object on any machine it has
- * run on): those queries say so with ncclInvalidUsage. Device communicators: devcomm.c.
+ * mapping (view.multimem, returned with the offset when set). braid binds only its own NVLS
+ * all-reduce memory to a multicast object (transport/nvls), never a user window (ncclMemAlloc's
+ * memory is cudaMalloc's, which cuMulticastBindMem cannot take), so these queries say so with
+ * ncclInvalidUsage and multimemSupport stays 0. Device communicators: devcomm.c.
  */
 #include <stddef.h>
 
@@ -23,7 +25,7 @@ static ncclResult_t multimem_pointer(ncclWindow_t window, size_t offset, void** 
   }
   if (w->view.multimem == NULL) {
     BRAID_WARN(
-        "%s: window %p has no multicast mapping: no NVSwitch multicast object exists on this system "
+        "%s: window %p has no multicast mapping: braid binds no user window to a multicast object "
         "(ncclCommQueryProperties: multimemSupport 0)",
         fn, (void*)window);
     return ncclInvalidUsage;

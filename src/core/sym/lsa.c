@@ -15,8 +15,6 @@
  * pointers) from device memory: a host copy is kept, and pushed by a setup copy whenever the
  * window's mappings changed (the first call; after a suspend/resume remap).
  */
-#include "kernels/lsa.h"
-
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +25,9 @@
 #include "bootstrap/bootstrap.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
+#include "kernels/multimem.h"
 #include "topo/tuner.h"
+#include "transport/nvls/nvls.h"
 #include "transport/transport.h"
 
 struct braid_lsa {
@@ -38,6 +38,7 @@ struct braid_lsa {
   struct braid_lsa_view* view; /* what work items point to: host, or its device-memory copy (device mode) */
   int pushed;                  /* device mode: view holds what host holds */
   uint64_t seq;                /* calls planned on this communicator (their numbers: lsa.h) */
+  struct braid_nvls* nvls;     /* the node's multicast object (transport/nvls), or NULL */
 };
 
 /* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
@@ -133,6 +134,38 @@ static void view_free(struct braid_comm* comm, struct braid_lsa* l) {
   free(l->host);
 }
 
+/* Device mode: the multicast object over every rank's GPU (transport/nvls), in the view when
+ * made; one INFO line says which all-reduce NCCL_ALGO=NVLS runs, and why. */
+static ncclResult_t multicast_init(struct braid_comm* comm, struct braid_lsa* l) {
+  char why[160] = "host mode";
+  if (comm->device != NULL) {
+    struct braid_nvls_args a = {comm->device,
+                                comm->cuda_dev,
+                                comm->rank,
+                                comm->nranks,
+                                comm->peers,
+                                comm->bootstrap,
+                                BRAID_MC_BYTES(l->host->slot_bytes)};
+    BRAID_CHECK(braid_nvls_setup(&a, &l->nvls, why, sizeof(why)));
+  }
+  if (l->nvls == NULL) {
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_TUNING, "rank %d: NVLS all-reduce is unicast one-/two-shot: %s", comm->rank,
+               why);
+    return ncclSuccess;
+  }
+  l->host->mc = l->nvls->mcptr;
+  l->host->mc_local = l->nvls->local;
+  BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_TUNING,
+             "rank %d: NVLS all-reduce through a multicast object of %d GPUs (%zu bytes each, granularity %zu) for "
+             "sum of 32/64-bit integers and floats and min/max of integers; unicast one-/two-shot for the rest",
+             comm->rank, comm->nranks, l->nvls->bytes, l->nvls->gran);
+  return ncclSuccess;
+}
+
+const struct braid_nvls* braid_lsa_nvls(const struct braid_comm* comm) {
+  return comm->sym != NULL && comm->sym->lsa != NULL ? comm->sym->lsa->nvls : NULL;
+}
+
 ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   ncclResult_t res = ncclSuccess;
   struct braid_sym* s = comm->sym;
@@ -155,6 +188,7 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   l->host->nranks = comm->nranks;
   l->host->slot_bytes = slot;
   s->lsa = l;
+  BRAID_CHECK_GOTO(multicast_init(comm, l), res, err_win);
   if (comm->device != NULL)
     braid_tuner_enable_lsa_device(comm->tuner, slot);
   else
@@ -162,6 +196,8 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   BRAID_INFO(BRAID_LOG_INIT, "rank %d: one-/two-shot all-reduce scratch (%s memory): %zu bytes (calls up to %zu bytes)",
              comm->rank, comm->device != NULL ? "device" : "shared", bytes, slot);
   return ncclSuccess;
+err_win:
+  s->lsa = NULL; /* the window goes with the others (braid_win_free_all) */
 err_mem:
   ncclMemFree(l->mem);
 err_free:
@@ -209,6 +245,7 @@ void braid_lsa_free(struct braid_comm* comm) {
   if (l == NULL) return;
   if (l->seq > 0) wait_peers_done(comm, l);
   comm->sym->lsa = NULL;
+  braid_nvls_free(comm->device, l->nvls, comm->nranks, BRAID_MC_DONE_OFF, BRAID_MC_CALLS_OFF, &comm->abort_flag);
   ncclMemFree(l->mem); /* the window goes with the others (braid_win_free_all) */
   view_free(comm, l);
   free(l);

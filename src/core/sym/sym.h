@@ -162,6 +162,9 @@ void braid_devcomm_free_all(struct braid_comm* comm);
  * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES) per rank, and the tuner told it
  * may pick one-shot / two-shot all-reduces up to that size. Collective (init). */
 ncclResult_t braid_lsa_init(struct braid_comm* comm);
+/* Whether the communicator's NVLS all-reduce has a multicast object (transport/nvls). */
+struct braid_nvls;
+const struct braid_nvls* braid_lsa_nvls(const struct braid_comm* comm);
 void braid_lsa_free(struct braid_comm* comm);
 struct braid_lsa_view;
 /* The view a work item of this call uses (peer mappings as they are now), and the call's
