@@ -48,8 +48,13 @@ static struct worker_link* all_workers;
 static void stream_open(const struct braid_work* w) {
   int es = braid_dtype_size(w->dtype);
   if (w->func == BRAID_FUNC_SendRecv || w->recvbuff == NULL || es <= 0) return;
-  size_t parts = w->func == BRAID_FUNC_AllGather ? (size_t)w->nranks : 1;
-  braid_reduce_stream_open(w->recvbuff, w->count * parts * (size_t)es, es);
+  size_t parts = w->func == BRAID_FUNC_AllGather ? (size_t)w->nranks : 1, bytes = w->count * parts * (size_t)es;
+  const char *out = w->recvbuff, *in = w->sendbuff;
+  size_t in_bytes = w->count * (w->func == BRAID_FUNC_ReduceScatter ? (size_t)w->nranks : 1) * (size_t)es;
+  /* In place the output's lines were just read as input: streaming them was slower in every
+   * round measured (docs/notes/2026-12-01-perf4.md), so only out-of-place outputs stream. */
+  if (in != NULL && in < out + bytes && out < in + in_bytes) return;
+  braid_reduce_stream_open(w->recvbuff, bytes, es);
 }
 
 /* A work item ends when its last direct send completed (kernels/direct.h): the call must not
