@@ -50,7 +50,7 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   w->count = t->count;
   w->chan_count = t->count;
   w->lsa = v;
-  w->lsa_mode = (uint8_t)c->variant;
+  w->lsa_mode = (uint8_t)braid_lsa_mode_of(comm, c->variant, t->count * braid_dtype_size(t->dtype));
   return ncclSuccess;
 }
 

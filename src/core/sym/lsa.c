@@ -15,7 +15,9 @@
  * pointers) from device memory: a host copy is kept, and pushed by a setup copy whenever the
  * window's mappings changed (the first call; after a suspend/resume remap).
  */
-#include "kernels/lsa.h"
+#include "kernels/reduce_isa.h"
+#define BRAID_REDUCE_COPY braid_reduce_copy_host /* as the host executor's (kernels/host.c) */
+#include "kernels/coll.h" /* lsa.h, and braid_work_redop */
 
 #include <sched.h>
 #include <stdlib.h>
@@ -25,6 +27,10 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
+#include "core/exec_status.h"
+#include "core/flight.h"
+#include "core/group.h"
+#include "core/mismatch.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
 #include "topo/tuner.h"
@@ -38,6 +44,7 @@ struct braid_lsa {
   struct braid_lsa_view* view; /* what work items point to: host, or its device-memory copy (device mode) */
   int pushed;                  /* device mode: view holds what host holds */
   uint64_t seq;                /* calls planned on this communicator (their numbers: lsa.h) */
+  size_t line_max;             /* host mode: one-shot calls up to this size go as lines (lsa.h) */
 };
 
 /* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
@@ -154,6 +161,8 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_win_register(comm, l->mem, bytes, &l->win, NCCL_WIN_COLL_SYMMETRIC), res, err_mem);
   l->host->nranks = comm->nranks;
   l->host->slot_bytes = slot;
+  l->line_max = comm->device == NULL ? (size_t)braid_param_int(BRAID_PARAM_LSA_LINE_BYTES) : 0;
+  if (l->line_max > slot) l->line_max = slot;
   s->lsa = l;
   if (comm->device != NULL)
     braid_tuner_enable_lsa_device(comm->tuner, slot);
@@ -193,7 +202,8 @@ static void wait_peers_done(struct braid_comm* comm, struct braid_lsa* l) {
   for (int r = 0; r < comm->nranks && ok; r++) {
     if (r == comm->rank || (comm->device == NULL && comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash))
       continue;
-    while (ok && (int32_t)(seg_word(comm, l, BRAID_LSA_DONE_OFF + 8 * (size_t)r, &ok) - seq) < 0 && !comm->abort_flag) {
+    while (ok && (int32_t)(seg_word(comm, l, BRAID_LSA_DONE_AT(l->host->slot_bytes, r), &ok) - seq) < 0 &&
+           !comm->abort_flag) {
       if (braid_time_now() > deadline) {
         BRAID_INFO(BRAID_LOG_INIT, "rank %d: rank %d never finished one-/two-shot call %u; freeing its scratch anyway",
                    comm->rank, r, seq);
@@ -229,4 +239,38 @@ const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* s
   }
   *seq_p = ++l->seq;
   return l->view;
+}
+
+int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes) {
+  const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  return variant == BRAID_LSA_ONESHOT && l != NULL && bytes <= l->line_max ? BRAID_LSA_ONELINE : variant;
+}
+
+/* The lone call's path (see sym.h): what enqueue.c and plan.c would do for it, minus the plan
+ * and the executor's hand-off; the flight recorder sees the same states. */
+int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
+  struct braid_comm* comm = t->comm;
+  const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  size_t bytes = t->count * (size_t)braid_dtype_size(t->dtype);
+  struct braid_tuner_choice c;
+  if (l == NULL || bytes > l->line_max || t->count == 0 || t->kind != BRAID_TASK_COLL ||
+      t->func != BRAID_FUNC_AllReduce || comm->device != NULL || braid_mismatch_enabled())
+    return 0;
+  if (braid_tuner_choose(comm->tuner, t->func, bytes, &c) != ncclSuccess || c.algo != BRAID_ALGO_NVLS ||
+      braid_lsa_mode_of(comm, c.variant, bytes) != BRAID_LSA_ONELINE)
+    return 0;
+  uint64_t seq;
+  const struct braid_lsa_view* v = braid_lsa_next(comm, &seq);
+  if (v == NULL) return 0; /* suspended: the plan's path says why */
+  __atomic_add_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
+  struct braid_redop op;
+  braid_work_redop(&t->redop, &op);
+  braid_flight_set(comm, t->flight_id, BRAID_FLIGHT_RUNNING, 1);
+  int st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count,
+                                    braid_dtype_size(t->dtype), &comm->abort_flag);
+  ncclResult_t res = st == BRAID_EXEC_OK ? ncclSuccess : braid_exec_status_error(comm, st, "operation", -1);
+  braid_flight_set(comm, t->flight_id, res == ncclSuccess ? BRAID_FLIGHT_DONE : BRAID_FLIGHT_FAILED, -1);
+  __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
+  *res_p = res;
+  return 1;
 }
