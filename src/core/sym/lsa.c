@@ -17,8 +17,6 @@
  */
 #include "kernels/reduce_isa.h"
 #define BRAID_REDUCE_COPY braid_reduce_copy_host /* as the host executor's (kernels/host.c) */
-#include "kernels/coll.h" /* lsa.h, and braid_work_redop */
-
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +31,7 @@
 #include "core/mismatch.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
+#include "kernels/coll.h" /* lsa.h, and braid_work_redop */
 #include "topo/tuner.h"
 #include "transport/transport.h"
 
@@ -266,8 +265,8 @@ int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
   struct braid_redop op;
   braid_work_redop(&t->redop, &op);
   braid_flight_set(comm, t->flight_id, BRAID_FLIGHT_RUNNING, 1);
-  int st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count,
-                                    braid_dtype_size(t->dtype), &comm->abort_flag);
+  int st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
+                                    &comm->abort_flag);
   ncclResult_t res = st == BRAID_EXEC_OK ? ncclSuccess : braid_exec_status_error(comm, st, "operation", -1);
   braid_flight_set(comm, t->flight_id, res == ncclSuccess ? BRAID_FLIGHT_DONE : BRAID_FLIGHT_FAILED, -1);
   __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
