@@ -176,30 +176,47 @@ HD int braid_lsa_line_fetch(const struct braid_lsa_view* v, int r, uint32_t seq,
   return 0;
 }
 
+/* Operand r of call seq: a one-line call reduces straight from the lines (its payload is
+ * contiguous there, and stays until this rank publishes its next call), a longer one from the
+ * gather area. */
+HD const char* braid_lsa_line_operand(const struct braid_lsa_view* v, int me, int r, uint32_t seq, int one) {
+  return one ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
+}
+
 /* The whole call (one host thread): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
 HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
                                 const void* sendbuff, void* recvbuff, size_t count, int es,
                                 const volatile uint32_t* abort_flag) {
   const int n = v->nranks;
   const size_t bytes = count * (size_t)es;
+  const int one = bytes <= BRAID_LSA_LINE_PAYLOAD;
   const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
-  char* mine = braid_lsa_gather(v, me, me);
+  char* mine = (char*)braid_lsa_line_operand(v, me, me, seq, one);
   braid_lsa_stage(op, mine, sendbuff, count);
   for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
     char* l = braid_lsa_line(v, me, seq, i);
-    if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
+    if (one)
+      ; /* staged in place */
+    else if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
       memcpy(l, mine + off, BRAID_LSA_LINE_PAYLOAD);
     else
       memcpy(l, mine + off, bytes - off);
     simt_st_release_u64((volatile uint64_t*)(l + BRAID_LSA_LINE_PAYLOAD), seq);
   }
   for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
-    int r = (me + k) % n, st = braid_lsa_line_fetch(v, r, seq, braid_lsa_gather(v, me, r), bytes, abort_flag);
+    int r = (me + k) % n, st;
+    if (one)
+      st = braid_lsa_wait((const volatile uint64_t*)(braid_lsa_line(v, r, seq, 0) + BRAID_LSA_LINE_PAYLOAD), seq,
+                          abort_flag);
+    else
+      st = braid_lsa_line_fetch(v, r, seq, braid_lsa_gather(v, me, r), bytes, abort_flag);
     if (st) return st;
   }
-  BRAID_REDUCE_COPY(op, recvbuff, NULL, braid_lsa_gather(v, me, 0), 0, braid_lsa_gather(v, me, 1), 0, n == 2, count);
+  BRAID_REDUCE_COPY(op, recvbuff, NULL, braid_lsa_line_operand(v, me, 0, seq, one), 0,
+                    braid_lsa_line_operand(v, me, 1, seq, one), 0, n == 2, count);
   for (int i = 2; i < n; i++)
-    BRAID_REDUCE_COPY(op, recvbuff, NULL, recvbuff, 0, braid_lsa_gather(v, me, i), 0, i == n - 1, count);
+    BRAID_REDUCE_COPY(op, recvbuff, NULL, recvbuff, 0, braid_lsa_line_operand(v, me, i, seq, one), 0, i == n - 1,
+                      count);
   simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
   braid_lsa_done(v, me, seq);
   return 0;
