@@ -45,8 +45,8 @@ static int body_mixed(struct harness_rank* r) {
       if (grouped) RCHECK(r, ncclGroupEnd());
       for (size_t i = 0; i < n; i++) {
         float want = tri * (float)(i % 7 + 1 + round);
-        REXPECT(r, dst[i] == want, "round %d call %zu (count %zu, %s, %s): element %zu is %g, expected %g", round, k,
-                n, in_place ? "in place" : "out of place", grouped ? "grouped" : "alone", i, dst[i], want);
+        REXPECT(r, dst[i] == want, "round %d call %zu (count %zu, %s, %s): element %zu is %g, expected %g", round, k, n,
+                in_place ? "in place" : "out of place", grouped ? "grouped" : "alone", i, dst[i], want);
       }
     }
   }
