@@ -9,8 +9,9 @@
  * peers (not written: docs/notes/2026-12-01-nvls-device.md).
  *
  * Each rank's segment: an arrival counter, a reduce-scatter counter (one cache line each),
- * the done[] words, the count of calls this rank ran, then two input slots and two result
- * slots of slot_bytes, used alternately by odd and even calls. A call's number seq is the
+ * the count of calls this rank ran, then two input slots and two result slots of slot_bytes,
+ * used alternately by odd and even calls, then host mode's line slots (the one-line variant,
+ * below), the done[] words (a cache line per writer) and a private gather area. A call's number seq is the
  * executor's own count + 1, read from its segment when the call starts and stored when it
  * ends: every rank runs the same calls in the same order, so every rank derives the same seq,
  * and a CUDA graph's replays (whose kernel arguments never change) get fresh numbers. A call:

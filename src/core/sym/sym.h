@@ -159,7 +159,7 @@ void braid_devcomm_free_all(struct braid_comm* comm);
 /* ---- the NVLS-style all-reduce's scratch (lsa.c) ----------------------------------------- */
 
 /* Host mode, when every rank is in one LSA team (one node) and NCCL_NVLS_ENABLE allows: a
- * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES) per rank, and the tuner told it
+ * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES rounded up to 4 KiB) per rank, and the tuner told it
  * may pick one-shot / two-shot all-reduces up to that size. Collective (init). */
 ncclResult_t braid_lsa_init(struct braid_comm* comm);
 void braid_lsa_free(struct braid_comm* comm);
