@@ -249,19 +249,23 @@ int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes) 
  * and the executor's hand-off; the flight recorder sees the same states. */
 int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
   struct braid_comm* comm = t->comm;
+  if (t->kind != BRAID_TASK_COLL || t->func != BRAID_FUNC_AllReduce || t->count == 0 || comm->device != NULL) return 0;
+  /* From here on as the plan's path: in flight before anything of the communicator is read,
+   * so an abort from another thread waits for this call before it frees the scratch. */
+  __atomic_add_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
   const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   size_t bytes = t->count * (size_t)braid_dtype_size(t->dtype);
   struct braid_tuner_choice c;
-  if (l == NULL || bytes > l->line_max || t->count == 0 || t->kind != BRAID_TASK_COLL ||
-      t->func != BRAID_FUNC_AllReduce || comm->device != NULL || braid_mismatch_enabled())
-    return 0;
-  if (braid_tuner_choose(comm->tuner, t->func, bytes, &c) != ncclSuccess || c.algo != BRAID_ALGO_NVLS ||
-      braid_lsa_mode_of(comm, c.variant, bytes) != BRAID_LSA_ONELINE)
-    return 0;
+  const struct braid_lsa_view* v = NULL;
   uint64_t seq;
-  const struct braid_lsa_view* v = braid_lsa_next(comm, &seq);
-  if (v == NULL) return 0; /* suspended: the plan's path says why */
-  __atomic_add_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
+  if (l != NULL && bytes <= l->line_max && !braid_mismatch_enabled() &&
+      braid_tuner_choose(comm->tuner, t->func, bytes, &c) == ncclSuccess && c.algo == BRAID_ALGO_NVLS &&
+      braid_lsa_mode_of(comm, c.variant, bytes) == BRAID_LSA_ONELINE)
+    v = braid_lsa_next(comm, &seq); /* NULL when suspended: the plan's path says why */
+  if (v == NULL) {
+    __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
+    return 0;
+  }
   struct braid_redop op;
   braid_work_redop(&t->redop, &op);
   braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
