@@ -21,6 +21,7 @@
 
 struct braid_device_ops;
 struct braid_topo_system;
+struct braid_channel_graph;
 struct braid_transport;
 
 #define BRAID_CONNECT_BLOB_BYTES 256
@@ -46,6 +47,8 @@ struct braid_peer_info {
   int must_agree; /* settings every rank must share (core: BRAID_PEER_AGREE_*), checked at init */
   char hostname[BRAID_HOSTNAME_MAX];
 };
+
+struct braid_prof_op; /* transport/prof_op.h */
 
 /* One end of a connection on the host side: the data path's view plus the transport's state. */
 struct braid_connector {
@@ -82,6 +85,8 @@ struct braid_transport_ctx {
   int (*dead_peer)(void* owner);
   /* The rank braid blamed when it failed the communicator, or -1. */
   int (*blamed_peer)(void* owner);
+  /* The channels (the NIC each ring uses, transport/net/net_dev.c); NULL when unknown. */
+  const struct braid_channel_graph* graph;
 };
 
 /* Capabilities of a transport (braid_transport.caps): what the core may rely on. */
@@ -144,6 +149,12 @@ struct braid_transport {
    * its death leaves behind (shm: receive segments whose sender never mapped them). The
    * survivors call it (core/init.c); it may find nothing. */
   void (*forget_dead)(uint64_t comm_hash, int peer, int peer_pid);
+  /* May be NULL (no proxy: no ProxyOp events). The profiler (transport/prof_op.h): queue a
+   * task's steps on this end, before they move; its proxy emits the events as they do. */
+  void (*prof_push)(struct braid_connector* c, struct braid_prof_op* op);
+  /* With prof_push: move this end now; `cancel`: stop what is still open (the call failed).
+   * Returns the ops not finished yet. */
+  int (*prof_drain)(struct braid_connector* c, int cancel);
 };
 
 /* Size of the FIFO memory a receiver allocates for one connection. */
