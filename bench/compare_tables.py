@@ -7,13 +7,14 @@ A round of a collective is "near" when both ping-pongs' round trips (their least
 repetition) are below --near-ns, "far" when both are at or above it, "mixed" otherwise.
 Ratios are braid busbw / peer busbw per round and size (out of place), then medianed: over
 all rounds, the near ones and the far ones. Writes compare-<coll>.txt, compare-summary.txt
-and <side>-<coll>-median.txt (benchmark format, for tools/plot-bench); prints the tables."""
+and <side>-<coll>-median.txt (benchmark format, for tools/plot-bench); prints the tables.
+A collective a peer lacks (PEER-c-lacks.txt, from compare.sh) gets that line instead of rows."""
 import argparse
 import statistics
 from importlib.machinery import SourceFileLoader
 
 pb = SourceFileLoader("plot_bench", "tools/plot-bench").load_module()
-NAMES = {"braid": "braid", "ompi": "Open MPI", "mpich": "MPICH"}
+NAMES = {"braid": "braid", "ompi": "Open MPI", "mpich": "MPICH", "gloo": "Gloo", "oneccl": "Intel oneCCL"}
 MIB = 1 << 20
 CLASSES = [("<=4K", 0, 4096), ("4K-1M", 4097, MIB - 1), ("1M-16M", MIB, 16 * MIB - 1),
            (">=16M", 16 * MIB, 1 << 62)]  # (label, smallest size, largest size)
@@ -87,6 +88,14 @@ def header_of(out, side, coll, rounds):
     return [f"# Collective test starting: {coll}_perf\n"]
 
 
+def lacks(out, peer, coll):
+    """The reason compare.sh wrote when PEER has no COLL, or None."""
+    try:
+        return open(f"{out}/{peer}-{coll}-lacks.txt").read().strip()
+    except OSError:
+        return None
+
+
 def write_median(out, side, coll, runs, key=("float", "sum", "-1")):
     sizes = sorted({s for r in runs for s in r})
     with open(f"{out}/{side}-{coll}-median.txt", "w") as f:
@@ -110,6 +119,9 @@ def coll_tables(a, coll, kinds, ceil):
     wrong = [i for i in rounds if wrong_results(f"{a.out}/braid-{coll}-r{i}.txt")]
     per_peer = {}
     for peer in a.peers:
+        if why := lacks(a.out, peer, coll):
+            lines.append(f"# braid vs {NAMES[peer]}: not run ({why})")
+            continue
         runs = [rows_of(f"{a.out}/{peer}-{coll}-r{i}.txt") for i in rounds]
         write_median(a.out, peer, coll, runs)
         wrong += [f"{peer} r{i}" for i in rounds if wrong_results(f"{a.out}/{peer}-{coll}-r{i}.txt")]
@@ -173,7 +185,7 @@ def summary(a, all_ratios):
                     rs = [r for s, v in per_peer.get(peer, {}).items() if lo <= s <= hi
                           for r, k in v if kind in ("all", k)]
                     cells += f"  {fmt(med(rs), 7)}"
-                lines.append(f"  {coll:>14}{cells}")
+                lines.append(f"  {coll:>14}{cells}" + (f"  # {why}" if (why := lacks(a.out, peer, coll)) else ""))
     return lines
 
 
