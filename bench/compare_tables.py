@@ -5,7 +5,8 @@ Inputs, per round i and collective c: braid-c-ri.txt and PEER-c-ri.txt (nccl-tes
 pp-c-ri-{before,after}.txt (bench/probe/pingpong), ceil-SIZE-ri.txt (bench/probe/memceil).
 A round of a collective is "near" when both ping-pongs' round trips (their least disturbed
 repetition) are below --near-ns, "far" when both are at or above it, "mixed" otherwise.
-Ratios are braid busbw / peer busbw per round and size (out of place), then medianed: over
+Ratios are braid busbw / peer busbw per round and size (out of place; computed as peer time /
+braid time, the same number with the digits small sizes' busbw lose), then medianed: over
 all rounds, the near ones and the far ones. Writes compare-<coll>.txt, compare-summary.txt
 and <side>-<coll>-median.txt (benchmark format, for tools/plot-bench); prints the tables.
 A collective a peer lacks (PEER-c-lacks.txt, from compare.sh) gets that line instead of rows."""
@@ -132,8 +133,10 @@ def coll_tables(a, coll, kinds, ceil):
                   f"{'far':>6} {'n':>2}"]
         ratios = per_peer.setdefault(peer, {})
         for s in sizes:
-            rs = [(b[s][1] / p[s][1], k[0]) for b, p, k in zip(braid, runs, kinds)
-                  if s in b and s in p and p[s][1] > 0]
+            # busbw ratio = time ratio (same size, same formula); times keep the digits
+            # that a busbw of "0.00" GB/s loses at small sizes
+            rs = [(p[s][0] / b[s][0], k[0]) for b, p, k in zip(braid, runs, kinds)
+                  if s in b and s in p and b[s][0] > 0 and p[s][0] > 0]
             ratios[s] = rs
             near = [r for r, k in rs if k == "near"]
             far = [r for r, k in rs if k == "far"]
