@@ -15,9 +15,10 @@
 #include <stdint.h>
 
 #define EMU_QP_MAGIC 0x6962656d75515021ULL
-#define EMU_RING 1024 /* incoming WRITE_WITH_IMM notices per QP */
-#define EMU_RQ 1024   /* posted receives per QP */
-#define EMU_CQ 8192   /* completions a CQ holds */
+#define EMU_RING 1024     /* incoming WRITE_WITH_IMM notices per QP */
+#define EMU_RQ 1024       /* posted receives per QP */
+#define EMU_RETRY_MS 2000 /* how long a request waits for a responder QP not yet in RTR */
+#define EMU_CQ 8192       /* completions a CQ holds */
 #define EMU_MR_MAX 4096
 #define EMU_MR_IDX(key) ((key)&0xfffu)
 

@@ -13,9 +13,10 @@
  * completion once a receive is posted (an RNR wait that never gives up, as rnr_retry 7). A peer
  * process that is gone (any failing process_vm_* call, or a QP number nobody registered) is
  * RETRY_EXC_ERR. The peer QP's registry lock is held while bytes move (ibemu_mr.c). After an error completion the QP is
- * in ERR: every further WR is flushed (WR_FLUSH_ERR), as are its posted receives. Not emulated: SEND / atomics, several
- * SGEs, the responder QP's state and access flags (only the MR's are checked), completion channels (req_notify_cq says
- * ENOSYS).
+ * in ERR: every further WR is flushed (WR_FLUSH_ERR), as are its posted receives. The responder QP must be in RTR or
+ * RTS (else RETRY_EXC_ERR after a bounded wait) and opened with the access the request needs
+ * (else REM_ACCESS_ERR), besides the MR's key, bounds and access. Not emulated: SEND /
+ * atomics, several SGEs, completion channels (req_notify_cq says ENOSYS).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -53,11 +54,32 @@ static int local_ok(const struct ibv_sge* s, int need, uint64_t* host) {
   return ok;
 }
 
-/* The peer's MR behind rkey covers [addr, addr+len) with `need`: 0 and *host = where those
- * bytes are in the peer process, else a WC status. */
+/* The responder QP takes requests: in RTR or RTS (an HCA drops packets to a QP in RESET, INIT
+ * or ERR, and the requester retries until RETRY_EXC_ERR: a QP still being brought up gets a
+ * bounded wait, as the retries give it), and opened at INIT for `need` (REM_ACCESS_ERR: the
+ * responder NAKs and goes to ERR). 0, or a WC status. */
+static int responder_check(struct emu_qp* q, int need) {
+  enum ibv_qp_state st = IBV_QPS_RESET;
+  int access = 0;
+  for (int waited_ms = 0;; waited_ms++) {
+    if (pvm(q->peer_pid, 0, &st, q->peer_qp + offsetof(struct emu_qp, qp.state), sizeof(st)))
+      return IBV_WC_RETRY_EXC_ERR;
+    if (st == IBV_QPS_RTR || st == IBV_QPS_RTS) break;
+    if (st == IBV_QPS_ERR || waited_ms >= EMU_RETRY_MS) return IBV_WC_RETRY_EXC_ERR;
+    usleep(1000);
+  }
+  if (pvm(q->peer_pid, 0, &access, q->peer_qp + offsetof(struct emu_qp, access), sizeof(access)))
+    return IBV_WC_RETRY_EXC_ERR;
+  return (access & need) == need ? 0 : IBV_WC_REM_ACCESS_ERR;
+}
+
+/* The peer's MR behind rkey covers [addr, addr+len) with `need`, and the responder QP takes it:
+ * 0 and *host = where those bytes are in the peer process, else a WC status. */
 static int remote_check(struct emu_qp* q, uint32_t rkey, uint64_t addr, uint32_t len, int need, uint64_t* host) {
   struct emu_mr_slot m;
   *host = addr;
+  int st = responder_check(q, need);
+  if (st != 0) return st;
   if (pvm(q->peer_pid, 0, &m, q->peer_mrt + EMU_MR_IDX(rkey) * sizeof(m), sizeof(m)) != 0) return IBV_WC_RETRY_EXC_ERR;
   if (len == 0) return 0;
   if (!m.valid || m.key != rkey || addr < m.addr || addr + len > m.addr + m.len || !(m.access & need))

@@ -51,7 +51,7 @@ struct emu {
   struct ibv_qp* b;
 };
 
-static struct ibv_qp* qp_new(struct emu* e) {
+static struct ibv_qp* qp_new_access(struct emu* e, int access) {
   struct ibv_qp_init_attr init;
   memset(&init, 0, sizeof(init));
   init.send_cq = init.recv_cq = e->cq;
@@ -64,12 +64,16 @@ static struct ibv_qp* qp_new(struct emu* e) {
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  a.qp_access_flags = (unsigned)access;
   ck_assert_int_eq(e->v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
   return qp;
 }
 
-static void qp_connect(struct emu* e, struct ibv_qp* qp, uint32_t dest) {
+static struct ibv_qp* qp_new(struct emu* e) {
+  return qp_new_access(e, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+}
+
+static void qp_rtr(struct emu* e, struct ibv_qp* qp, uint32_t dest) {
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTR;
@@ -80,6 +84,11 @@ static void qp_connect(struct emu* e, struct ibv_qp* qp, uint32_t dest) {
                                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
                    0);
+}
+
+static void qp_connect(struct emu* e, struct ibv_qp* qp, uint32_t dest) {
+  qp_rtr(e, qp, dest);
+  struct ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_RTS;
   ck_assert_int_eq(e->v->modify_qp(qp, &a,
@@ -216,6 +225,49 @@ START_TEST(test_emu_peer_gone) {
   struct ibv_wc wc;
   ck_assert_int_eq(poll1(&e, &wc), 1);
   ck_assert_int_eq(wc.status, IBV_WC_RETRY_EXC_ERR);
+}
+END_TEST
+
+/* The responder QP's side, as an HCA checks it: the access it was opened with at INIT
+ * (REM_ACCESS_ERR, even with an MR that allows it) and its state (a QP in RTR receives; one
+ * left in INIT drops the packets: RETRY_EXC_ERR once the retries give up). */
+static int one_write(struct emu* e, struct ibv_qp* from, int op, char* buf, struct ibv_mr* m) {
+  struct ibv_wc wc;
+  ck_assert_int_eq(post(e, from, op, buf, 64, m, buf + 64, m->rkey, 0), 0);
+  ck_assert_int_eq(poll1(e, &wc), 1);
+  return wc.status;
+}
+
+START_TEST(test_emu_responder) {
+  struct emu e;
+  emu_open(&e);
+  static char buf[128];
+  int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  struct ibv_mr* m = e.v->reg_mr(e.pd, buf, sizeof(buf), acc);
+  ck_assert_ptr_nonnull(m);
+  const int only[2] = {IBV_ACCESS_REMOTE_WRITE, IBV_ACCESS_REMOTE_READ};
+  const int refused[2] = {IBV_WR_RDMA_READ, IBV_WR_RDMA_WRITE_WITH_IMM};
+  for (int i = 0; i < 2; i++) {
+    struct ibv_qp* c = qp_new(&e);
+    struct ibv_qp* d = qp_new_access(&e, only[i]);
+    qp_connect(&e, c, d->qp_num);
+    qp_connect(&e, d, c->qp_num);
+    ck_assert_int_eq(one_write(&e, c, refused[i], buf, m), IBV_WC_REM_ACCESS_ERR);
+    ck_assert_int_eq(e.v->destroy_qp(c), 0);
+    ck_assert_int_eq(e.v->destroy_qp(d), 0);
+  }
+  struct ibv_qp* c = qp_new(&e);
+  struct ibv_qp* d = qp_new(&e);
+  qp_connect(&e, c, d->qp_num);
+  ck_assert_int_eq(one_write(&e, c, IBV_WR_RDMA_WRITE, buf, m), IBV_WC_RETRY_EXC_ERR); /* d still in INIT */
+  ck_assert_int_eq(e.v->destroy_qp(c), 0);
+  c = qp_new(&e);
+  qp_connect(&e, c, d->qp_num);
+  qp_rtr(&e, d, c->qp_num); /* receives from RTR on */
+  ck_assert_int_eq(one_write(&e, c, IBV_WR_RDMA_WRITE, buf, m), IBV_WC_SUCCESS);
+  ck_assert_int_eq(e.v->destroy_qp(c), 0);
+  ck_assert_int_eq(e.v->destroy_qp(d), 0);
+  e.v->dereg_mr(m);
 }
 END_TEST
 
@@ -409,15 +461,22 @@ static int body_roundtrip(struct harness_rank* r) {
       RCHECK(r, n->irecv(rcv, 1, &d, &cap, &tag, &md, &rq[j]));
       REXPECT(r, rq[j] != NULL, "irecv %d refused", j);
     }
+    /* The receiver is tested while the sender waits, as a progress engine does: until the
+     * sender's "ready" is read, its clear-to-sends wait in the receiver (ib_net.h). */
+    int rdone[4] = {0, 0, 0, 0};
+    size_t got[4] = {(size_t)-1, (size_t)-1, (size_t)-1, (size_t)-1};
     for (int j = 0; j < 4; j++) {
       sq[j] = NULL;
-      for (long i = 0; sq[j] == NULL && i < 10000000; i++) RCHECK(r, n->isend(snd, src, sizes[s], 5, ms, &sq[j]));
+      for (long i = 0; sq[j] == NULL && i < 10000000; i++) {
+        RCHECK(r, n->isend(snd, src, sizes[s], 5, ms, &sq[j]));
+        if (!rdone[j]) RCHECK(r, n->test(rq[j], &rdone[j], &got[j]));
+      }
       REXPECT(r, sq[j] != NULL, "isend %d never found its clear-to-send", j);
     }
     for (int j = 0; j < 4; j++) {
-      size_t got = (size_t)-1;
-      REXPECT(r, rt_wait(n, rq[j], &got) == 0 && rt_wait(n, sq[j], NULL) == 0, "message %d of %zu bytes", j, sizes[s]);
-      REXPECT(r, got == sizes[s], "received %zu bytes, sent %zu", got, sizes[s]);
+      REXPECT(r, (rdone[j] || rt_wait(n, rq[j], &got[j]) == 0) && rt_wait(n, sq[j], NULL) == 0,
+              "message %d of %zu bytes", j, sizes[s]);
+      REXPECT(r, got[j] == sizes[s], "received %zu bytes, sent %zu", got[j], sizes[s]);
       const char* d = dst + (size_t)j * max;
       REXPECT(r, memcmp(d, src, sizes[s]) == 0 && d[sizes[s]] == 0x55, "message %d of %zu bytes arrived wrong", j,
               sizes[s]);
@@ -479,6 +538,7 @@ Suite* net_ib_suite(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_emu_data);
   tcase_add_test(tc, test_emu_peer_gone);
+  tcase_add_test(tc, test_emu_responder);
   tcase_add_test(tc, test_emu_dmabuf);
   suite_add_tcase(s, tc);
   tc = tcase_create("roundtrip");

@@ -34,6 +34,10 @@ void braid_net_ctrl_read(struct braid_net_ctrl* c) {
     }
     if (c->in_off < sizeof(c->in)) return;
     c->in_off = 0;
+    if (c->in.magic == c->magic && c->in.tag == BRAID_NET_CTRL_READY && !c->ready) {
+      c->ready = 1;
+      continue;
+    }
     if (c->in.magic != c->magic || (c->in.tag != BRAID_NET_CTRL_BYE && c->in.tag != BRAID_NET_CTRL_ABORT)) {
       braid_net_ctrl_fail(c, "sent garbage on the control socket (0x%08x %d, expected magic 0x%08x)", c->in.magic,
                           c->in.tag, c->magic);

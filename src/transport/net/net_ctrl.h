@@ -1,6 +1,8 @@
 /*
  * net_ctrl.h - the control socket's end-of-connection protocol, shared by the net plugins that
- * move data elsewhere (UCX, IB): once connected, the socket carries only the sender's last word,
+ * move data elsewhere (UCX, IB): once connected, the socket carries (besides IB's "ready": the
+ * sender's QPs take RDMA writes, {magic, BRAID_NET_CTRL_READY, 0}, sets `ready`) only the
+ * sender's last word,
  *   - a goodbye {magic, BRAID_NET_CTRL_BYE, messages sent}: the receiver reports closedByPeer
  *     once it has received that many messages;
  *   - an abort notice {magic, BRAID_NET_CTRL_ABORT, code}: peerAborted with the code;
@@ -19,6 +21,7 @@
 
 #define BRAID_NET_CTRL_BYE 1
 #define BRAID_NET_CTRL_ABORT 2
+#define BRAID_NET_CTRL_READY 3
 #define BRAID_NET_CTRL_CHECK_NS 1000000LL /* how often a busy comm looks at its socket */
 
 struct braid_net_ctrl_msg {
@@ -35,6 +38,7 @@ struct braid_net_ctrl {
   size_t in_off;
   int64_t checked;      /* when the socket was last looked at */
   uint64_t posted_msgs; /* sender: messages posted; receiver: received */
+  int ready;            /* receiver: the sender said it is ready (IB) */
   int bye;              /* receiver: the sender said goodbye ... */
   uint64_t bye_msgs;    /* ... after this many messages */
   int failed, closed_by_peer, peer_aborted, abort_code;

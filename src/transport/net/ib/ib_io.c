@@ -172,6 +172,20 @@ ncclResult_t ib_isend(void* comm, void* data, size_t size, int tag, void* mhandl
   return ncclSuccess;
 }
 
+/* Receiver: write the clear-to-sends kept while the sender's QPs were not ready (ib_net.h). */
+static ncclResult_t cts_flush(struct ib_comm* c) {
+  if (!c->ctl.ready) braid_net_ctrl_read(&c->ctl);
+  if (c->ctl.failed) return ncclRemoteError;
+  for (; c->ctl.ready && c->cts_sent < c->recv_msgs; c->cts_sent++) {
+    uint64_t i = c->cts_sent;
+    int first = c->split ? 0 : (int)(i % (uint64_t)c->nqps);
+    struct ib_fifo_slot* s = &c->fifo[i % IB_NREQ]; /* staged by irecv */
+    BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | c->cts_req[i % IB_NREQ], IBV_WR_RDMA_WRITE, s, sizeof(*s),
+                           c->fifo_mr->lkey, c->peer.fifo_addr + (i % IB_NREQ) * sizeof(*s), c->peer.fifo_rkey, 0));
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request) {
   struct ib_comm* c = comm;
   *request = NULL;
@@ -210,13 +224,12 @@ ncclResult_t ib_irecv(void* comm, int n, void** data, size_t* sizes, int* tags, 
                              tags != NULL ? tags[0] : 0,
                              0,
                              i + 1};
-  BRAID_CHECK(post_write(c, c->qp[first], WR_CTS | slot, IBV_WR_RDMA_WRITE, s, sizeof(*s), c->fifo_mr->lkey,
-                         c->peer.fifo_addr + (i % IB_NREQ) * sizeof(*s), c->peer.fifo_rkey, 0));
-  r->pending++;
+  c->cts_req[i % IB_NREQ] = (uint32_t)slot;
+  r->pending++; /* its clear-to-send's completion */
   c->req_tail++;
   c->recv_msgs++;
   *request = r;
-  return ncclSuccess;
+  return cts_flush(c);
 }
 
 ncclResult_t ib_test(void* request, int* done, size_t* sizes) {
@@ -224,6 +237,7 @@ ncclResult_t ib_test(void* request, int* done, size_t* sizes) {
   struct ib_comm* c = r->comm;
   *done = 0;
   if (c->is_send && !c->ready && ib_sender_ready(c) < 0) return ncclRemoteError;
+  if (!c->is_send && c->cts_sent < c->recv_msgs && cts_flush(c) != ncclSuccess) return ncclRemoteError;
   ncclResult_t res = c->ctl.failed ? ncclRemoteError : cq_poll(c);
   if (res != ncclSuccess) return res;
   if (r->pending > 0) {
@@ -250,9 +264,10 @@ ncclResult_t ib_wait_fds(void* comm, struct pollfd* fds, int max, int* n_p) {
   struct ib_comm* c = comm;
   *n_p = 0;
   if (c->ctl.failed) return ncclSuccess;
+  int unready = c->is_send ? !c->ready : !c->ctl.ready; /* only the control socket can speak */
   if (c->req_tail != c->req_head || (c->is_send && !c->ready)) {
-    if (c->is_send && !c->ready && max >= 1) {
-      fds[0] = (struct pollfd){.fd = c->ctl.sock.fd, .events = POLLIN}; /* the receiver's QP numbers */
+    if (unready && max >= 1) {
+      fds[0] = (struct pollfd){.fd = c->ctl.sock.fd, .events = POLLIN}; /* the peer's QP numbers / its ready */
       *n_p = 1;
       return ncclSuccess;
     }

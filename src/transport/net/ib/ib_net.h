@@ -10,6 +10,10 @@
  *     PSNs, LID, GID, MTU, and where its clear-to-send FIFO is: address, rkey), and its connect
  *     is done; the receiver's accept creates its QPs, takes them to RTS and answers its ib_info;
  *     the sender takes its QPs to RTS when that arrives (first isend or test);
+ *   - the sender says "ready" on the control socket once its QPs are in RTS (net_ctrl.h): an
+ *     HCA drops RDMA writes to a QP still in INIT, and the requester would only retry after
+ *     the ack timeout (seconds at NCCL_IB_TIMEOUT 20) or give up, so until then the receiver
+ *     keeps its clear-to-sends (test() and irecv() send them once "ready" is read);
  *   - data: the receiver's irecv posts a receive on the QP(s) the request uses and RDMA-writes
  *     {addr, rkey, size, tag, idx} into slot idx % 32 of the sender's FIFO (idx last: the slot is
  *     whole once idx is); the sender's isend waits for slot idx == its request number + 1, then
@@ -132,7 +136,9 @@ struct ib_comm {
   char flush_byte;
   struct ib_req reqs[IB_NREQ];
   uint64_t req_head, req_tail;
-  uint64_t recv_msgs; /* receiver: irecvs posted, the clear-to-send index (requests count flushes too) */
+  uint64_t recv_msgs;        /* receiver: irecvs posted, the clear-to-send index (requests count flushes too) */
+  uint64_t cts_sent;         /* receiver: clear-to-sends written (< recv_msgs until the sender is ready) */
+  uint32_t cts_req[IB_NREQ]; /* receiver: message i's request slot, at i % IB_NREQ */
 };
 
 /* ib_plugin.c */

@@ -306,6 +306,7 @@ int ib_sender_ready(struct ib_comm* c) {
     ib_fail(c, "its QPs did not reach RTS");
     return -1;
   }
+  braid_net_ctrl_say(&c->ctl, BRAID_NET_CTRL_READY, 0, IB_HANDSHAKE_MS); /* its writes may come now */
   return 1;
 }
 
