@@ -181,11 +181,18 @@ $(BUILD)/lib/libnccl-profiler-braidtest-v%.so: tests/plugins/test_profiler.c tes
 
 # A net plugin that declares NCCL_PTR_DMABUF and records its registrations
 # (tests/net/dmabuf_plugin.c); tests/unit/test_net_dmabuf.c loads it through the adapter.
-NET_TEST_LIBS := $(BUILD)/lib/libnccl-net-braidtest-dmabuf.so
+NET_TEST_LIBS := $(BUILD)/lib/libnccl-net-braidtest-dmabuf.so $(BUILD)/lib/libnccl-net-braidtest-prof.so
 $(BUILD)/lib/libnccl-net-braidtest-dmabuf.so: tests/net/dmabuf_plugin.c src/transport/net/plugin/nccl_net_abi.h
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden -Iinclude -Isrc \
 	  -DBRAID_NO_CUDA_HEADERS -o $@ $<
+
+# A v10 net plugin wrapping libnccl-net-braid.so that reports NetPlugin profiler events
+# (tests/plugins/test_netprof.c); tests/unit/test_profiler_proxy.c loads it.
+$(BUILD)/lib/libnccl-net-braidtest-prof.so: tests/plugins/test_netprof.c src/transport/net/plugin/nccl_net_abi.h $(NET_BRAID)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden -Iinclude -Isrc \
+	  -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE -o $@ $< -ldl -pthread
 
 $(BUILD)/bin/braid-tests: $(TEST_OBJS) $(TOOL_LIB_OBJS) $(STATIC) $(ALL_CUDA) $(IBEMU) $(PROF_TEST_LIBS) $(NET_TEST_LIBS)
 	@mkdir -p $(dir $@)

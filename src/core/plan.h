@@ -33,6 +33,7 @@ struct braid_plan {
   struct braid_self_copy* copies; /* sends to self, matched with receives from self */
   int ncopies;
   void* prof_group;                               /* the profiler plugin's group event (core/profile.c) */
+  void* prof_proxy;                               /* its queued ProxyOp shares (core/profile_proxy.c) */
   struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */
 };
 

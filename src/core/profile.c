@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
+#include "transport/progress.h"
 
 int braid_profile_on;
 
@@ -30,7 +31,10 @@ static __thread struct {
 ncclResult_t braid_profile_open(struct braid_comm* comm) {
   struct braid_prof_shape s = {comm->comm_hash, comm->config.commName, comm->nnodes, comm->nranks, comm->rank};
   BRAID_CHECK(braid_prof_open(&s, &comm->prof));
-  if (comm->prof != NULL) __atomic_store_n(&braid_profile_on, 1, __ATOMIC_RELAXED);
+  if (comm->prof != NULL) {
+    __atomic_store_n(&braid_profile_on, 1, __ATOMIC_RELAXED);
+    braid_progress_ctrl_hook = braid_prof_ctrl; /* ProxyCtrl: the progress thread's sleeps */
+  }
   return ncclSuccess;
 }
 
@@ -78,11 +82,13 @@ void braid_profile_group_start(struct braid_plan* plans, int nplans, struct brai
     struct braid_plan* plan = &plans[i];
     int mask = braid_prof_mask(plan->comm->prof);
     plan->prof_group = NULL;
+    plan->prof_proxy = NULL;
     if (!(mask & GROUP_MASK)) continue;
     struct braid_prof_event g = {.type = NCCL_PROF_GROUP, .rank = plan->comm->rank};
     plan->prof_group = braid_prof_start(plan->comm->prof, &g);
     for (struct braid_task* t = tasks; t != NULL; t = t->next)
       if (t->comm == plan->comm) task_start(plan, t, mask);
+    braid_profile_proxy_queue(plan, tasks);
   }
 }
 
@@ -90,6 +96,7 @@ void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid
   /* Device mode: what was launched stops when its kernels are done (profile_done.c). */
   for (int i = 0; i < nplans && res == ncclSuccess; i++)
     if (plans[i].comm->device != NULL) braid_profile_defer(&plans[i], tasks);
+  for (int i = 0; i < nplans; i++) braid_profile_proxy_finish(&plans[i], res); /* ProxyOps end first */
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->prof_event == NULL) continue;
     braid_prof_stop(t->comm->prof, t->prof_event);

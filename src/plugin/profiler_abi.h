@@ -311,9 +311,9 @@ struct nccl_prof_descr_v5 {
   };
 };
 
-/* State arguments: v1-v3 {proxyOp{transSize, steps}, proxyCtrl}; v4+ {proxyStep{transSize},
- * proxyCtrl, netPlugin, kernelCh}. braid records no states (profiler_plugin.c), so these are
- * only passed through as opaque unions of the right size. */
+/* State arguments: v1-v3 {proxyOp{transSize, steps}, proxyCtrl{appendedProxyOps}}; v4+
+ * {proxyStep{transSize}, proxyCtrl, netPlugin{data}, kernelCh{pTimer}}: every first field at
+ * offset 0, so one union serves all (braid_prof_record fills transSize / steps or data). */
 union nccl_prof_state_args {
   struct {
     size_t transSize;

@@ -32,9 +32,15 @@ static const struct nccl_profiler_v5* lib_table; /* every version's slots after 
 struct braid_prof {
   void* ctx;
   int mask;
-  uint64_t comm_id; /* v1-v3 carry the communicator's name and hash in every event */
+  int rank;
+  struct braid_prof* next; /* the open contexts (ctx_lock), for ProxyCtrl */
+  void* ctrl_sleep;        /* the ProxyCtrl event of the progress thread's sleep, if any */
+  uint64_t comm_id;        /* v1-v3 carry the communicator's name and hash in every event */
   char comm_name[128];
 };
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct braid_prof* ctx_list;
 
 static void prof_log(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
   va_list ap;
@@ -168,12 +174,24 @@ ncclResult_t braid_prof_open(const struct braid_prof_shape* s, struct braid_prof
     return ncclSuccess;
   }
   say_mask(p->mask);
+  p->rank = s->rank;
+  pthread_mutex_lock(&ctx_lock);
+  p->next = ctx_list, ctx_list = p;
+  pthread_mutex_unlock(&ctx_lock);
   *p_out = p;
   return ncclSuccess;
 }
 
 void braid_prof_close(struct braid_prof* p) {
   if (p == NULL) return;
+  pthread_mutex_lock(&ctx_lock);
+  for (struct braid_prof** q = &ctx_list; *q != NULL; q = &(*q)->next)
+    if (*q == p) {
+      *q = p->next;
+      break;
+    }
+  if (p->ctrl_sleep != NULL) lib_table->stopEvent(p->ctrl_sleep); /* the thread still sleeps */
+  pthread_mutex_unlock(&ctx_lock);
   if (p->ctx != NULL) lib_table->finalize(p->ctx);
   free(p);
 }
@@ -191,6 +209,31 @@ int braid_prof_version(void) {
 }
 
 /* ---- descriptors per version --------------------------------------------------------------- */
+
+/* The proxy descriptors are alike in every version (v3+ add netPlugin); parentObj is the
+ * parent event whatever the version. */
+#define FILL_PROXY(d, e)                              \
+  do {                                                \
+    (d)->parentObj = (e)->parent_obj;                 \
+    if ((e)->type == NCCL_PROF_PROXY_OP) {            \
+      (d)->proxyOp.pid = (pid_t)(e)->pid;             \
+      (d)->proxyOp.channelId = (uint8_t)(e)->channel; \
+      (d)->proxyOp.peer = (e)->peer;                  \
+      (d)->proxyOp.nSteps = (e)->nsteps;              \
+      (d)->proxyOp.chunkSize = (e)->chunk;            \
+      (d)->proxyOp.isSend = (e)->is_send;             \
+    } else if ((e)->type == NCCL_PROF_PROXY_STEP) {   \
+      (d)->proxyStep.step = (e)->step;                \
+    }                                                 \
+  } while (0)
+#define FILL_NET(d, e)                       \
+  do {                                       \
+    if ((e)->type == NCCL_PROF_NET_PLUGIN) { \
+      (d)->netPlugin.id = (e)->net_id;       \
+      (d)->netPlugin.data = (e)->net_data;   \
+    }                                        \
+  } while (0)
+#define PROXY_TYPES (NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP | NCCL_PROF_PROXY_CTRL | NCCL_PROF_NET_PLUGIN)
 
 static void fill_v5(const struct braid_prof_event* e, struct nccl_prof_descr_v5* d) {
   d->type = (uint64_t)e->type;
@@ -323,31 +366,47 @@ static void fill_v1(const struct braid_prof* p, const struct braid_prof_event* e
 void* braid_prof_start(struct braid_prof* p, const struct braid_prof_event* e) {
   void* handle = NULL;
   ncclResult_t res;
-  if (lib_version < 5 && e->type >= NCCL_PROF_GROUP_API) return NULL; /* v5's API events: older ABIs lack them */
+  if (lib_version < 5 && e->type >= NCCL_PROF_GROUP_API) return NULL;  /* v5's API events: older ABIs lack them */
+  if (lib_version < 3 && e->type == NCCL_PROF_NET_PLUGIN) return NULL; /* v3's: v1, v2 lack it */
+  int proxy = (e->type & PROXY_TYPES) != 0;
   if (lib_version >= 5) {
     struct nccl_prof_descr_v5 d;
     memset(&d, 0, sizeof(d));
     fill_v5(e, &d);
+    if (proxy) {
+      FILL_PROXY(&d, e);
+      FILL_NET(&d, e);
+    }
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else if (lib_version == 4) {
     struct nccl_prof_descr_v4 d;
     memset(&d, 0, sizeof(d));
     fill_v4(e, &d);
+    if (proxy) {
+      FILL_PROXY(&d, e);
+      FILL_NET(&d, e);
+    }
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else if (lib_version == 3) {
     struct nccl_prof_descr_v3 d;
     memset(&d, 0, sizeof(d));
     FILL_V23(p, &d, e);
+    if (proxy) {
+      FILL_PROXY(&d, e);
+      FILL_NET(&d, e);
+    }
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else if (lib_version == 2) {
     struct nccl_prof_descr_v2 d;
     memset(&d, 0, sizeof(d));
     FILL_V23(p, &d, e);
+    if (proxy) FILL_PROXY(&d, e);
     res = lib_table->startEvent(p->ctx, &handle, &d);
   } else {
     struct nccl_prof_descr_v1 d;
     memset(&d, 0, sizeof(d));
     fill_v1(p, e, &d);
+    if (proxy) FILL_PROXY(&d, e);
     res = lib_table->startEvent(p->ctx, &handle, &d);
   }
   return res == ncclSuccess ? handle : NULL; /* a failing start is the plugin's business (NCCL: ignored) */
@@ -356,4 +415,42 @@ void* braid_prof_start(struct braid_prof* p, const struct braid_prof_event* e) {
 void braid_prof_stop(struct braid_prof* p, void* handle) {
   (void)p;
   if (handle != NULL) lib_table->stopEvent(handle);
+}
+
+void braid_prof_record(void* handle, int state, size_t trans_size, int steps, void* data) {
+  if (handle == NULL) return;
+  union nccl_prof_state_args a;
+  memset(&a, 0, sizeof(a));
+  if (state == BRAID_PROF_NET_PLUGIN_UPDATE) {
+    a.data = data;
+  } else {
+    a.proxy.transSize = trans_size; /* v4+: proxyStep.transSize, the same place */
+    a.proxy.steps = steps;
+  }
+  lib_table->recordEventState(handle, state, &a);
+}
+
+void braid_prof_ctrl(int what) {
+  static const int states[] = {BRAID_PROF_CTRL_IDLE, BRAID_PROF_CTRL_ACTIVE, BRAID_PROF_CTRL_SLEEP,
+                               BRAID_PROF_CTRL_WAKEUP};
+  pthread_mutex_lock(&ctx_lock);
+  for (struct braid_prof* p = ctx_list; p != NULL; p = p->next) {
+    if (what == 3) { /* wake-up: the sleep's event, if one started */
+      if (p->ctrl_sleep != NULL) {
+        braid_prof_record(p->ctrl_sleep, states[what], 0, 0, NULL);
+        lib_table->stopEvent(p->ctrl_sleep);
+        p->ctrl_sleep = NULL;
+      }
+      continue;
+    }
+    if (!(braid_prof_mask(p) & NCCL_PROF_PROXY_CTRL) || what < 0 || what > 2) continue;
+    struct braid_prof_event e = {.type = NCCL_PROF_PROXY_CTRL, .rank = p->rank};
+    void* h = braid_prof_start(p, &e);
+    braid_prof_record(h, states[what], 0, 0, NULL);
+    if (what == 2)
+      p->ctrl_sleep = h;
+    else if (h != NULL)
+      lib_table->stopEvent(h);
+  }
+  pthread_mutex_unlock(&ctx_lock);
 }

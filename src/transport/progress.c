@@ -119,9 +119,18 @@ static void pollset_wake(int n) {
       }
 }
 
+void (*volatile braid_progress_ctrl_hook)(int what);
+
+/* The profiler's view (ProxyCtrl): the thread's idle / active transitions, sleep, wake-up. */
+static void ctrl(int what) {
+  void (*hook)(int) = braid_progress_ctrl_hook;
+  if (hook != NULL) hook(what);
+}
+
 static void* engine_main(void* arg) {
   int64_t spin_ns = braid_param_int(BRAID_PARAM_PROXY_SPIN_US) * 1000;
   int64_t last_busy = braid_progress_clock_ns();
+  int active = 0; /* for ctrl: the last pass moved something */
   pthread_mutex_lock(&eng.lock);
   while (!eng.stop) {
     int64_t now = braid_progress_clock_ns();
@@ -129,6 +138,7 @@ static void* engine_main(void* arg) {
     if ((st & (BRAID_PROGRESS_MOVED | BRAID_PROGRESS_BUSY)) || now - last_busy < spin_ns) {
       if (st & BRAID_PROGRESS_MOVED) last_busy = now;
       pthread_mutex_unlock(&eng.lock); /* let add / remove in */
+      if ((st & BRAID_PROGRESS_MOVED) && !active) active = 1, ctrl(BRAID_PROGRESS_CTRL_ACTIVE);
       if (!(st & BRAID_PROGRESS_MOVED)) sched_yield();
       pthread_mutex_lock(&eng.lock);
       continue;
@@ -144,7 +154,10 @@ static void* engine_main(void* arg) {
     if (blind) timeout = 1;
     if ((st & PASS_DEVICE) && (timeout < 0 || timeout > DEVICE_NAP_MS)) timeout = DEVICE_NAP_MS;
     pthread_mutex_unlock(&eng.lock);
+    if (active) active = 0, ctrl(BRAID_PROGRESS_CTRL_IDLE);
+    ctrl(BRAID_PROGRESS_CTRL_SLEEP);
     int ready = poll(eng.fds, (nfds_t)n, timeout);
+    ctrl(BRAID_PROGRESS_CTRL_WAKEUP);
     if (ready > 0 && (eng.fds[0].revents & POLLIN)) { /* n >= 1 then */
       uint64_t v;
       (void)!read(eng.efd, &v, sizeof(v));

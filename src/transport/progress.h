@@ -83,6 +83,10 @@ void braid_progress_remove_conn(struct braid_connector* c);
  * while (a kernel's first step comes within microseconds). Cheap, from any thread. */
 void braid_progress_launched(void);
 /* Waking a sleeping thread, for work left to it (see the rules above). */
+/* The profiler's ProxyCtrl events (core/profile.c sets it, plugin/profiler_plugin.c emits):
+ * NULL unless a profiler is loaded; the engine thread calls it without its lock. */
+enum { BRAID_PROGRESS_CTRL_IDLE, BRAID_PROGRESS_CTRL_ACTIVE, BRAID_PROGRESS_CTRL_SLEEP, BRAID_PROGRESS_CTRL_WAKEUP };
+extern void (*volatile braid_progress_ctrl_hook)(int what);
 int braid_progress_asleep(void);
 void braid_progress_wake(void);
 

@@ -47,6 +47,8 @@ struct braid_peer_info {
   char hostname[BRAID_HOSTNAME_MAX];
 };
 
+struct braid_prof_op; /* transport/prof_op.h */
+
 /* One end of a connection on the host side: the data path's view plus the transport's state. */
 struct braid_connector {
   struct braid_conn conn; /* first: a host_kick finds its connector from &conn */
@@ -144,6 +146,12 @@ struct braid_transport {
    * its death leaves behind (shm: receive segments whose sender never mapped them). The
    * survivors call it (core/init.c); it may find nothing. */
   void (*forget_dead)(uint64_t comm_hash, int peer, int peer_pid);
+  /* May be NULL (no proxy: no ProxyOp events). The profiler (transport/prof_op.h): queue a
+   * task's steps on this end, before they move; its proxy emits the events as they do. */
+  void (*prof_push)(struct braid_connector* c, struct braid_prof_op* op);
+  /* With prof_push: move this end now; `cancel`: stop what is still open (the call failed).
+   * Returns the ops not finished yet. */
+  int (*prof_drain)(struct braid_connector* c, int cancel);
 };
 
 /* Size of the FIFO memory a receiver allocates for one connection. */

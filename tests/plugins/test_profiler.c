@@ -10,6 +10,7 @@
  *   BRAID_TEST_PROFILER_MASK   the activation mask it sets (default Group|Coll|P2p, and
  *                              GroupApi|CollApi|P2pApi from v5)
  *   BRAID_TEST_PROFILER_FAIL   1: init fails (ncclInternalError)
+ *   BRAID_TEST_PROFILER_SUMMARY  set: finalize prints the proxy event counts (errors always)
  */
 #include "test_profiler.h"
 
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plugin/profiler_abi.h"
 
@@ -29,7 +31,9 @@ struct event {
   struct event* parent;
   int open_children;
   int stopped;
-  struct event* kept; /* groups and API events stay until finalize: their children name them */
+  struct event* kept;         /* groups, API and proxy events stay until finalize: children name them */
+  int is_send, nsteps, steps; /* ProxyOp: its descriptor, its steps started */
+  int states;                 /* states recorded on it (bits by state number) */
 };
 
 struct ctx {
@@ -136,6 +140,45 @@ static void check_descr(struct ctx* c, const descr_t* d) {
 #endif
 }
 
+/* ProxyOp: inside its open task (Coll / P2p) when the mask shows tasks, a sane descriptor;
+ * ProxyStep: inside its open ProxyOp, step numbers 0 .. nSteps-1 once each; NetPlugin: inside
+ * an open ProxyStep. */
+static void check_proxy(struct ctx* c, struct event* e, struct event* parent, const descr_t* d) {
+  int type = (int)d->type;
+  int want = type == NCCL_PROF_PROXY_OP     ? NCCL_PROF_COLL | NCCL_PROF_P2P
+             : type == NCCL_PROF_PROXY_STEP ? NCCL_PROF_PROXY_OP
+                                            : NCCL_PROF_PROXY_STEP;
+  if (parent == NULL) {
+    if ((c->mask & want) == want) error(c, "proxy event without its parent");
+  } else if (!(parent->type & want) || parent->ctx != c || parent->stopped) {
+    error(c, "proxy event whose parent is of another type, context, or stopped");
+  } else {
+    e->parent = parent, parent->open_children++;
+  }
+  if (type == NCCL_PROF_PROXY_OP) {
+    if (d->proxyOp.nSteps <= 0 || d->proxyOp.chunkSize <= 0 || d->proxyOp.peer < 0 || d->proxyOp.isSend < 0 ||
+        d->proxyOp.isSend > 1 || d->proxyOp.pid != getpid())
+      error(c, "ProxyOp: bad descriptor (nSteps, chunkSize, peer, isSend or pid)");
+    e->is_send = d->proxyOp.isSend, e->nsteps = d->proxyOp.nSteps;
+    if (c->r.nops < BRAID_TEST_PROFILER_MAX_OPS) {
+      int k = c->r.nops++;
+      c->r.ops[k].is_send = d->proxyOp.isSend, c->r.ops[k].peer = d->proxyOp.peer;
+      c->r.ops[k].nsteps = d->proxyOp.nSteps, c->r.ops[k].chunk = d->proxyOp.chunkSize;
+      c->r.ops[k].channel = d->proxyOp.channelId, c->r.ops[k].parent_type = parent != NULL ? parent->type : 0;
+    }
+  } else if (type == NCCL_PROF_PROXY_STEP && e->parent != NULL) {
+    if (d->proxyStep.step != parent->steps) error(c, "ProxyStep: steps not numbered 0, 1, ... within their op");
+    if (d->proxyStep.step >= parent->nsteps) error(c, "ProxyStep: more steps than the op's nSteps");
+    parent->steps++;
+    e->is_send = parent->is_send;
+  } else if (type == NCCL_PROF_NET_PLUGIN && e->parent != NULL) {
+#if PROF_V >= 3
+    if (d->netPlugin.data == NULL || (d->netPlugin.id >> 16) == 0) error(c, "NetPlugin: no plugin id or data");
+#endif
+    c->r.net_under_sends += parent->is_send;
+  }
+}
+
 static ncclResult_t start_locked(struct ctx* c, void** handle, const descr_t* d) {
   *handle = NULL;
   if (c->rank < 0) c->rank = d->rank;
@@ -171,6 +214,8 @@ static ncclResult_t start_locked(struct ctx* c, void** handle, const descr_t* d)
       error(c, "API call event outside an open GroupApi event");
     else if (parent != NULL)
       e->parent = parent, parent->open_children++;
+  } else if (type & (NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP | NCCL_PROF_NET_PLUGIN)) {
+    check_proxy(c, e, parent, d);
   } else if (parent != NULL) {
     error(c, "group with a parent");
   }
@@ -185,16 +230,33 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
   return res;
 }
 
+/* The states a proxy event must have seen by its stop (NCCL's numbers, profiler_plugin.h):
+ * v4+ a ProxyOp InProgress (19), a send step SendWait (9), a receive step RecvGPUWait (12);
+ * v1-v3 a ProxyOp SendDone (3) or RecvDone (7); a ProxyCtrl Idle (13) or Active (14), or Sleep
+ * (15) and Wakeup (16). A ProxyOp stops with all its steps started. */
+static void check_proxy_stop(struct ctx* c, struct event* e) {
+  if (e->type == NCCL_PROF_PROXY_OP && (c->mask & NCCL_PROF_PROXY_STEP) && e->steps != e->nsteps)
+    error(c, "ProxyOp stopped before all its steps started");
+  int need = 0;
+  if (e->type == NCCL_PROF_PROXY_OP) need = PROF_V >= 4 ? 19 : (e->is_send ? 3 : 7);
+  if (e->type == NCCL_PROF_PROXY_STEP && PROF_V >= 4) need = e->is_send ? 9 : 12;
+  if (need && !(e->states & (1u << need))) error(c, "proxy event stopped without its state");
+  unsigned idle = 1u << 13 | 1u << 14, sleep = 1u << 15 | 1u << 16;
+  if (e->type == NCCL_PROF_PROXY_CTRL && !(e->states & idle) && (e->states & sleep) != sleep)
+    error(c, "ProxyCtrl stopped without Idle / Active, or a Sleep without its Wakeup");
+}
+
 static ncclResult_t stop_locked(struct event* e) {
   if (e == NULL) return ncclSuccess;
   struct ctx* c = e->ctx;
   if (e->stopped) return error(c, "stopped twice"), ncclSuccess;
   if (e->open_children != 0) error(c, "a parent stopped before its children");
+  check_proxy_stop(c, e);
   e->stopped = 1;
   c->r.stops[type_index(e->type)]++;
   c->r.open--;
   if (e->parent != NULL) e->parent->open_children--;
-  if (e->type == NCCL_PROF_COLL || e->type == NCCL_PROF_P2P)
+  if (e->type == NCCL_PROF_COLL || e->type == NCCL_PROF_P2P) /* none of the proxy's outlives its task */
     free(e);
   else
     e->kept = c->kept, c->kept = e; /* its children may name it later */
@@ -208,8 +270,32 @@ static ncclResult_t stop(void* handle) {
   return res;
 }
 
+/* States per version: v4+ ProxyOp InProgress only, ProxyStep 8..12 and 20 (send states on
+ * sends, receive states on receives), NetPlugin 21; v1-v3 ProxyOp 0..7 (its direction's);
+ * ProxyCtrl 13..18 in every version. */
 static ncclResult_t record(void* handle, int state, union nccl_prof_state_args* args) {
-  (void)handle, (void)state, (void)args;
+  struct event* e = handle;
+  if (e == NULL) return ncclSuccess;
+  pthread_mutex_lock(&lock);
+  struct ctx* c = e->ctx;
+  int send_state = state == 0 || state == 1 || state == 2 || state == 3 || state == 8 || state == 9 || state == 20;
+  int ok = 0;
+  if (e->stopped) {
+    error(c, "a state recorded on a stopped event");
+  } else if (e->type == NCCL_PROF_PROXY_OP) {
+    ok = PROF_V >= 4 ? state == 19 : state >= 0 && state <= 7 && send_state == e->is_send;
+  } else if (e->type == NCCL_PROF_PROXY_STEP) {
+    ok = PROF_V >= 4 && ((state >= 8 && state <= 12) || state == 20) && send_state == e->is_send;
+    if (ok && args != NULL) c->r.step_bytes += (long long)args->proxy.transSize * (state == 9 || state == 11);
+  } else if (e->type == NCCL_PROF_NET_PLUGIN) {
+    ok = state == 21;
+  } else if (e->type == NCCL_PROF_PROXY_CTRL) {
+    ok = state >= 13 && state <= 18;
+  }
+  if (!ok && !e->stopped) error(c, "a state the ABI does not give this event");
+  if (state >= 0 && state < 32) e->states |= 1 << state;
+  c->r.proxy_states++;
+  pthread_mutex_unlock(&lock);
   return ncclSuccess;
 }
 
@@ -236,6 +322,11 @@ static ncclResult_t finalize(void* context) {
   pthread_mutex_lock(&lock);
   if (c->r.open != 0) error(c, "events never stopped");
   c->r.finalized = 1;
+  if (c->r.errors) /* for runs outside the unit tests (benchmarks), which read no result */
+    fprintf(stderr, "braid-test-profiler: rank %d: %d errors, the first: %s\n", c->rank, c->r.errors, c->r.first_error);
+  if (getenv("BRAID_TEST_PROFILER_SUMMARY") != NULL)
+    fprintf(stderr, "braid-test-profiler: rank %d: ProxyOp %d ProxyStep %d NetPlugin %d states %d\n", c->rank,
+            c->r.starts[3], c->r.starts[4], c->r.starts[7], c->r.proxy_states);
   while (c->kept != NULL) {
     struct event* e = c->kept;
     c->kept = e->kept;

@@ -7,6 +7,7 @@
 
 #define BRAID_TEST_PROFILER_TYPES 15
 #define BRAID_TEST_PROFILER_MAX_RANKS 64
+#define BRAID_TEST_PROFILER_MAX_OPS 64
 
 struct braid_test_profiler_result {
   int finalized;
@@ -19,6 +20,16 @@ struct braid_test_profiler_result {
   int sends, recvs;
   int errors;
   char first_error[160];
+  /* Proxy events: each ProxyOp as it started (the first BRAID_TEST_PROFILER_MAX_OPS), the
+   * states recorded on proxy events, the bytes their step states reported (v4+: transSize of
+   * SendWait and RecvFlushWait, as NCCL's example adds them up). */
+  int nops;
+  struct {
+    int is_send, peer, nsteps, chunk, channel, parent_type;
+  } ops[BRAID_TEST_PROFILER_MAX_OPS];
+  int proxy_states;
+  long long step_bytes;
+  int net_under_sends; /* NetPlugin events under a send's ProxyStep */
 };
 
 typedef int (*braid_test_profiler_result_fn)(int rank, struct braid_test_profiler_result* out);

@@ -445,4 +445,6 @@ const struct braid_transport braid_transport_net = {
     .host_ctrl = net_host_ctrl,
     .progress = braid_net_progress,
     .wait = braid_net_wait,
+    .prof_push = braid_net_prof_push,
+    .prof_drain = braid_net_prof_drain,
 };

@@ -28,6 +28,7 @@
 #include <pthread.h>
 
 #include "transport/net/net.h"
+#include "transport/net/net_prof.h"
 #include "transport/transport.h"
 
 enum net_state {
@@ -80,6 +81,12 @@ struct net_res {
                        nothing: the engine leaves it alone until poll() sees its descriptors
                        ready or an executor moves it (net_proxy.c) */
   char reason[160]; /* why it failed or closed */
+  /* Profiler (net_prof.c), under `lock`: the tasks' shares queued by the core, in step order
+   * (NULL without a profiler: one branch per step), and the open ProxyStep of each slot. */
+  struct braid_prof_op* prof_head;
+  struct braid_prof_op* prof_step_op[BRAID_NSTEPS];
+  uint64_t prof_step_no[BRAID_NSTEPS];
+  struct braid_net_prof_step prof_step[BRAID_NSTEPS];
 };
 
 /* net_plugin.c: the network every connection of this process uses, chosen once (logs
@@ -110,5 +117,7 @@ void braid_net_kick_conn(struct braid_conn* c);
 /* braid_conn.host_abandon: the executor gave up while a receive into user memory may be in
  * flight; stop the connection for good (after return nothing moves it). */
 void braid_net_abandon_conn(struct braid_conn* c);
+/* The transport's prof_drain slot (net_prof.h has prof_push). */
+int braid_net_prof_drain(struct braid_connector* c, int cancel);
 
 #endif /* BRAID_NET_INTERNAL_H */

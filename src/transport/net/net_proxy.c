@@ -43,6 +43,7 @@
 
 #include "base/check.h"
 #include "transport/net/net_internal.h"
+#include "transport/prof_op.h"
 
 #define DRIVEN_NS 2000000LL /* a receive connection an executor moved this recently is its own */
 
@@ -129,9 +130,13 @@ static int progress_send(struct net_res* r) {
     /* A direct step (kernels/direct.h) names its payload in user memory. */
     uint64_t ptr = r->ctrl->ptrs[slot];
     void* data = ptr != 0 ? (void*)(uintptr_t)ptr : (void*)(r->buff + (size_t)slot * r->stride);
+    int prof = r->prof_head != NULL; /* a profiler's op is queued (net_prof.h) */
+    if (prof) braid_net_prof_phandle = braid_net_prof_begin(r, r->posted);
     ncclResult_t res = r->net->isend(r->net_comm, data, size, 0, r->mhandle, &req);
+    if (prof) braid_net_prof_phandle = NULL;
     if (res != ncclSuccess) return conn_broke(r, res, "sending");
     if (req == NULL) break;
+    if (prof) braid_net_prof_posted(r, r->posted, size);
     r->reqs[slot] = req;
     r->posted++;
     did = 1;
@@ -144,6 +149,7 @@ static int progress_send(struct net_res* r) {
     BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d -> %d channel %d/%d: sent step %llu (%llu bytes)",
                 r->desc, r->tctx->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done,
                 (unsigned long long)r->ctrl->sizes[r->done % BRAID_NSTEPS]);
+    if (r->prof_head != NULL) braid_net_prof_done(r, r->done, (size_t)r->ctrl->sizes[r->done % BRAID_NSTEPS]);
     r->ctrl->ptrs[r->done % BRAID_NSTEPS] = 0; /* the slot's next step says again, if direct */
     r->done++;
     /* The slot is free again, and a direct step's source no longer read (direct.h). */
@@ -169,9 +175,13 @@ static int progress_recv(struct net_res* r) {
       data = (void*)(uintptr_t)r->ctrl->ptrs[slot];
       size = (size_t)r->ctrl->sizes[slot];
     }
+    int prof = r->prof_head != NULL; /* a profiler's op is queued (net_prof.h) */
+    if (prof) braid_net_prof_phandle = braid_net_prof_begin(r, r->posted);
     ncclResult_t res = r->net->irecv(r->net_comm, 1, &data, &size, &tag, &r->mhandle, &req);
+    if (prof) braid_net_prof_phandle = NULL;
     if (res != ncclSuccess) return conn_broke(r, res, "receiving");
     if (req == NULL) break;
+    if (prof) braid_net_prof_posted(r, r->posted, size);
     r->reqs[slot] = req;
     r->posted++;
     did = 1;
@@ -188,6 +198,7 @@ static int progress_recv(struct net_res* r) {
         res = r->net->iflush(r->net_comm, 1, &data, &got, &r->mhandle, &r->flush_req);
         if (res != ncclSuccess) return conn_broke(r, res, "flushing");
         r->flush_got = got;
+        if (r->prof_head != NULL) braid_net_prof_flushing(r, r->done, got);
         did = 1;
       }
     }
@@ -201,6 +212,7 @@ static int progress_recv(struct net_res* r) {
     BRAID_TRACE(BRAID_LOG_NET | BRAID_LOG_PROXY, "NET/%s : rank %d <- %d channel %d/%d: received step %llu (%zu bytes)",
                 r->desc, r->tctx->rank, r->peer, r->channel, r->conn_index, (unsigned long long)r->done, got);
     r->ctrl->sizes[slot] = got;
+    if (r->prof_head != NULL) braid_net_prof_done(r, r->done, got);
     r->done++;
     __atomic_store_n(&r->ctrl->tail, r->done, __ATOMIC_RELEASE); /* the executor may read it */
     did = 1;
@@ -312,6 +324,23 @@ void braid_net_abandon_conn(struct braid_conn* c) {
   pthread_mutex_unlock(&r->lock);
 }
 
+/* ---- the profiler's drain (net_prof.c has the events) --------------------------------------- */
+
+/* The transport's prof_drain slot: move r now (its ops finish as their steps complete); a
+ * cancel, or a connection that no longer moves, stops what is open. The ops left. */
+int braid_net_prof_drain(struct braid_connector* c, int cancel) {
+  struct net_res* r = c->res;
+  if (r == NULL) return 0;
+  if (!cancel) progress_one(r);
+  conn_report_once(r);
+  pthread_mutex_lock(&r->lock);
+  if (cancel || __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) braid_net_prof_cancel(r);
+  int left = 0;
+  for (struct braid_prof_op* o = r->prof_head; o != NULL; o = o->next) left++;
+  pthread_mutex_unlock(&r->lock);
+  return left;
+}
+
 /* ---- registration -------------------------------------------------------------------------- */
 
 ncclResult_t braid_net_proxy_add(struct net_res* r) {
@@ -325,5 +354,6 @@ void braid_net_proxy_remove(struct net_res* r) {
   braid_progress_remove_conn(r->connector);
   /* An executor's kick may still be inside (executors are done with it by now). */
   pthread_mutex_lock(&r->lock);
+  if (r->prof_head != NULL) braid_net_prof_cancel(r);
   pthread_mutex_unlock(&r->lock);
 }

@@ -13,6 +13,7 @@
 
 #include "base/check.h"
 #include "device/device.h"
+#include "transport/net/net_prof.h"
 #include "transport/net/plugin/nccl_net_abi.h"
 
 #define NCCL_PTR_BITS 0x7   /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
@@ -51,11 +52,10 @@ static void nccl_log(int level, unsigned long flags, const char* file, int line,
   va_end(ap);
 }
 
-/* The profiler callback a v10+ plugin reports its network events to. braid's profiler support
- * does not forward plugin-defined network events (profiler/README.md): no event handle. */
+/* The profiler callback a v10+ plugin reports its network events to: NetPlugin events under
+ * the ProxyStep whose handle the plugin got with the request (transport/net/net_prof.c). */
 static ncclResult_t nccl_prof(void** eHandle, int type, void* pHandle, int64_t pluginId, void* extData) {
-  if (eHandle != NULL && type == 0 /* ncclProfilerNetEventStart */) *eHandle = NULL;
-  return ncclSuccess;
+  return braid_net_prof_callback(eHandle, type, pHandle, pluginId, extData);
 }
 
 /* braid's logger has NCCL's signature modulo names; the plugin gets nccl_log instead. */
@@ -253,7 +253,7 @@ static ncclResult_t a_isend(void* comm, void* data, size_t size, int tag, void* 
   } else if (A.version == 9) {
     BRAID_CHECK(T(9)->isend(comm, data, size, tag, mhandle, &req));
   } else {
-    BRAID_CHECK(T(10)->isend(comm, data, size, tag, mhandle, NULL, &req)); /* same slot v10, v11 */
+    BRAID_CHECK(T(10)->isend(comm, data, size, tag, mhandle, braid_net_prof_phandle, &req)); /* v10, v11 */
   }
   return wrap(req, 1, request);
 }
@@ -274,7 +274,7 @@ static ncclResult_t a_irecv(void* comm, int n, void** data, size_t* sizes, int* 
   } else if (A.version == 9) {
     BRAID_CHECK(T(9)->irecv(comm, n, data, sizes, tags, mhandles, &req));
   } else {
-    void* phandles[MAX_GROUPED_RECVS] = {NULL};
+    void* phandles[MAX_GROUPED_RECVS] = {braid_net_prof_phandle}; /* the profiler's step (net_prof.h) */
     BRAID_CHECK(T(10)->irecv(comm, n, data, sizes, tags, mhandles, phandles, &req));
   }
   return wrap(req, n, request);

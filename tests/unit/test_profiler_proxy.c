@@ -1,0 +1,168 @@
+/*
+ * test_profiler_proxy.c - ProxyOp / ProxyStep events over the network (core/profile_proxy.c,
+ * transport/net/net_prof.c): 2 ranks on 2 fake nodes (Socket over loopback, one channel, Ring,
+ * Simple), each running a 1 MiB AllReduce and a group of a 1 MiB Send and Recv with the test
+ * profiler of tests/plugins/test_profiler.c asking for Group, Coll, P2p, ProxyOp, ProxyStep,
+ * ProxyCtrl (the progress thread's idle / active, sleep / wake-up: at least one sleep).
+ *
+ * Per rank: one send and one receive ProxyOp under the AllReduce's Coll event, one of each
+ * under the Send / Recv P2p events, peer the other rank, channel 0; nSteps as the schedules
+ * move them (the ring all-reduce: 2(n-1) steps per loop of n chunks; p2p: one per chunk);
+ * every step started and stopped under its op, numbered 0 .. nSteps-1, with the states its
+ * ABI version defines (the test profiler checks them); v4+: the bytes the steps' states
+ * report add up to what moved on the wire (Simple: payload only): 4 MiB per rank. Versions
+ * 6, 4 (step states) and 3, 1 (op states); and v6 over tests/plugins/test_netprof.c, a v10
+ * net plugin that reports a NetPlugin event per request through the adapter's callback:
+ * each nests under its ProxyStep (one per send step at least). A ProxyOp never outlives its task: the profiler
+ * frees a task's event at its stop and would see a stopped parent.
+ */
+#include <check.h>
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "../plugins/test_profiler.h"
+#include "base/param.h"
+#include "harness.h"
+#include "nccl.h"
+#include "net_fixture.h"
+#include "plugin/profiler_abi.h"
+#include "plugin/profiler_plugin.h"
+
+#define COUNT (256 * 1024) /* floats: 1 MiB, above the pair exchange's 64 KiB */
+#define BYTES ((size_t)COUNT * sizeof(float))
+
+static char lib[PATH_MAX];
+static int version;
+
+static int proxy_result(struct harness_rank* r, struct braid_test_profiler_result* res) {
+  void* dl = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+  REXPECT(r, dl != NULL, "%s is not loaded: %s", lib, dlerror());
+  braid_test_profiler_result_fn fn = (braid_test_profiler_result_fn)dlsym(dl, "braid_test_profiler_result");
+  REXPECT(r, fn != NULL && fn(r->rank, res) == 0, "no finalized result for rank %d", r->rank);
+  dlclose(dl);
+  return 0;
+}
+
+static size_t div_up(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+
+/* ops: AllReduce's send, receive (either order), then the p2p send and receive. */
+static int check_ops(struct harness_rank* r, const struct braid_test_profiler_result* res) {
+  int peer = 1 - r->rank, n = r->nranks;
+  REXPECT(r, res->nops == 4, "v%d: %d ProxyOps, expected 4 (AllReduce and p2p, each way)", version, res->nops);
+  long long steps = 0;
+  for (int k = 0; k < 4; k++) {
+    int coll = k < 2;
+    REXPECT(r, res->ops[k].peer == peer && res->ops[k].channel == 0 && res->ops[k].chunk > 0,
+            "v%d op %d: peer %d channel %d chunk %d", version, k, res->ops[k].peer, res->ops[k].channel,
+            res->ops[k].chunk);
+    REXPECT(r, res->ops[k].parent_type == (coll ? NCCL_PROF_COLL : NCCL_PROF_P2P), "v%d op %d: parent type %d", version,
+            k, res->ops[k].parent_type);
+    size_t want =
+        coll ? 2 * (n - 1) * div_up(BYTES, (size_t)n * res->ops[k].chunk) : div_up(BYTES, (size_t)res->ops[k].chunk);
+    REXPECT(r, res->ops[k].nsteps == (int)want, "v%d op %d (%s): nSteps %d, expected %zu for %d-byte chunks", version,
+            k, res->ops[k].is_send ? "send" : "recv", res->ops[k].nsteps, want, res->ops[k].chunk);
+    steps += res->ops[k].nsteps;
+  }
+  REXPECT(r, res->ops[0].is_send != res->ops[1].is_send && res->ops[2].is_send != res->ops[3].is_send,
+          "v%d: not one op each way per call", version);
+  REXPECT(r, res->starts[4] == steps && res->stops[4] == steps, "v%d: %d / %d ProxySteps, expected %lld", version,
+          res->starts[4], res->stops[4], steps);
+  if (version >= 4)
+    REXPECT(r, res->step_bytes == 4 * (long long)BYTES, "v%d: the steps' states report %lld bytes, expected %lld",
+            version, res->step_bytes, 4 * (long long)BYTES);
+  return 0;
+}
+
+static int netplugin; /* the case over tests/plugins/test_netprof.c (NetPlugin events) */
+
+static int body(struct harness_rank* r) {
+  net_fake_node(r, 1);
+  ncclComm_t comm;
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  float* in = malloc(BYTES);
+  float* out = malloc(BYTES);
+  REXPECT(r, in != NULL && out != NULL, "out of memory");
+  for (int i = 0; i < COUNT; i++) in[i] = (float)(r->rank + 1);
+  RCHECK(r, ncclAllReduce(in, out, COUNT, ncclFloat32, ncclSum, comm, NULL));
+  REXPECT(r, out[COUNT - 1] == 3.0f, "AllReduce gave %g", out[COUNT - 1]);
+  RCHECK(r, ncclGroupStart());
+  RCHECK(r, ncclSend(in, COUNT, ncclFloat32, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclRecv(out, COUNT, ncclFloat32, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclGroupEnd());
+  REXPECT(r, out[COUNT - 1] == (float)(2 - r->rank), "Recv gave %g", out[COUNT - 1]);
+  RCHECK(r, ncclCommDestroy(comm));
+  free(in);
+  free(out);
+  struct braid_test_profiler_result res;
+  if (proxy_result(r, &res)) return 1;
+  REXPECT(r, res.errors == 0, "v%d: the plugin found %d errors, the first: %s", version, res.errors, res.first_error);
+  REXPECT(r, res.open == 0, "v%d: %d events never stopped", version, res.open);
+  REXPECT(r, res.starts[1] == 1 && res.starts[2] == 2 && res.starts[3] == 4 && res.stops[3] == 4,
+          "v%d: Coll %d P2p %d ProxyOp %d/%d, expected 1, 2, 4", version, res.starts[1], res.starts[2], res.starts[3],
+          res.stops[3]);
+  /* The progress thread slept at least once while the communicator lived (it does whenever
+   * nothing moves: BRAID_PROXY_SPIN_US is 0); each ProxyCtrl's states the profiler checked. */
+  REXPECT(r, res.starts[5] >= 1 && res.starts[5] == res.stops[5], "v%d: ProxyCtrl %d started, %d stopped", version,
+          res.starts[5], res.stops[5]);
+  if (check_ops(r, &res)) return 1;
+  if (!netplugin) return 0;
+  /* Every isend carried its step's handle (the op was queued before the step was published);
+   * a receive only when its op was queued before the irecv (they are pre-posted). */
+  int send_steps = 0;
+  for (int k = 0; k < res.nops; k++) send_steps += res.ops[k].is_send ? res.ops[k].nsteps : 0;
+  REXPECT(r, res.net_under_sends == send_steps, "NetPlugin events under send steps: %d, expected %d",
+          res.net_under_sends, send_steps);
+  REXPECT(r, res.starts[7] == res.stops[7] && res.starts[7] >= send_steps && res.starts[7] <= res.starts[4],
+          "NetPlugin events: %d started, %d stopped, for %d send steps of %d", res.starts[7], res.stops[7], send_steps,
+          res.starts[4]);
+  return 0;
+}
+
+START_TEST(test_proxy) {
+  static const int versions[] = {6, 4, 3, 1, 6};
+  char exe[PATH_MAX], net[PATH_MAX + 64];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  const char* dir = n > 0 ? dirname(exe) : ".";
+  version = versions[_i];
+  netplugin = _i == 4;
+  snprintf(lib, sizeof(lib), "%s/../lib/libnccl-profiler-braidtest-v%d.so", dir, version);
+  snprintf(net, sizeof(net), "%s/../lib/libnccl-net-braidtest-prof.so", dir);
+  char mask[16];
+  snprintf(mask, sizeof(mask), "%d",
+           NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P | NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP |
+               NCCL_PROF_PROXY_CTRL | (netplugin ? NCCL_PROF_NET_PLUGIN : 0));
+  if (netplugin) setenv("NCCL_NET_PLUGIN", net, 1), setenv("NCCL_NET", "BraidProfProbe", 1);
+  setenv("NCCL_PROFILER_PLUGIN", lib, 1);
+  setenv("BRAID_TEST_PROFILER_MASK", mask, 1);
+  setenv("NCCL_MAX_NCHANNELS", "1", 1);
+  setenv("NCCL_ALGO", "Ring", 1);
+  setenv("NCCL_PROTO", "Simple", 1);
+  braid_param_reload();
+  int failed = harness_run(2, HARNESS_PROCS, body, NULL, 120);
+  unsetenv("NCCL_MAX_NCHANNELS");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  unsetenv("BRAID_TEST_PROFILER_MASK");
+  unsetenv("NCCL_PROFILER_PLUGIN");
+  unsetenv("NCCL_NET_PLUGIN");
+  unsetenv("NCCL_NET");
+  braid_param_reload();
+  ck_assert_msg(failed == 0, "v%d%s: %d of 2 ranks failed", version, netplugin ? " over a v10 net plugin" : "", failed);
+}
+END_TEST
+
+Suite* profiler_proxy_suite(void) {
+  Suite* s = suite_create("profiler_proxy");
+  TCase* tc = tcase_create("net");
+  tcase_set_timeout(tc, 240);
+  tcase_add_loop_test(tc, test_proxy, 0, 5);
+  suite_add_tcase(s, tc);
+  return s;
+}
