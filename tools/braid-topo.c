@@ -32,6 +32,8 @@ struct opts {
   int factor;
   int func; /* -1: all */
   int matrix, channels, tuner;
+  int net_speed;      /* Mb/s of every NIC, as a plugin would report it (0: the XML's) */
+  double net_latency; /* us (< 0: the XML's) */
 };
 
 static void usage(FILE* f) {
@@ -66,6 +68,9 @@ static void usage(FILE* f) {
           "                        they differ\n"
           "  -V, --nccl-version V  search with the speed tables of NCCL V (e.g. 2.27.3; default\n"
           "                        2.30, or the version the --nccl-log names)\n"
+          "  -S, --net-speed MBPS  every NIC at this speed, as a network plugin reporting it\n"
+          "                        would make it (the library takes the plugin's properties)\n"
+          "  -L, --net-latency US  every NIC with this latency: the tuner's network rows add it\n"
           "  -h, --help            this text\n"
           "\n"
           "Environment: NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS,\n"
@@ -112,10 +117,12 @@ static int parse_args(int argc, char** argv, struct opts* o) {
                                         {"func", required_argument, 0, 'c'},
                                         {"sections", required_argument, 0, 's'},
                                         {"dump", required_argument, 0, 'd'},
+                                        {"net-speed", required_argument, 0, 'S'},
+                                        {"net-latency", required_argument, 0, 'L'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "x:n:p:Hb:e:f:c:s:d:G:l:g:V:h", longs, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "x:n:p:Hb:e:f:c:s:d:G:l:g:V:S:L:h", longs, NULL)) != -1) {
     switch (c) {
       case 'x':
         o->xml = optarg;
@@ -134,6 +141,14 @@ static int parse_args(int argc, char** argv, struct opts* o) {
         break;
       case 'd':
         o->dump = optarg;
+        break;
+      case 'S':
+        o->net_speed = atoi(optarg);
+        if (o->net_speed <= 0) goto bad;
+        break;
+      case 'L':
+        o->net_latency = atof(optarg);
+        if (!(o->net_latency >= 0)) goto bad;
         break;
       case 'n':
         o->nodes = atoi(optarg);
@@ -437,8 +452,33 @@ static void shape(const struct opts* o, const struct nccl_log* log, const struct
   *ppn_p = ppn;
 }
 
+/* ---- NICs as a plugin reports them ---- */
+
+static void set_nets(struct braid_topo_xml* x, const struct opts* o) {
+  if (strcmp(x->name, "net") == 0) {
+    if (o->net_speed > 0) braid_topo_xml_setf(x, "speed", "%d", o->net_speed);
+    if (o->net_latency >= 0) braid_topo_xml_setf(x, "latency", "%g", o->net_latency);
+  }
+  for (int i = 0; i < x->nkids; i++) set_nets(x->kids[i], o);
+}
+
+/* --net-speed / --net-latency: the <net> attributes set, the system built again. */
+static int net_override(struct braid_topo_system** sys_p, const struct opts* o) {
+  char* text = NULL;
+  struct braid_topo_system* s = NULL;
+  if (o->net_speed <= 0 && o->net_latency < 0) return 0;
+  set_nets((*sys_p)->xml, o);
+  int bad = braid_topo_dump_xml_string(*sys_p, &text) != ncclSuccess ||
+            braid_topo_load_xml_string(text, "--net-speed/--net-latency", &s) != ncclSuccess;
+  free(text);
+  if (bad) return -1;
+  braid_topo_free(*sys_p);
+  *sys_p = s;
+  return 0;
+}
+
 int main(int argc, char** argv) {
-  struct opts o = {NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 8, (size_t)8 << 30, 2, -1, 1, 1, 1};
+  struct opts o = {NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 8, (size_t)8 << 30, 2, -1, 1, 1, 1, 0, -1};
   struct braid_topo_system* sys = NULL;
   struct braid_channel_graph* g = NULL;
   struct braid_tuner* t = NULL;
@@ -455,6 +495,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "braid-topo: could not %s the topology (run with NCCL_DEBUG=WARN)\n", o.xml ? "load" : "detect");
     goto out;
   }
+  if (net_override(&sys, &o) != 0) goto out;
   if (o.dump && braid_topo_dump_xml(sys, o.dump) != ncclSuccess) goto out;
   int host = o.host || sys->ngpus == 0;
   shape(&o, have_log ? &log : NULL, sys, host, &nodes, &ppn);

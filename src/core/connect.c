@@ -37,6 +37,7 @@ static void ctx_build(struct braid_comm* comm) {
   t->device = comm->device;
   t->rank_to_node = comm->rank_to_node;
   t->topo = comm->topo;
+  t->graph = comm->graph;
   memcpy(t->buff_bytes, comm->buff_bytes, sizeof(t->buff_bytes));
   t->comm_hash = comm->comm_hash;
   t->secret = braid_bootstrap_secret(comm->bootstrap);

@@ -28,6 +28,7 @@
 #include "topo/graph.h"
 #include "topo/topo.h"
 #include "topo/tuner.h"
+#include "transport/net/net_topo.h"
 #include "transport/registry.h"
 
 /* Nodes: distinct host identities, numbered in order of their first rank. */
@@ -125,6 +126,18 @@ out:
   return res;
 }
 
+/* This node's system. Across nodes the network is chosen first and its devices are the NICs
+ * (net_topo.h), so the channels' NICs and the tuner's network rows are the plugin's. */
+static ncclResult_t detect_system(const struct braid_comm* comm, struct braid_topo_system** sys_p) {
+  struct braid_topo_nets nets = {0};
+  struct braid_topo_net_dev* devs = NULL;
+  if (comm->nnodes < 2) return braid_topo_detect(sys_p);
+  BRAID_CHECK(braid_net_topo_devices(&nets, &devs));
+  ncclResult_t res = braid_topo_detect_nets(&nets, sys_p);
+  free(devs);
+  return res;
+}
+
 /* Topology, channels and the tuner. Every rank searches its own node; the results are
  * allgathered so that every rank assembles the same graph (graph.h). */
 static ncclResult_t setup_graph(struct braid_comm* comm) {
@@ -143,7 +156,7 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
         (struct braid_topo_rank){r, comm->peers[r].host_hash, node, 0, comm->peers[r].cuda_dev, comm->peers[r].bus_id};
     for (int q = 0; q < r; q++) ranks[r].local_rank += comm->rank_to_node[q] == node;
   }
-  BRAID_CHECK_GOTO(braid_topo_detect(&sys), res, out);
+  BRAID_CHECK_GOTO(detect_system(comm, &sys), res, out);
   BRAID_CHECK_GOTO(braid_graph_node_search(sys, n, ranks, comm->node, &infos[comm->rank]), res, out);
   BRAID_CHECK_GOTO(dump_files(comm, sys, ranks, &infos[comm->rank]), res, out);
   BRAID_CHECK_GOTO(braid_bootstrap_allgather(comm->bootstrap, infos, sizeof(*infos)), res, out);
@@ -152,6 +165,7 @@ static ncclResult_t setup_graph(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_tuner_init(comm->graph, n, comm->nnodes, &comm->tuner), res, out);
   BRAID_CHECK_GOTO(braid_tuner_attach_plugin(comm->tuner, comm->comm_hash), res, out);
   braid_tuner_set_log(comm->tuner, comm->rank == 0);
+  if (comm->rank == 0) braid_tuner_log_model(comm->tuner);
   BRAID_CHECK_GOTO(braid_profile_open(comm), res, out);
   comm->topo = sys; /* the transports decide on its paths (P2P levels) */
   sys = NULL;

@@ -51,14 +51,17 @@ struct braid_channel_graph {
   int* net_dev;                  /* indexed by rank: the NIC (index into the system's NICs) its ring uses on
                                     this channel (receive: the node's first rank, send: its last); -1 none */
   int* net_proxy;                /* indexed by rank: the rank whose GPU relays to that NIC (PXN), -1 direct */
+  int* net_send;                 /* indexed by rank: the NIC its ring sends through (its node's last rank), -1 */
+  int* net_recv;                 /* indexed by rank: the NIC its ring receives through (node's first rank), -1 */
   int* tree_id;                  /* [nchannels]: which of the two trees channel c uses */
   int* search_channel;           /* [nchannels]: the search channel it copies */
   /* The ring graph's result, the weakest node's. */
-  float bw_intra; /* GB/s per channel between GPUs of a node */
-  float bw_inter; /* GB/s per channel over the network (= bw_intra on one node, as NCCL) */
-  int type_intra; /* worst path type a channel may use inside a node (enum braid_path_type) */
-  int type_inter; /* worst GPU<->NIC path type (PIX on one node, as NCCL prints it) */
-  int cross_nic;  /* 0 rings keep their NIC, 1 or 2 they may change */
+  float bw_intra;                          /* GB/s per channel between GPUs of a node */
+  float bw_inter;                          /* GB/s per channel over the network (= bw_intra on one node, as NCCL) */
+  float latency_inter, tree_latency_inter; /* us: the plugin's latency of the NICs, the slowest node's */
+  int type_intra;                          /* worst path type a channel may use inside a node (enum braid_path_type) */
+  int type_inter;                          /* worst GPU<->NIC path type (PIX on one node, as NCCL prints it) */
+  int cross_nic;                           /* 0 rings keep their NIC, 1 or 2 they may change */
   int same_channels;
   int pattern; /* BRAID_GRAPH_PATTERN_RING */
   /* The tree graph's result. */

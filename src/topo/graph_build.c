@@ -34,6 +34,8 @@ void braid_graph_free(struct braid_channel_graph* g) {
   free(g->tree);
   free(g->net_dev);
   free(g->net_proxy);
+  free(g->net_send);
+  free(g->net_recv);
   free(g->tree_id);
   free(g->search_channel);
   free(g);
@@ -144,6 +146,7 @@ ncclResult_t braid_graph_check_ranks(int nranks, const struct braid_topo_rank* r
 static const char* check_part(const struct braid_graph_part* p, int count, int nnics) {
   if (p->nchannels < 1 || p->nchannels > BRAID_GRAPH_MAX_RINGS) return "nchannels";
   if (!(p->bw_intra > 0) || p->bw_inter < 0) return "bandwidth";
+  if (!(p->latency_inter >= 0 && p->latency_inter < 1e7f)) return "latency";
   for (int r = 0; r < p->nchannels; r++) {
     uint8_t seen[BRAID_GRAPH_MAX_LOCAL] = {0};
     for (int i = 0; i < count; i++)
@@ -224,13 +227,15 @@ static void lay_ring(struct braid_channel_graph* g, int c, const struct layout* 
   int n = g->nranks, pos = 0;
   int* ring = &g->ring[c * n];
   for (int i = 0; i < n; i++) g->net_dev[c * n + i] = g->net_proxy[c * n + i] = -1;
+  for (int i = 0; i < n; i++) g->net_send[c * n + i] = g->net_recv[c * n + i] = -1;
   for (int k = 0; k < l->nnodes; k++) {
     const struct braid_graph_part* p = &infos[k].ring;
     int sk = node_channel(&infos[k], k, s, g->nrings), cnt = l->count[k];
     for (int i = 0; i < cnt; i++) ring[pos++] = l->node_ranks[k][p->order[sk][i]];
     if (l->nnodes < 2) continue;
     int head = l->node_ranks[k][p->order[sk][0]], last = l->node_ranks[k][p->order[sk][cnt - 1]];
-    g->net_dev[c * n + head] = p->nic_in[sk];
+    g->net_dev[c * n + head] = g->net_recv[c * n + head] = p->nic_in[sk];
+    g->net_send[c * n + last] = p->nic_out[sk];
     if (p->relay_in[sk] >= 0) g->net_proxy[c * n + head] = l->node_ranks[k][p->relay_in[sk]];
     if (head != last) {
       g->net_dev[c * n + last] = p->nic_out[sk];
@@ -303,6 +308,8 @@ static void merge_nodes(struct braid_channel_graph* g, const struct layout* l,
     if (nch < g->nrings) g->nrings = nch;
     if (ri->bw_intra < g->bw_intra) g->bw_intra = ri->bw_intra;
     if (ri->bw_inter < g->bw_inter) g->bw_inter = ri->bw_inter;
+    if (ri->latency_inter > g->latency_inter) g->latency_inter = ri->latency_inter;
+    if (ti->latency_inter > g->tree_latency_inter) g->tree_latency_inter = ti->latency_inter;
     if (ti->bw_intra < g->tree_bw_intra) g->tree_bw_intra = ti->bw_intra;
     if (ti->bw_inter < g->tree_bw_inter) g->tree_bw_inter = ti->bw_inter;
     if (ri->type_intra > g->type_intra) g->type_intra = ri->type_intra;
@@ -351,6 +358,8 @@ ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
   BRAID_CALLOC_GOTO(g->tree, cells, res, out);
   BRAID_CALLOC_GOTO(g->net_dev, cells, res, out);
   BRAID_CALLOC_GOTO(g->net_proxy, cells, res, out);
+  BRAID_CALLOC_GOTO(g->net_send, cells, res, out);
+  BRAID_CALLOC_GOTO(g->net_recv, cells, res, out);
   BRAID_CALLOC_GOTO(g->tree_id, g->nchannels, res, out);
   BRAID_CALLOC_GOTO(g->search_channel, g->nchannels, res, out);
   BRAID_CALLOC_GOTO(tree0, l.nnodes, res, out);

@@ -167,6 +167,7 @@ struct braid_topo_system {
   struct braid_topo_path* paths; /* nnodes x nnodes, after braid_topo_compute_paths */
   struct braid_topo_pxn* pxn;    /* ngpus x nnics */
   int pseudo;                    /* number of host-mode pseudo-GPUs */
+  char net_plugin[32];           /* the network whose devices are the NICs ("": sysfs guessed them) */
 };
 
 /* What each rank knows about itself, allgathered by init. */
@@ -187,14 +188,40 @@ struct braid_topo_rank {
  * the GPUs sysfs shows. A NCCL_TOPO_FILE that cannot be read or parsed is an error. */
 ncclResult_t braid_topo_detect(struct braid_topo_system** sys_p);
 
+/* One device of the chosen network plugin, as its getProperties reports it (topo does not
+ * depend on the transport layer: core copies the plugin's properties here). */
+struct braid_topo_net_dev {
+  char name[64];      /* "mlx5_0", "eth0" */
+  char pci_path[256]; /* sysfs path of the device ("" none: attached to the first CPU) */
+  uint64_t guid;      /* ports of one NIC share it */
+  int speed;          /* Mb/s (<= 0: NCCL's 10 Gb/s) */
+  int port;
+  float latency; /* us (0: the tuner's network row alone) */
+  int max_comms;
+  int gdr; /* the plugin registers GPU memory (ptrSupport CUDA or DMABUF) */
+};
+/* The network's devices in plugin order (index = the plugin's dev). */
+struct braid_topo_nets {
+  const char* plugin; /* its name, for logs and sys->net_plugin */
+  int ndevs;
+  const struct braid_topo_net_dev* devs;
+};
+/* braid_topo_detect with the NICs of a network plugin instead of sysfs's guess (NCCL's
+ * ncclTopoProcessNet): each device is a <net dev=i> at its pciPath's place in the PCI tree,
+ * with the plugin's speed, latency, port, guid, maxconn and gdr; with NCCL_TOPO_FILE, a file's
+ * <net> of the same name is kept (its own attributes win, dev becomes the plugin's) and one
+ * no device matches is dropped, as NCCL trims it. nets NULL: braid_topo_detect. */
+ncclResult_t braid_topo_detect_nets(const struct braid_topo_nets* nets, struct braid_topo_system** sys_p);
+
 /* Detection options: the GPUs the caller found (CUDA runtime), so topo needs no CUDA. */
 struct braid_topo_detect_opts {
-  int ngpus;              /* -1: find NVIDIA GPUs in sysfs; 0: none (host mode) */
-  const int64_t* bus_ids; /* ngpus PCI bus ids */
-  const int* devs;        /* ngpus CUDA device indices (NULL: 0..ngpus-1) */
-  const int* sms;         /* ngpus compute capabilities x10 (NULL: NVML, else 0) */
-  const char* sysfs_root; /* "" or NULL: "/"; tests point it at a fake tree */
-  int no_nvml;            /* 1: do not load NVML */
+  int ngpus;                          /* -1: find NVIDIA GPUs in sysfs; 0: none (host mode) */
+  const int64_t* bus_ids;             /* ngpus PCI bus ids */
+  const int* devs;                    /* ngpus CUDA device indices (NULL: 0..ngpus-1) */
+  const int* sms;                     /* ngpus compute capabilities x10 (NULL: NVML, else 0) */
+  const char* sysfs_root;             /* "" or NULL: "/"; tests point it at a fake tree */
+  int no_nvml;                        /* 1: do not load NVML */
+  const struct braid_topo_nets* nets; /* NULL: NICs from sysfs; else the plugin's devices */
 };
 ncclResult_t braid_topo_detect_ex(const struct braid_topo_detect_opts* opts, struct braid_topo_system** sys_p);
 /* A topology file merged with detection (topo_merge.c): every GPU and NIC detection finds

@@ -10,9 +10,11 @@
  *             link CUDA), or NVIDIA display/3D controllers found in sysfs
  *   NVLink    NVML through dlopen (absent: no NVLink): active links and their remote bus ids;
  *             a remote that is not one of our GPUs is the NVSwitch fabric
- *   NICs      /sys/class/infiniband (rate, node GUID) when present, else the Ethernet
- *             interfaces with a PCI device (/sys/class/net/<if>/speed), numbered like the
- *             network plugin numbers its devices (sorted by name)
+ *   NICs      the chosen network plugin's devices when the caller lists them (opts->nets:
+ *             name, pciPath, speed, latency, port, guid, maxconn, gdr; NCCL's
+ *             ncclTopoPopulateNics), else a guess: /sys/class/infiniband (rate, node GUID)
+ *             when present, else the Ethernet interfaces with a PCI device
+ *             (/sys/class/net/<if>/speed), numbered like the plugins number them (by name)
  * Every <pci> gets link_speed and link_width (empty / 0 when sysfs does not say) and every
  * <gpu> a rank attribute, so that NCCL can load what braid dumps. An optional root prefix lets
  * tests run the detector on a fake sysfs tree.
@@ -374,8 +376,7 @@ static void class_busid(const struct detect* d, const char* dir, const char* nam
   }
 }
 
-static ncclResult_t add_net(struct detect* d, const char* busid, const char* name, int dev, int speed, int port,
-                            const char* guid, int gdr) {
+static ncclResult_t add_net(struct detect* d, const char* busid, const struct braid_topo_net_dev* nd, int dev) {
   struct braid_topo_xml *parent, *nic, *net;
   if (busid[0]) {
     BRAID_CHECK(pci_place(d, busid, &parent));
@@ -385,25 +386,26 @@ static ncclResult_t add_net(struct detect* d, const char* busid, const char* nam
   nic = braid_topo_xml_child(parent, "nic");
   if (nic == NULL) BRAID_CHECK(braid_topo_xml_new(parent, "nic", &nic));
   BRAID_CHECK(braid_topo_xml_new(nic, "net", &net));
-  BRAID_CHECK(braid_topo_xml_set(net, "name", name));
+  BRAID_CHECK(braid_topo_xml_set(net, "name", nd->name));
   BRAID_CHECK(braid_topo_xml_setf(net, "dev", "%d", dev));
-  BRAID_CHECK(braid_topo_xml_setf(net, "speed", "%d", speed));
-  BRAID_CHECK(braid_topo_xml_setf(net, "port", "%d", port));
-  BRAID_CHECK(braid_topo_xml_set(net, "latency", "0"));
-  BRAID_CHECK(braid_topo_xml_set(net, "guid", guid));
-  BRAID_CHECK(braid_topo_xml_set(net, "maxconn", "65536"));
-  BRAID_CHECK(braid_topo_xml_setf(net, "gdr", "%d", gdr));
+  BRAID_CHECK(braid_topo_xml_setf(net, "speed", "%d", nd->speed > 0 ? nd->speed : BRAID_TOPO_NET_SPEED_DEFAULT));
+  BRAID_CHECK(braid_topo_xml_setf(net, "port", "%d", nd->port));
+  BRAID_CHECK(braid_topo_xml_setf(net, "latency", "%g", (double)nd->latency));
+  BRAID_CHECK(braid_topo_xml_setf(net, "guid", "0x%llx", (unsigned long long)nd->guid));
+  BRAID_CHECK(braid_topo_xml_setf(net, "maxconn", "%d", nd->max_comms > 0 ? nd->max_comms : 65536));
+  BRAID_CHECK(braid_topo_xml_setf(net, "gdr", "%d", nd->gdr));
   return ncclSuccess;
 }
 
+/* sysfs's guess, when no plugin was chosen: InfiniBand devices (port 1), else Ethernet. */
 static ncclResult_t detect_nics(struct detect* d) {
   char names[64][64], busid[32], v[128], path[PATH_MAX];
   int n = list_devices(d, "/sys/class/infiniband", names, 64), dev = 0;
   for (int i = 0; i < n; i++) { /* InfiniBand / RoCE: port 1 */
-    int speed = 0;
-    char guid[64] = "0x0";
+    struct braid_topo_net_dev nd = {.port = 1, .gdr = d->gdr};
+    snprintf(nd.name, sizeof(nd.name), "%.63s", names[i]);
     snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/rate", names[i]);
-    if (read_line(d, path, v, sizeof(v))) speed = (int)(atof(v) * 1000); /* "400 Gb/sec (4X NDR)" */
+    if (read_line(d, path, v, sizeof(v))) nd.speed = (int)(atof(v) * 1000); /* "400 Gb/sec (4X NDR)" */
     snprintf(path, sizeof(path), "/sys/class/infiniband/%s/node_guid", names[i]);
     if (read_line(d, path, v, sizeof(v)) && v[0]) {
       unsigned long long g = 0;
@@ -411,20 +413,52 @@ static ncclResult_t detect_nics(struct detect* d) {
         if (*c != ':')
           g = g * 16 +
               (unsigned long long)(isdigit((unsigned char)*c) ? *c - '0' : (tolower((unsigned char)*c) - 'a' + 10));
-      snprintf(guid, sizeof(guid), "0x%llx", g);
+      nd.guid = g;
     }
     class_busid(d, "/sys/class/infiniband", names[i], busid, sizeof(busid));
-    BRAID_CHECK(add_net(d, busid, names[i], dev++, speed > 0 ? speed : BRAID_TOPO_NET_SPEED_DEFAULT, 1, guid, d->gdr));
+    BRAID_CHECK(add_net(d, busid, &nd, dev++));
   }
   if (n > 0) return ncclSuccess; /* the IB plugin wins when it has devices */
   n = list_devices(d, "/sys/class/net", names, 64);
   for (int i = 0; i < n; i++) { /* Ethernet, through sockets */
+    struct braid_topo_net_dev nd = {.port = 1};
     snprintf(path, sizeof(path), "/sys/class/net/%.63s/type", names[i]);
     if (read_line(d, path, v, sizeof(v)) && atoi(v) != 1) continue; /* ARPHRD_ETHER only */
     snprintf(path, sizeof(path), "/sys/class/net/%.63s/speed", names[i]);
-    int speed = read_line(d, path, v, sizeof(v)) ? atoi(v) : 0;
+    nd.speed = read_line(d, path, v, sizeof(v)) ? atoi(v) : 0;
+    snprintf(nd.name, sizeof(nd.name), "%.63s", names[i]);
     class_busid(d, "/sys/class/net", names[i], busid, sizeof(busid));
-    BRAID_CHECK(add_net(d, busid, names[i], dev++, speed > 0 ? speed : BRAID_TOPO_NET_SPEED_DEFAULT, 1, "0x0", 0));
+    BRAID_CHECK(add_net(d, busid, &nd, dev++));
+  }
+  return ncclSuccess;
+}
+
+/* The bus id of a plugin's pciPath, as NCCL's ncclTopoFillNet reads it: the path's last
+ * component when its subsystem is pci; "" (the first CPU) for a virtual device or none. */
+static void plugin_busid(const struct detect* d, const struct braid_topo_net_dev* nd, char* out, size_t len) {
+  char link[PATH_MAX], real[PATH_MAX];
+  int64_t id;
+  out[0] = '\0';
+  if (nd->pci_path[0] == '\0') return;
+  snprintf(link, sizeof(link), "%s%s/subsystem", d->root, nd->pci_path);
+  const char* sub = realpath(link, real) ? strrchr(real, '/') : NULL;
+  const char* last = strrchr(nd->pci_path, '/');
+  if (sub == NULL || strcmp(sub, "/pci") != 0 || last == NULL || braid_topo_busid_parse(last + 1, &id) != ncclSuccess) {
+    BRAID_INFO(BRAID_LOG_NET | BRAID_LOG_GRAPH,
+               "Topology detection: network path (name = %s) %s is not a PCI device (%s). Attaching to first CPU",
+               nd->name, nd->pci_path, sub ? sub + 1 : "no subsystem");
+    return;
+  }
+  snprintf(out, len, "%s", last + 1);
+}
+
+/* The network plugin's devices (NCCL's ncclTopoPopulateNics), index = its dev. */
+static ncclResult_t plugin_nics(struct detect* d, const struct braid_topo_nets* nets) {
+  char busid[32];
+  for (int i = 0; i < nets->ndevs; i++) {
+    const struct braid_topo_net_dev* nd = &nets->devs[i];
+    plugin_busid(d, nd, busid, sizeof(busid));
+    BRAID_CHECK(add_net(d, busid, nd, i)); /* NCCL's "GPU Direct RDMA ... for HCA" line: net_gdr.c */
   }
   return ncclSuccess;
 }
@@ -472,12 +506,15 @@ ncclResult_t braid_topo_detect_ex(const struct braid_topo_detect_opts* opts, str
     int sm = opts && opts->ngpus > 0 && opts->sms ? opts->sms[i] : 0;
     BRAID_CHECK_GOTO(detect_gpu(&d, &m, found[i], dev, sm, found, ngpus), res, err_nvml);
   }
-  BRAID_CHECK_GOTO(detect_nics(&d), res, err_nvml);
+  const struct braid_topo_nets* nets = opts ? opts->nets : NULL;
+  BRAID_CHECK_GOTO(nets ? plugin_nics(&d, nets) : detect_nics(&d), res, err_nvml);
   nvml_close(&m);
   sort_tree(d.doc);
   BRAID_CHECK_GOTO(braid_topo_from_xml(d.doc, sys_p), res, err_free);
-  BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_GRAPH, "Topology detected: %d GPUs, %d NICs, %d CPUs%s", (*sys_p)->ngpus,
-             (*sys_p)->nnics, (*sys_p)->ncpus, m.lib ? ", NVML" : "");
+  if (nets != NULL) snprintf((*sys_p)->net_plugin, sizeof((*sys_p)->net_plugin), "%s", nets->plugin);
+  BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_GRAPH, "Topology detected: %d GPUs, %d NICs (%s%s), %d CPUs%s", (*sys_p)->ngpus,
+             (*sys_p)->nnics, nets ? "network " : "sysfs", nets ? nets->plugin : "", (*sys_p)->ncpus,
+             m.lib ? ", NVML" : "");
   return ncclSuccess;
 err_nvml:
   nvml_close(&m);
@@ -486,17 +523,27 @@ err_free:
   return res;
 }
 
-ncclResult_t braid_topo_detect(struct braid_topo_system** sys_p) {
+ncclResult_t braid_topo_detect_nets(const struct braid_topo_nets* nets, struct braid_topo_system** sys_p) {
   const char* file = braid_param_str(BRAID_PARAM_TOPO_FILE);
+  struct braid_topo_detect_opts opts = {.ngpus = -1, .nets = nets};
   if (sys_p == NULL) {
     BRAID_WARN("braid_topo_detect: sys_p is NULL");
     return ncclInvalidArgument;
   }
+  if (nets != NULL && (nets->plugin == NULL || nets->ndevs < 0 || (nets->ndevs > 0 && nets->devs == NULL))) {
+    BRAID_WARN("braid_topo_detect_nets: bad network description (plugin %s, %d devices)",
+               nets->plugin ? nets->plugin : "NULL", nets->ndevs);
+    return ncclInvalidArgument;
+  }
   if (file != NULL && file[0] != '\0') {
-    if (access(file, R_OK) == 0) return braid_topo_load_merged(file, NULL, sys_p);
+    if (access(file, R_OK) == 0) return braid_topo_load_merged(file, &opts, sys_p);
     /* NCCL says so at INFO level and detects the machine; braid says it louder */
     BRAID_WARN("NCCL_TOPO_FILE=%s cannot be read (%s); using the detected topology, as NCCL does", file,
                strerror(errno));
   }
-  return braid_topo_detect_ex(NULL, sys_p);
+  return braid_topo_detect_ex(&opts, sys_p);
+}
+
+ncclResult_t braid_topo_detect(struct braid_topo_system** sys_p) {
+  return braid_topo_detect_nets(NULL, sys_p);
 }

@@ -5,7 +5,9 @@
  *   busBw = rings x per-channel speed (intra-node on one node, else the slower of intra/inter)
  *   Ring   LL: min(LL ceiling, busBw/2)   LL128: min(.92 busBw, rings x LL128 per channel)
  *          Simple: busBw;  algBw = busBw x n / nsteps (AllReduce 2(n-1), AG/RS n-1, else n)
- *          lat = base + (nsteps - nInter) x max(intra step, net overhead) + nInter x net step
+ *          lat = base + (nsteps - nInter) x max(intra step, net overhead) + nInter x net step,
+ *          net step = the network row (the tree's with one rank per node) + the plugin's
+ *          latency of the graph's NICs (x2 for Simple on GPUs: the flush), as NCCL's interLat
  *   Tree   (AllReduce) treeBw = rings x the tree search's speed (intra-node up to 2 nodes,
  *          else the network's; host mode: busBw);
  *          base = min(.92 treeBw, rings x tree per channel); LL base/3.8,
@@ -43,6 +45,9 @@ struct braid_tuner {
   int multi_plateau_old; /* pre-Ampere ring plateau factor */
   float lat[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   float bw[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS]; /* algBw; 0 unavailable */
+  /* the part of lat that is the plugin's latency (the wire's: host mode's per-channel core
+   * sharing does not scale it) */
+  float wire[BRAID_NUM_FUNCS][BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
   uint8_t algo_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], algo_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   uint8_t proto_on[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX], proto_named[BRAID_NUM_FUNCS][BRAID_TUNER_LIST_MAX];
   int max_threads[BRAID_NUM_ALGOS][BRAID_NUM_PROTOS];
@@ -107,6 +112,38 @@ void braid_tuner_set_log(struct braid_tuner* t, int enabled) {
   if (t != NULL) t->log = enabled;
 }
 
+/* NCCL's TUNING table at init (rank 0): latency (us) / algorithm bandwidth (GB/s) of every
+ * function x algorithm x protocol, three algorithms a block, as ncclTopoTuneModel prints it. */
+void braid_tuner_log_model(const struct braid_tuner* t) {
+  char line[1024];
+  if (t == NULL || !BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_LOG_TUNING)) return;
+  for (int block = 0; block < (BRAID_NUM_ALGOS + 2) / 3; block++) {
+    int o = snprintf(line, sizeof(line), "  Algorithm   |");
+    for (int a = block * 3; a < block * 3 + 3 && a < BRAID_NUM_ALGOS; a++)
+      o += snprintf(line + o, sizeof(line) - (size_t)o, " %14s   %14s   %14s |", "", braid_tuner_algo_name(a), "");
+    BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    o = snprintf(line, sizeof(line), "  Protocol    |");
+    for (int a = block * 3; a < block * 3 + 3; a++)
+      for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+        o += snprintf(line + o, sizeof(line) - (size_t)o, " %14s |", braid_tuner_proto_name(p));
+    BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    o = snprintf(line, sizeof(line), " Max NThreads |");
+    for (int a = block * 3; a < block * 3 + 3 && a < BRAID_NUM_ALGOS; a++)
+      for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+        o += snprintf(line + o, sizeof(line) - (size_t)o, " %14d |", t->max_threads[a][p]);
+    BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    for (int f = 0; f < BRAID_NUM_FUNCS; f++) {
+      if (f == BRAID_FUNC_SendRecv) continue;
+      o = snprintf(line, sizeof(line), "%13s |", braid_tuner_func_name(f));
+      for (int a = block * 3; a < block * 3 + 3 && a < BRAID_NUM_ALGOS; a++)
+        for (int p = 0; p < BRAID_NUM_PROTOS; p++)
+          o += snprintf(line + o, sizeof(line) - (size_t)o, "%8.1f/%6.1f |", (double)t->lat[f][a][p],
+                        (double)t->bw[f][a][p]);
+      BRAID_INFO(BRAID_LOG_TUNING, "%s", line);
+    }
+  }
+}
+
 void braid_tuner_cap_channels(struct braid_tuner* t, int n) {
   if (t != NULL && n >= 1 && n < t->nchannels) {
     t->nchannels = n;
@@ -159,6 +196,17 @@ static int ll128_default(const struct braid_channel_graph* g) {
   return g->nnodes == 1 || g->type_inter <= inter_max;
 }
 
+/* One network step (us), NCCL's interLat: the hardware row (with one rank per node the tree's,
+ * every step exposed; not in host mode, whose rows are measured per algorithm) plus the
+ * plugin's latency of the graph's NICs, twice for Simple on GPUs (the receive's flush). */
+static float net_wire(const struct braid_channel_graph* g, int p, float plugin_lat) {
+  return p == BRAID_PROTO_SIMPLE && !g->host_mode ? 2 * plugin_lat : plugin_lat;
+}
+static float net_step(const struct braid_channel_graph* g, int hw, int a, int p, int ppn, float plugin_lat) {
+  int row = !g->host_mode && ppn == 1 ? BRAID_ALGO_TREE : a;
+  return braid_tuner_hw_lat[hw][row][p] + net_wire(g, p, plugin_lat);
+}
+
 /* The model's latency and bandwidth of every function x algorithm x protocol. */
 static void build_model(struct braid_tuner* t, const struct braid_channel_graph* g) {
   int n = t->nranks, nodes = t->nnodes, arch = arch_of(g);
@@ -178,6 +226,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
   int ll128 = ll128_default(g);
   memset(t->lat, 0, sizeof(t->lat));
   memset(t->bw, 0, sizeof(t->bw));
+  memset(t->wire, 0, sizeof(t->wire));
   for (int f = 0; f < BRAID_NUM_FUNCS; f++) {
     if (f == BRAID_FUNC_SendRecv) continue;
     int ar = f == BRAID_FUNC_AllReduce;
@@ -190,7 +239,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
       int proto_ok = p != BRAID_PROTO_LL128 || ll128 || t->proto_named[f][p];
       /* Ring */
       float intra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_RING][p];
-      float inter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_RING][p];
+      float inter = net_step(g, inter_hw, BRAID_ALGO_RING, p, t->ppn, g->latency_inter);
       if (nodes > 1 && !g->host_mode) {
         float ovh = braid_tuner_net_overhead[g->cpu_vendor == BRAID_CPU_VENDOR_AMD] * (p == BRAID_PROTO_SIMPLE ? 3 : 1);
         if (intra < ovh) intra = ovh;
@@ -200,6 +249,7 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
       if (p == BRAID_PROTO_LL128) bus = minf(bus0 * 0.92f, (float)g->nrings * braid_tuner_ring_ll128_per_ch[arch]);
       if (proto_ok) {
         t->lat[f][BRAID_ALGO_RING][p] = base[p] + (float)(nsteps - ninter) * intra + (float)ninter * inter;
+        t->wire[f][BRAID_ALGO_RING][p] = (float)ninter * net_wire(g, p, g->latency_inter);
         t->bw[f][BRAID_ALGO_RING][p] = bus * (float)n / (float)nsteps;
       }
       /* Tree: AllReduce only */
@@ -207,11 +257,12 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         const float* tb =
             g->host_mode ? braid_tuner_base_lat_host[BRAID_ALGO_TREE] : braid_tuner_base_lat[BRAID_ALGO_TREE];
         float tintra = braid_tuner_hw_lat[intra_hw][BRAID_ALGO_TREE][p];
-        float tinter = braid_tuner_hw_lat[inter_hw][BRAID_ALGO_TREE][p];
+        float tinter = net_step(g, inter_hw, BRAID_ALGO_TREE, p, t->ppn, g->tree_latency_inter);
         float tbus = minf(tree0 * 0.92f, (float)g->nrings * braid_tuner_tree_per_ch[arch][ncls]);
         if (p == BRAID_PROTO_LL) tbus = minf(tbus / 3.8f, braid_tuner_ll_max_bw[arch][ncls]);
         if (p == BRAID_PROTO_LL128) tbus = tbus * (nodes == 1 ? 7.0f / 9.0f : 120.0f / 128.0f);
         t->lat[f][BRAID_ALGO_TREE][p] = tb[p] + 2.0f * ((float)(t->ppn - 1) * tintra + (float)log2nodes * tinter);
+        t->wire[f][BRAID_ALGO_TREE][p] = 2.0f * (float)log2nodes * net_wire(g, p, g->tree_latency_inter);
         t->bw[f][BRAID_ALGO_TREE][p] = tbus * (g->host_mode ? BRAID_TUNER_TREE_BW_HOST : 0.5f);
         /* Host mode, two ranks: the tree is the ring's own two hops (reduce up, broadcast down)
          * and small messages take the one-hop exchange (plan.c), which the per-step figures
@@ -231,7 +282,8 @@ static void build_model(struct braid_tuner* t, const struct braid_channel_graph*
         float tree_bw = t->bw[f][BRAID_ALGO_TREE][BRAID_PROTO_SIMPLE];
         t->lat[f][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE] =
             braid_tuner_hw_lat[BRAID_HW_NVLINK][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE] +
-            2.0f * (float)log2nodes * braid_tuner_hw_lat[BRAID_HW_NET][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE];
+            2.0f * (float)log2nodes *
+                net_step(g, BRAID_HW_NET, BRAID_ALGO_NVLS_TREE, BRAID_PROTO_SIMPLE, 0, g->tree_latency_inter);
         t->bw[f][BRAID_ALGO_NVLS_TREE][BRAID_PROTO_SIMPLE] = minf(nvls_bw, tree_bw > 0 ? tree_bw : nvls_bw);
       }
     }
@@ -317,7 +369,8 @@ static float model_time(const struct braid_tuner* t, int f, int a, int p, size_t
     /* the steps (all but the call's own cost) slow down with the channel threads sharing cores */
     float base = braid_tuner_base_lat_host[a][p];
     int nc = host_channels(t, bytes);
-    lat = base + (lat - base) * (1.0f + BRAID_TUNER_HOST_CHANNEL_STEP_SHARE * (float)(nc - 1));
+    float wire = t->wire[f][a][p];
+    lat = base + (lat - base - wire) * (1.0f + BRAID_TUNER_HOST_CHANNEL_STEP_SHARE * (float)(nc - 1)) + wire;
   }
   if (a == BRAID_ALGO_TREE && !t->host_mode) {
     int b = 0;

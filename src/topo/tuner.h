@@ -61,6 +61,9 @@ ncclResult_t braid_tuner_model_best(const struct braid_tuner* t, int func, size_
 
 /* TUNING lines from braid_tuner_choose: init turns them off on ranks other than 0. */
 void braid_tuner_set_log(struct braid_tuner* t, int enabled);
+/* NCCL's init table of the model (TUNING, INFO): latency/bandwidth per function, algorithm and
+ * protocol; the network rows show the plugin's speed and latency. */
+void braid_tuner_log_model(const struct braid_tuner* t);
 /* The communicator runs at most `n` channels (host mode: fewer than the graph offers when
  * cores are few): choices and TUNING lines never name more. */
 void braid_tuner_cap_channels(struct braid_tuner* t, int n);

@@ -21,6 +21,7 @@
 
 struct braid_device_ops;
 struct braid_topo_system;
+struct braid_channel_graph;
 struct braid_transport;
 
 #define BRAID_CONNECT_BLOB_BYTES 256
@@ -84,6 +85,8 @@ struct braid_transport_ctx {
   int (*dead_peer)(void* owner);
   /* The rank braid blamed when it failed the communicator, or -1. */
   int (*blamed_peer)(void* owner);
+  /* The channels (the NIC each ring uses, transport/net/net_dev.c); NULL when unknown. */
+  const struct braid_channel_graph* graph;
 };
 
 /* Capabilities of a transport (braid_transport.caps): what the core may rely on. */

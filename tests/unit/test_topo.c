@@ -350,7 +350,7 @@ END_TEST
 
 START_TEST(test_detect_here) {
   env_reset();
-  struct braid_topo_detect_opts o = {0, NULL, NULL, NULL, NULL, 1};
+  struct braid_topo_detect_opts o = {0, NULL, NULL, NULL, NULL, 1, NULL};
   struct braid_topo_system* s = NULL;
   ck_assert_int_eq(braid_topo_detect_ex(&o, &s), ncclSuccess);
   ck_assert_int_eq(s->ngpus, 0);
@@ -460,7 +460,7 @@ START_TEST(test_detect_fake_sysfs) {
 
   int64_t bus = 0x3000;
   int sm = 90;
-  struct braid_topo_detect_opts o = {1, &bus, NULL, &sm, root, 1};
+  struct braid_topo_detect_opts o = {1, &bus, NULL, &sm, root, 1, NULL};
   struct braid_topo_system* s = NULL;
   ck_assert_int_eq(braid_topo_detect_ex(&o, &s), ncclSuccess);
   ck_assert_int_eq(s->ngpus, 1);

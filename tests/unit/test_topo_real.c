@@ -405,7 +405,7 @@ START_TEST(test_vendor_merge) {
   int64_t bus[4];
   int sm[4] = {80, 80, 80, 80};
   for (int i = 0; i < 4; i++) ck_assert_int_eq(braid_topo_busid_parse(devs[i].busid, &bus[i]), ncclSuccess);
-  struct braid_topo_detect_opts o = {4, bus, NULL, sm, root, 1};
+  struct braid_topo_detect_opts o = {4, bus, NULL, sm, root, 1, NULL};
   struct braid_topo_system* s = NULL;
   ck_assert_int_eq(braid_topo_load_merged(real_path(file), &o, &s), ncclSuccess);
   ck_assert_int_eq(s->ngpus, 4);

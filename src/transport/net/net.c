@@ -34,6 +34,7 @@
 #include "device/device.h"
 #include "transport/net/net_gdr.h"
 #include "transport/net/net_internal.h"
+#include "transport/net/net_topo.h"
 
 /* A communicator's plugin context. */
 struct net_ctx {
@@ -197,7 +198,7 @@ static ncclResult_t net_res_new(const struct braid_transport_ctx* t, int peer, i
   r->peer = peer;
   r->channel = channel % BRAID_MAX_CHANNELS;
   r->conn_index = channel / BRAID_MAX_CHANNELS;
-  r->dev = r->channel % ndev;
+  r->dev = braid_net_dev_pick(t, net->name, peer, r->channel, is_send, ndev);
   snprintf(r->desc, sizeof(r->desc), "%s/%d", net->name, r->dev);
   memset(&props, 0, sizeof(props)); /* a plugin that fills fewer fields declares nothing more */
   BRAID_CHECK_GOTO(net->getProperties(r->dev, &props), res, err_free);

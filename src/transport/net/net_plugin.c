@@ -1,6 +1,8 @@
 /*
- * net_plugin.c - which network this process uses, decided once at its first network
- * connection (a failed choice is tried again next time).
+ * net_plugin.c - which network this process uses, decided once: at the init of the first
+ * communicator across nodes (before its topology, whose NICs are the plugin's devices:
+ * braid_net_topo_devices), else at the first network connection (a failed choice is tried
+ * again next time).
  *
  * Candidates, in order: an external plugin, the built-in Socket network, then UCX (built when
  * UCX's headers were found; like NCCL, which has UCX only as an external plugin, braid uses it
@@ -21,6 +23,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -28,6 +31,7 @@
 #include "base/param.h"
 #include "base/plugin_open.h"
 #include "transport/net/net_internal.h"
+#include "transport/net/net_topo.h"
 #include "transport/net/plugin/nccl_adapt.h"
 
 #define MAX_LISTED 14 /* NCCL: 16 plugins, 2 of them internal */
@@ -182,5 +186,42 @@ out:
   *net_p = chosen;
 unlock:
   pthread_mutex_unlock(&plugin_lock);
+  return res;
+}
+
+ncclResult_t braid_net_topo_devices(struct braid_topo_nets* nets, struct braid_topo_net_dev** devs_p) {
+  ncclResult_t res = ncclSuccess;
+  const struct braid_net_v1* net;
+  struct braid_topo_net_dev* devs = NULL;
+  int ndev = 0;
+  BRAID_CHECK(braid_net_plugin_get(&net));
+  BRAID_CHECK(net->devices(&ndev));
+  BRAID_CALLOC_GOTO(devs, ndev, res, err);
+  for (int i = 0; i < ndev; i++) {
+    struct braid_net_props p;
+    memset(&p, 0, sizeof(p)); /* a plugin that fills fewer fields declares nothing more */
+    if ((res = net->getProperties(i, &p)) != ncclSuccess) {
+      BRAID_WARN("NET/%s : getProperties of device %d failed: %s", net->name, i, ncclGetErrorString(res));
+      goto err;
+    }
+    struct braid_topo_net_dev* d = &devs[i];
+    snprintf(d->name, sizeof(d->name), "%s", p.name ? p.name : "");
+    snprintf(d->pci_path, sizeof(d->pci_path), "%s", p.pciPath ? p.pciPath : "");
+    d->guid = p.guid;
+    d->speed = p.speed;
+    d->port = p.port;
+    d->latency = p.latency > 0 ? p.latency : 0;
+    d->max_comms = p.maxComms;
+    d->gdr = (p.ptrSupport & (BRAID_NET_PTR_CUDA | BRAID_NET_PTR_DMABUF)) != 0;
+    BRAID_INFO(BRAID_LOG_NET | BRAID_LOG_GRAPH, "NET/%s : device %d %s speed %d Mb/s latency %g us port %d%s%s",
+               net->name, i, d->name, d->speed, (double)d->latency, d->port, d->pci_path[0] ? " " : "", d->pci_path);
+  }
+  nets->plugin = net->name;
+  nets->ndevs = ndev;
+  nets->devs = devs;
+  *devs_p = devs;
+  return ncclSuccess;
+err:
+  free(devs);
   return res;
 }

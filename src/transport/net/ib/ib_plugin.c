@@ -5,6 +5,7 @@
  * table. Requests: ib_io.c. The design: ib_net.h.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,29 @@ static ncclResult_t ib_devices(int* ndev) {
   return ncclSuccess;
 }
 
+/* The HCA's PCI device as NCCL's IB plugin reports it (ncclIbGetPciPath): the realpath of
+ * /sys/class/infiniband/<dev>/device with the function (last digit) and, NCCL's default
+ * NCCL_IB_MERGE_VFS=1, the virtual function (the device's last two digits) zeroed, so ports
+ * and VFs of one NIC share its place in the topology; NULL when sysfs has no such device (the
+ * emulated HCAs). Computed once per device. */
+static const char* ib_pci_path(int dev) {
+  static char paths[BRAID_IB_MAX_PORTS][PATH_MAX];
+  static int done[BRAID_IB_MAX_PORTS];
+  if (!__atomic_load_n(&done[dev], __ATOMIC_ACQUIRE)) {
+    char link[PATH_MAX], real[PATH_MAX];
+    snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", ib.dev[dev].port.dev);
+    paths[dev][0] = '\0';
+    if (realpath(link, real) != NULL && strlen(real) >= 5) {
+      size_t n = strlen(real);
+      real[n - 1] = '0';
+      real[n - 3] = real[n - 4] = '0';
+      snprintf(paths[dev], sizeof(paths[dev]), "%s", real);
+    }
+    __atomic_store_n(&done[dev], 1, __ATOMIC_RELEASE);
+  }
+  return paths[dev][0] ? paths[dev] : NULL;
+}
+
 static ncclResult_t ib_get_properties(int dev, struct braid_net_props* props) {
   if (dev < 0 || dev >= ib.ndev) {
     BRAID_WARN("NET/IB : getProperties: invalid device %d (%d devices)", dev, ib.ndev);
@@ -136,7 +160,7 @@ static ncclResult_t ib_get_properties(int dev, struct braid_net_props* props) {
   const struct ib_dev* d = &ib.dev[dev];
   memset(props, 0, sizeof(*props));
   props->name = d->port.dev;
-  props->pciPath = NULL;
+  props->pciPath = ib_pci_path(dev);
   props->guid = d->port.guid;
   props->ptrSupport = BRAID_NET_PTR_HOST | ib_gdr_ptr_support(d); /* GPUDirect RDMA: ib_gdr.c */
   props->regIsGlobal = 1; /* one PD per port: a registration serves every comm */

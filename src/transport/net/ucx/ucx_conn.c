@@ -50,6 +50,19 @@ static ncclResult_t ucx_devices(int* ndev) {
   return ncclSuccess;
 }
 
+/* The interface's device in sysfs (as Socket reports it), NULL when it has none (lo). */
+static const char* ucx_pci_path(void) {
+  static char path[PATH_MAX];
+  static int done;
+  if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
+    char link[PATH_MAX];
+    snprintf(link, sizeof(link), "/sys/class/net/%s/device", ucx.ifname);
+    if (realpath(link, path) == NULL) path[0] = '\0';
+    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+  }
+  return path[0] ? path : NULL;
+}
+
 static ncclResult_t ucx_get_properties(int dev, struct braid_net_props* props) {
   if (dev != 0 || !ucx.loaded) {
     BRAID_WARN("NET/UCX : getProperties: invalid device %d (%d devices)", dev, ucx.loaded ? 1 : 0);
@@ -57,7 +70,7 @@ static ncclResult_t ucx_get_properties(int dev, struct braid_net_props* props) {
   }
   memset(props, 0, sizeof(*props));
   props->name = ucx.ifname;
-  props->pciPath = NULL;
+  props->pciPath = ucx_pci_path();
   props->guid = 0;
   /* tagged sends from any host address; receives stay in the FIFO (no recvInline: another
    * connection's progress on the shared worker may complete a receive nobody tests) */
