@@ -162,12 +162,28 @@ HD char* braid_lsa_gather(const struct braid_lsa_view* v, int me, int r) {
   return v->seg[me] + BRAID_LSA_GATHER_OFF(v->slot_bytes) + (size_t)r * BRAID_LSA_LINE_MAX_BYTES;
 }
 
+/* A line's last word: the call number (low half: what braid_lsa_wait compares) and the call's
+ * size in bytes (high half), so that ranks which called with different sizes fail at line 0,
+ * which every call writes, instead of one waiting for a line the other never writes. */
+HD uint64_t braid_lsa_line_word(uint32_t seq, size_t bytes) {
+  return (uint64_t)seq | ((uint64_t)bytes << 32);
+}
+/* Wait for line i of rank r's call seq; at line 0 check its size: 0, a status, or
+ * BRAID_EXEC_MISMATCH. */
+HD int braid_lsa_line_wait(const struct braid_lsa_view* v, int r, uint32_t seq, size_t i, size_t bytes,
+                           const volatile uint32_t* abort_flag) {
+  const volatile uint64_t* w = (const volatile uint64_t*)(braid_lsa_line(v, r, seq, i) + BRAID_LSA_LINE_PAYLOAD);
+  int st = braid_lsa_wait(w, seq, abort_flag);
+  if (st == 0 && i == 0 && (simt_ld_acquire_u64(w) >> 32) != (uint64_t)bytes) st = BRAID_EXEC_MISMATCH;
+  return st;
+}
+
 /* Rank r's payload of call seq into g: wait for each line's number, copy what precedes it. */
 HD int braid_lsa_line_fetch(const struct braid_lsa_view* v, int r, uint32_t seq, char* g, size_t bytes,
                             const volatile uint32_t* abort_flag) {
   for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
     const char* l = braid_lsa_line(v, r, seq, i);
-    int st = braid_lsa_wait((const volatile uint64_t*)(l + BRAID_LSA_LINE_PAYLOAD), seq, abort_flag);
+    int st = braid_lsa_line_wait(v, r, seq, i, bytes, abort_flag);
     if (st) return st;
     if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
       memcpy(g + off, l, BRAID_LSA_LINE_PAYLOAD);
@@ -202,13 +218,12 @@ HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid
       memcpy(l, mine + off, BRAID_LSA_LINE_PAYLOAD);
     else
       memcpy(l, mine + off, bytes - off);
-    simt_st_release_u64((volatile uint64_t*)(l + BRAID_LSA_LINE_PAYLOAD), seq);
+    simt_st_release_u64((volatile uint64_t*)(l + BRAID_LSA_LINE_PAYLOAD), braid_lsa_line_word(seq, bytes));
   }
   for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
     int r = (me + k) % n, st;
     if (one)
-      st = braid_lsa_wait((const volatile uint64_t*)(braid_lsa_line(v, r, seq, 0) + BRAID_LSA_LINE_PAYLOAD), seq,
-                          abort_flag);
+      st = braid_lsa_line_wait(v, r, seq, 0, bytes, abort_flag);
     else
       st = braid_lsa_line_fetch(v, r, seq, braid_lsa_gather(v, me, r), bytes, abort_flag);
     if (st) return st;

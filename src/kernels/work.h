@@ -217,6 +217,8 @@ enum braid_exec_status {
                                   range) or a work item the executor cannot run: an internal
                                   error, reported instead of skipping the step (its peers would
                                   wait forever) */
+  BRAID_EXEC_MISMATCH = 5,     /* a peer called the same collective with another size (seen where the
+                                  data path can tell: host mode's one-line all-reduce) */
 };
 
 #endif /* BRAID_WORK_H */

@@ -5,7 +5,9 @@
  *            plan's path) while the others call alone (the lone path): every result exact,
  *            as threads, processes and pairs, for 2 and 3 ranks;
  *   timeout  BRAID_TIMEOUT=2 and a rank that skips an 8-byte call: the waiting rank's call
- *            fails within a few seconds and says BRAID_TIMEOUT.
+ *            fails within a few seconds and says BRAID_TIMEOUT;
+ *   sizes    two ranks call with different line-sized counts (mismatch checker off, no
+ *            BRAID_TIMEOUT): both calls fail with ncclInvalidUsage saying so, not a hang.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -111,6 +113,36 @@ START_TEST(test_timeout) {
 }
 END_TEST
 
+/* Rank 0's and rank 1's counts of floats: one line against several, several against more. */
+static const size_t size_pairs[][2] = {{10, 100}, {100, 200}, {1000, 14}};
+
+static int body_sizes(struct harness_rank* r) {
+  ncclComm_t comm;
+  const size_t* pair = r->arg;
+  float buf[1000];
+  for (int i = 0; i < 1000; i++) buf[i] = 1.0f;
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL)); /* agreed: works */
+  REXPECT(r, buf[0] == 2.0f, "a 4-float all-reduce gave %g, expected 2", buf[0]);
+  ncclResult_t res = ncclAllReduce(buf, buf, pair[r->rank], ncclFloat, ncclSum, comm, NULL);
+  const char* e = ncclGetLastError(comm);
+  REXPECT(r, res == ncclInvalidUsage, "an all-reduce of %zu floats against %zu returned %d", pair[r->rank],
+          pair[1 - r->rank], res);
+  REXPECT(r, e != NULL && strstr(e, "different size") != NULL, "the error does not say why: %s", e ? e : "(none)");
+  ncclCommAbort(comm);
+  return 0;
+}
+
+START_TEST(test_sizes) {
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_CHECK_MISMATCH");
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_sizes, (void*)size_pairs[_i], HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 Suite* lsa_line_suite(void);
 Suite* lsa_line_suite(void) {
   Suite* s = suite_create("lsa_line");
@@ -121,6 +153,10 @@ Suite* lsa_line_suite(void) {
   tc = tcase_create("timeout");
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_test(tc, test_timeout);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("sizes");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_sizes, 0, sizeof(size_pairs) / sizeof(size_pairs[0]));
   suite_add_tcase(s, tc);
   return s;
 }
