@@ -264,15 +264,15 @@ demo:
 	$(MAKE) --no-print-directory CUDA=0 BUILD=$(BUILD)/host lib tools bench
 	$(BUILD)/host/bin/all_reduce_perf -b 8 -e 64M -f 2 -P 2
 
-# braid against the CPU peers on this machine (every collective; Open MPI, and MPICH when
-# installed), interleaved rounds, near/far cores and the memory ceiling per round; tables + plots.
+# braid against the CPU peers on this machine (every collective; Open MPI, and MPICH, Gloo and
+# Intel oneCCL when installed), interleaved rounds, near/far cores and the memory ceiling per round; tables + plots.
 # COMPARE_ARGS="--coll sendrecv --rounds 3" passes options; `make bench-deps` installs the
 # optional peers (never part of `make test`).
 bench-compare: bench $(IBEMU)
 	BUILD=$(BUILD) bench/compare.sh $(COMPARE_ARGS)
 
 bench-deps:
-	tests/ensure-deps.sh mpi mpich matplotlib
+	tests/ensure-deps.sh mpi mpich gloo oneccl matplotlib
 
 # NVIDIA's nccl-tests, unmodified, built against braid's include/ and libnccl.so.2 only:
 # make nccl-tests NCCL_TESTS_DIR=/path/to/nccl-tests (a checkout; without one it says so).

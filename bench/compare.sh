@@ -3,14 +3,15 @@
 #
 # Per round and per collective: a cache-line ping-pong between the ranks' CPUs
 # (bench/probe/pingpong.c), braid's build/bin/<coll>_perf (host mode, -P ranks), each peer
-# (Open MPI always, MPICH when installed: bench/peers/mpi_coll_perf.c built with each mpicc),
+# (Open MPI always; MPICH, Gloo and Intel oneCCL when installed: bench/peers/, one program
+# per library, the collectives each has: `PEER --colls`),
 # the ping-pong again; before each round's all-reduce, the one-pass memory ceiling
 # (bench/probe/memceil.c) at each --ceil size. Then bench/compare_tables.py prints, per
 # collective and peer, busbw medians and the median per-round ratio braid/peer (all rounds,
 # near rounds, far rounds), the all-reduce's busbw as a fraction of the ceiling, and a summary
 # (collective x size class). Raw outputs, tables (compare-<coll>.txt, compare-summary.txt)
 # and plots (compare-<coll>.png; compare.png: the first collective) land in BUILD/bench/.
-# Run from anywhere after `make`. Gloo and oneCCL have no peer here yet: said, and skipped.
+# Run from anywhere after `make`; `make bench-deps` installs the optional peers.
 #
 # Options (or the environment variable in brackets):
 #   --coll NAME    all (default: the 9 below) | all_reduce | all_gather | reduce_scatter |
@@ -21,7 +22,8 @@
 #   --np N         ranks (default 2)                                              [NP]
 #   --iters N      timed iterations per size (default 20)                         [ITERS]
 #   --warmup N     warm-up iterations per size (default 5)                        [WARMUP]
-#   --peers LIST   comma list of ompi, mpich (default: ompi and every one installed) [PEERS]
+#   --peers LIST   comma list of ompi, mpich, gloo, oneccl (default: ompi and every one
+#                  installed; one asked for but not installed is said and skipped)  [PEERS]
 #   --near-ns NS   a round is near when both ping-pongs' round trips are below NS
 #                  (default 150: this machine shows 60-75 near, 275-355 far), far when both
 #                  are at or above it, mixed otherwise; "gap": NS from the run's own round
@@ -30,7 +32,8 @@
 #                  where -P 2's ranks run on a 2-CPU machine)                      [PP_CPUS]
 #   --ceil LIST    comma list of memory-ceiling sizes (default 64M,256M; none: skip) [CEIL]
 #   --net          ranks on two fake nodes: braid with a different NCCL_HOSTID per rank (so
-#                  it must use its network transport), MPI with --mca btl tcp,self  [BENCH_NET=1]
+#                  it must use its network transport), MPI with --mca btl tcp,self; Gloo
+#                  and oneCCL as always (TCP over loopback); MPICH skipped       [BENCH_NET=1]
 #   --net-plugin NAME  --net with braid's network NCCL_NET=NAME (Socket, UCX, IB)   [BENCH_NET_PLUGIN]
 #                  IB runs over the emulated verbs provider (tests/ibemu/, BUILD/lib/
 #                  libbraid-ibemu.so, one port): its correctness counts, its speed means nothing
@@ -104,29 +107,42 @@ PROBE=$(bench/probe/build.sh "$TOOLS") || { echo "compare.sh: cannot build the p
 PP=("$PROBE/pingpong")
 [ -z "$PP_CPUS" ] || PP+=(-c "$PP_CPUS")
 
-# The peers: the per-collective files of bench/ give them the same sizes, data checks and
-# bandwidth formulas; each MPI's peer is rebuilt when any source is newer than it.
-if [ -z "$PEERS" ]; then
-  PEERS=ompi
-  if command -v mpicc.mpich >/dev/null && command -v mpirun.mpich >/dev/null; then PEERS=ompi,mpich
-  else echo "== MPICH: not installed (make bench-deps), skipped"; fi
-fi
-echo "== Gloo, Intel oneCCL: no peer program in bench/peers/ yet, skipped"
-declare -A PEER_BIN PEER_LABEL
+# The peers (bench/peers/build.sh: one program per library, rebuilt when a source is newer):
+# the per-collective files of bench/ give them the same sizes, data checks and bandwidth
+# formulas. Open MPI is required; the others are used when installed (build.sh exit 3: not).
+ALL_PEERS="ompi mpich gloo oneccl"
+declare -A PEER_BIN PEER_LABEL=([ompi]="Open MPI" [mpich]=MPICH [gloo]=Gloo [oneccl]="Intel oneCCL") PEER_LACKS
 for p in ${PEERS//,/ }; do
-  case "$p" in
-    ompi) PEER_BIN[ompi]=$(bench/peers/build.sh "$TOOLS") || { echo "compare.sh: cannot build the Open MPI peer" >&2; exit 1; }
-      PEER_LABEL[ompi]="Open MPI" ;;
-    mpich)
-      if [ "$NET" = 1 ]; then echo "== MPICH: no TCP-only mode in --net, skipped"; continue; fi
-      PEER_BIN[mpich]=$(bench/peers/build.sh "$TOOLS" mpicc.mpich mpich_coll_perf) ||
-        { echo "compare.sh: cannot build the MPICH peer" >&2; exit 1; }
-      PEER_LABEL[mpich]=MPICH ;;
-    *) echo "compare.sh: unknown peer '$p' (ompi, mpich)" >&2; exit 2 ;;
-  esac
+  case " $ALL_PEERS " in *" $p "*) ;; *) echo "compare.sh: unknown peer '$p' (ompi, mpich, gloo, oneccl)" >&2; exit 2 ;; esac
 done
-PEER_LIST=${!PEER_BIN[*]}
-PEER_LIST=$(for p in ompi mpich; do case " $PEER_LIST " in *" $p "*) echo -n "$p ";; esac; done)
+for p in $ALL_PEERS; do
+  [ -z "$PEERS" ] || case ",$PEERS," in *",$p,"*) ;; *) continue ;; esac
+  if [ "$p" = mpich ] && [ "$NET" = 1 ]; then echo "== MPICH: no TCP-only mode in --net, skipped"; continue; fi
+  if [ "$p" = mpich ] && ! command -v mpirun.mpich >/dev/null; then
+    echo "== MPICH: not installed (make bench-deps), skipped"; continue
+  fi
+  rc=0
+  PEER_BIN[$p]=$(bench/peers/build.sh "$TOOLS" "$p" 2>"$OUT/build-$p.txt") || rc=$?
+  if [ "$rc" -eq 3 ]; then
+    unset "PEER_BIN[$p]"
+    echo "== ${PEER_LABEL[$p]}: not installed (make bench-deps), skipped: $(tail -n 1 "$OUT/build-$p.txt")"
+    [ "$p" != ompi ] || exit 1
+    continue
+  elif [ "$rc" -ne 0 ]; then
+    echo "compare.sh: cannot build the ${PEER_LABEL[$p]} peer" >&2
+    tail -n 20 "$OUT/build-$p.txt" >&2
+    exit 1
+  fi
+  # The collectives it lacks, said once: not run, "lacks" in the tables.
+  has=" $("${PEER_BIN[$p]}" --colls 2>/dev/null | tr '\n' ' ')"
+  PEER_LACKS[$p]=
+  for c in $COLLS; do
+    case "$has" in *" $c "*) ;; *) PEER_LACKS[$p]+=" $c" ;; esac
+  done
+  [ -z "${PEER_LACKS[$p]}" ] || echo "== ${PEER_LABEL[$p]} has no${PEER_LACKS[$p]}: skipped there"
+done
+PEER_LIST=$(for p in $ALL_PEERS; do [ -z "${PEER_BIN[$p]:-}" ] || echo -n "$p "; done)
+lacks() { case " ${PEER_LACKS[$1]:-} " in *" $2 "*) return 0 ;; esac; return 1; } # lacks PEER COLL
 
 # Open MPI's shared-memory BTL is "vader" up to 4.x and "sm" from 5.0.
 SHM_BTL=sm
@@ -139,7 +155,7 @@ if [ "$NET" = 1 ]; then
   [ "${NET_PLUGIN,,}" != ib ] || MODE="$MODE; braid's IB is the emulated verbs provider: its speed means nothing"
 else
   MPIRUN+=(--mca btl "self,$SHM_BTL")
-  MODE="one node (braid: -P $NP; Open MPI: btl self,$SHM_BTL; MPICH: its default)"
+  MODE="one node (braid: -P $NP; Open MPI: btl self,$SHM_BTL; MPICH: its default; Gloo, oneCCL: TCP over loopback)"
 fi
 
 # braid, one round. Local: -P forks the ranks. Network: one process per rank through the
@@ -172,6 +188,7 @@ run_peer() { # run_peer PEER COLL OUT
   case "$1" in
     ompi) timeout "$RUN_TIMEOUT" "${MPIRUN[@]}" "${PEER_BIN[ompi]}" "$2" "${ARGS[@]}" >"$3" 2>&1 ;;
     mpich) timeout "$RUN_TIMEOUT" mpirun.mpich -np "$NP" "${PEER_BIN[mpich]}" "$2" "${ARGS[@]}" >"$3" 2>&1 ;;
+    gloo | oneccl) LAUNCH_TIMEOUT=$RUN_TIMEOUT bench/peers/launch.sh "$NP" "${PEER_BIN[$1]}" "$2" "${ARGS[@]}" >"$3" 2>&1 ;;
   esac
 }
 
@@ -193,7 +210,13 @@ probe() { # probe OUTFILE CMD...: a probe's one line, or a failure said
 
 echo "== braid vs ${PEER_LIST% }: $COLLS; $NP ranks, $MODE, $ROUNDS rounds, $MINBYTES..$MAXBYTES"
 failed=0
-rm -f "$OUT"/pp-*-r*.txt "$OUT"/ceil-*-r*.txt
+rm -f "$OUT"/pp-*-r*.txt "$OUT"/ceil-*-r*.txt "$OUT"/*-lacks.txt
+for p in $PEER_LIST; do
+  for c in ${PEER_LACKS[$p]}; do
+    rm -f "$OUT/$p-$c"-r*.txt
+    echo "${PEER_LABEL[$p]} has no $c" >"$OUT/$p-$c-lacks.txt"
+  done
+done
 for ((i = 1; i <= ROUNDS; i++)); do
   for c in $COLLS; do
     if [ "$c" = all_reduce ]; then
@@ -201,7 +224,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
     fi
     probe "$OUT/pp-$c-r$i-before.txt" "${PP[@]}"
     side braid "$c" "$i"
-    for p in $PEER_LIST; do side "$p" "$c" "$i"; done
+    for p in $PEER_LIST; do lacks "$p" "$c" || side "$p" "$c" "$i"; done
     probe "$OUT/pp-$c-r$i-after.txt" "${PP[@]}"
     echo "   ping-pong before/after: $(cut -d' ' -f5 "$OUT/pp-$c-r$i-before.txt" 2>/dev/null) / $(cut -d' ' -f5 "$OUT/pp-$c-r$i-after.txt" 2>/dev/null) ns"
   done
@@ -214,7 +237,7 @@ if [ "$PLOT" = 1 ]; then
   first=
   for c in $COLLS; do
     sides=("braid=$OUT/braid-$c-median.txt")
-    for p in $PEER_LIST; do sides+=("${PEER_LABEL[$p]}=$OUT/$p-$c-median.txt"); done
+    for p in $PEER_LIST; do lacks "$p" "$c" || sides+=("${PEER_LABEL[$p]}=$OUT/$p-$c-median.txt"); done
     tools/plot-bench -o "$OUT/compare-$c.png" --title "$c, $NP ranks (median of $ROUNDS)" "${sides[@]}" || failed=1
     [ -n "$first" ] || { first=$c; cp "$OUT/compare-$c.png" "$OUT/compare.png" 2>/dev/null || true; }
   done

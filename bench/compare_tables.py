@@ -5,15 +5,17 @@ Inputs, per round i and collective c: braid-c-ri.txt and PEER-c-ri.txt (nccl-tes
 pp-c-ri-{before,after}.txt (bench/probe/pingpong), ceil-SIZE-ri.txt (bench/probe/memceil).
 A round of a collective is "near" when both ping-pongs' round trips (their least disturbed
 repetition) are below --near-ns, "far" when both are at or above it, "mixed" otherwise.
-Ratios are braid busbw / peer busbw per round and size (out of place), then medianed: over
+Ratios are braid busbw / peer busbw per round and size (out of place; computed as peer time /
+braid time, the same number with the digits small sizes' busbw lose), then medianed: over
 all rounds, the near ones and the far ones. Writes compare-<coll>.txt, compare-summary.txt
-and <side>-<coll>-median.txt (benchmark format, for tools/plot-bench); prints the tables."""
+and <side>-<coll>-median.txt (benchmark format, for tools/plot-bench); prints the tables.
+A collective a peer lacks (PEER-c-lacks.txt, from compare.sh) gets that line instead of rows."""
 import argparse
 import statistics
 from importlib.machinery import SourceFileLoader
 
 pb = SourceFileLoader("plot_bench", "tools/plot-bench").load_module()
-NAMES = {"braid": "braid", "ompi": "Open MPI", "mpich": "MPICH"}
+NAMES = {"braid": "braid", "ompi": "Open MPI", "mpich": "MPICH", "gloo": "Gloo", "oneccl": "Intel oneCCL"}
 MIB = 1 << 20
 CLASSES = [("<=4K", 0, 4096), ("4K-1M", 4097, MIB - 1), ("1M-16M", MIB, 16 * MIB - 1),
            (">=16M", 16 * MIB, 1 << 62)]  # (label, smallest size, largest size)
@@ -87,6 +89,14 @@ def header_of(out, side, coll, rounds):
     return [f"# Collective test starting: {coll}_perf\n"]
 
 
+def lacks(out, peer, coll):
+    """The reason compare.sh wrote when PEER has no COLL, or None."""
+    try:
+        return open(f"{out}/{peer}-{coll}-lacks.txt").read().strip()
+    except OSError:
+        return None
+
+
 def write_median(out, side, coll, runs, key=("float", "sum", "-1")):
     sizes = sorted({s for r in runs for s in r})
     with open(f"{out}/{side}-{coll}-median.txt", "w") as f:
@@ -110,6 +120,9 @@ def coll_tables(a, coll, kinds, ceil):
     wrong = [i for i in rounds if wrong_results(f"{a.out}/braid-{coll}-r{i}.txt")]
     per_peer = {}
     for peer in a.peers:
+        if why := lacks(a.out, peer, coll):
+            lines.append(f"# braid vs {NAMES[peer]}: not run ({why})")
+            continue
         runs = [rows_of(f"{a.out}/{peer}-{coll}-r{i}.txt") for i in rounds]
         write_median(a.out, peer, coll, runs)
         wrong += [f"{peer} r{i}" for i in rounds if wrong_results(f"{a.out}/{peer}-{coll}-r{i}.txt")]
@@ -120,8 +133,10 @@ def coll_tables(a, coll, kinds, ceil):
                   f"{'far':>6} {'n':>2}"]
         ratios = per_peer.setdefault(peer, {})
         for s in sizes:
-            rs = [(b[s][1] / p[s][1], k[0]) for b, p, k in zip(braid, runs, kinds)
-                  if s in b and s in p and p[s][1] > 0]
+            # busbw ratio = time ratio (same size, same formula); times keep the digits
+            # that a busbw of "0.00" GB/s loses at small sizes
+            rs = [(p[s][0] / b[s][0], k[0]) for b, p, k in zip(braid, runs, kinds)
+                  if s in b and s in p and b[s][0] > 0 and p[s][0] > 0]
             ratios[s] = rs
             near = [r for r, k in rs if k == "near"]
             far = [r for r, k in rs if k == "far"]
@@ -173,7 +188,7 @@ def summary(a, all_ratios):
                     rs = [r for s, v in per_peer.get(peer, {}).items() if lo <= s <= hi
                           for r, k in v if kind in ("all", k)]
                     cells += f"  {fmt(med(rs), 7)}"
-                lines.append(f"  {coll:>14}{cells}")
+                lines.append(f"  {coll:>14}{cells}" + (f"  # {why}" if (why := lacks(a.out, peer, coll)) else ""))
     return lines
 
 

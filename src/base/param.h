@@ -175,6 +175,8 @@
   X(NVLS_NCHANNELS, "NCCL_NVLS_NCHANNELS", ACCEPTED, INT(1, 64), 16, "channels for NVLS")                              \
   X(LSA_MAX_BYTES, "BRAID_LSA_MAX_BYTES", LIVE, SIZE, 524288,                                                          \
     "host mode, one node: largest all-reduce for one-/two-shot (scratch: 4x per rank; 0 off)")                         \
+  X(LSA_LINE_BYTES, "BRAID_LSA_LINE_BYTES", LIVE, INT(0, 4096), 4096,                                                  \
+    "host mode: largest one-shot all-reduce sent as lines carrying their call number (0 off)")                         \
   X(LSA_VARIANT, "BRAID_LSA_VARIANT", LIVE, ENUM("AUTO|ONESHOT|TWOSHOT"), "AUTO",                                      \
     "one-/two-shot all-reduce: the tuner's pick per size, or always one of them")                                      \
   X(COLLNET_ENABLE, "NCCL_COLLNET_ENABLE", ACCEPTED, BOOL, 0, "CollNet (in-network reduction)")                        \

@@ -20,6 +20,7 @@
 #include "core/mismatch.h"
 #include "core/plan.h"
 #include "core/profile.h"
+#include "core/sym/sym.h"
 #include "device/launch.h"
 #include "kernels/executor.h"
 
@@ -158,6 +159,9 @@ ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_plan* plans = NULL;
   int nplans = 0, profiled = 0;
+  /* A lone small all-reduce the tuner sends to the one-line one-shot runs without a plan (the
+   * profiler's events come from the plan's path: not when it is on). */
+  if (tasks->next == NULL && !braid_profile_on && braid_lsa_lone(tasks, &res)) goto out_tasks;
   BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
   for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
   /* BRAID_CHECK_MISMATCH: the ranks agree on what the group does before anything moves */

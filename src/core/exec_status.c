@@ -17,6 +17,8 @@ ncclResult_t braid_exec_status_result(int status, ncclResult_t raised) {
       return ncclInvalidUsage;
     case BRAID_EXEC_TIMEOUT:
       return raised != ncclSuccess ? raised : ncclSystemError;
+    case BRAID_EXEC_MISMATCH:
+      return ncclInvalidUsage;
     case BRAID_EXEC_PEER_FAILED:
       return raised == ncclSystemError ? ncclSystemError : ncclRemoteError;
     default:
@@ -55,6 +57,12 @@ ncclResult_t braid_exec_status_error(struct braid_comm* comm, int status, const 
       BRAID_WARN(
           "rank %d: %s stopped: its schedule refused a step (bad ring position, root, step or primitive): "
           "internal error",
+          comm->rank, what);
+      break;
+    case BRAID_EXEC_MISMATCH: /* kernels/lsa.h: a peer's line said another size */
+      BRAID_WARN(
+          "rank %d: %s stopped: a peer called it with a different size (BRAID_CHECK_MISMATCH=1 names the "
+          "rank and the arguments)",
           comm->rank, what);
       break;
     default:

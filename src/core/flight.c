@@ -145,6 +145,22 @@ void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchan
   __atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
 }
 
+void braid_flight_set_direct(struct braid_comm* comm, uint64_t id, int state) {
+  struct braid_flight* f = __atomic_load_n(&comm->flight, __ATOMIC_ACQUIRE);
+  if (f == NULL || id == 0) return;
+  struct flight_entry* e = &f->e[(id - 1) & f->mask];
+  if (e->id != id) return; /* overwritten by a newer call */
+  if (state == BRAID_FLIGHT_RUNNING) {
+    e->t_started = e->t_queued; /* the same coarse tick: nothing ran in between */
+    e->steps0 = steps_now(comm, &f->ctr);
+    e->nchannels = 1;
+  } else {
+    e->t_ended = now_ns();
+    e->steps = 0;
+  }
+  __atomic_store_n(&e->state, state, __ATOMIC_RELEASE);
+}
+
 static const char* state_name(int s) {
   static const char* names[] = {"?", "queued", "running", "launched", "done", "FAILED"};
   return s >= 0 && s <= BRAID_FLIGHT_FAILED ? names[s] : "?";

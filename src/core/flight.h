@@ -27,6 +27,10 @@ enum braid_flight_state {
 uint64_t braid_flight_add(struct braid_task* task);
 /* The state of call `id` of comm (nchannels: the channels its work uses, -1 unchanged). */
 void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchannels);
+/* The same for a call that runs on the calling thread as soon as it is queued and moves no
+ * connection's steps (the lone one-line all-reduce, core/sym/lsa.c): RUNNING takes the queued
+ * time as its start (one channel), DONE / FAILED record 0 steps without reading the counters. */
+void braid_flight_set_direct(struct braid_comm* comm, uint64_t id, int state);
 /* The block (why: what triggered it) into buf; returns its length. */
 size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, size_t len);
 /* Format and write to stderr in one write, and to `fd` too when fd >= 0. */

@@ -51,8 +51,9 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   w->count = t->count;
   w->chan_count = t->count;
   w->lsa = v;
-  w->lsa_mode = (uint8_t)c->variant;
-  if (braid_lsa_nvls(comm) != NULL && braid_mm_supported(t->dtype, t->redop.kind)) w->lsa_mode |= BRAID_LSA_MC;
+  w->lsa_mode = (uint8_t)braid_lsa_mode_of(comm, c->variant, t->count * braid_dtype_size(t->dtype));
+  if (w->lsa_mode != BRAID_LSA_ONELINE && braid_lsa_nvls(comm) != NULL && braid_mm_supported(t->dtype, t->redop.kind))
+    w->lsa_mode |= BRAID_LSA_MC;
   return ncclSuccess;
 }
 

@@ -9,8 +9,9 @@
  * peers (not written: docs/notes/2026-12-01-nvls-device.md).
  *
  * Each rank's segment: an arrival counter, a reduce-scatter counter (one cache line each),
- * the done[] words, the count of calls this rank ran, then two input slots and two result
- * slots of slot_bytes, used alternately by odd and even calls. A call's number seq is the
+ * the count of calls this rank ran, then two input slots and two result slots of slot_bytes,
+ * used alternately by odd and even calls, then host mode's line slots (the one-line variant,
+ * below), the done[] words (a cache line per writer) and a private gather area. A call's number seq is the
  * executor's own count + 1, read from its segment when the call starts and stored when it
  * ends: every rank runs the same calls in the same order, so every rank derives the same seq,
  * and a CUDA graph's replays (whose kernel arguments never change) get fresh numbers. A call:
@@ -37,11 +38,23 @@
 
 #define BRAID_LSA_ARRIVE_OFF 0
 #define BRAID_LSA_RS_OFF 64
-#define BRAID_LSA_DONE_OFF 128   /* [nranks]: the last call rank r finished reading this segment in */
 #define BRAID_LSA_CALLS_OFF 3584 /* calls this rank ran (only its own executor writes it) */
 #define BRAID_LSA_DATA_OFF 4096
+/* After the four slots (host mode's one-line calls: lsa_line.h): two slots of lines, then the
+ * done[] words, one cache line per writer (rank r's word: the last call rank r finished reading
+ * this segment in; only rank r writes it, only the owner reads it), then this rank's private
+ * gather area (never read by a peer). */
+#define BRAID_LSA_LINE_PAYLOAD 56     /* bytes of a line before its 8-byte call number */
+#define BRAID_LSA_LINE_MAX_BYTES 4096 /* the largest one-line call */
+#define BRAID_LSA_LINE_NLINES ((BRAID_LSA_LINE_MAX_BYTES + BRAID_LSA_LINE_PAYLOAD - 1) / BRAID_LSA_LINE_PAYLOAD)
+#define BRAID_LSA_LINE_SLOT_BYTES (64 * (size_t)BRAID_LSA_LINE_NLINES)
+#define BRAID_LSA_LINES_OFF(slot_bytes) (BRAID_LSA_DATA_OFF + 4 * (size_t)(slot_bytes))
+#define BRAID_LSA_DONE_OFF(slot_bytes) (BRAID_LSA_LINES_OFF(slot_bytes) + 2 * BRAID_LSA_LINE_SLOT_BYTES)
+#define BRAID_LSA_DONE_AT(slot_bytes, r) (BRAID_LSA_DONE_OFF(slot_bytes) + 64 * (size_t)(r))
+#define BRAID_LSA_GATHER_OFF(slot_bytes) (BRAID_LSA_DONE_OFF(slot_bytes) + 64 * (size_t)BRAID_LSA_MAX_RANKS)
 /* Bytes of one rank's segment for slots of slot_bytes. */
-#define BRAID_LSA_SEG_BYTES(slot_bytes) (BRAID_LSA_DATA_OFF + 4 * (size_t)(slot_bytes))
+#define BRAID_LSA_SEG_BYTES(slot_bytes) \
+  (BRAID_LSA_GATHER_OFF(slot_bytes) + (size_t)BRAID_LSA_MAX_RANKS * BRAID_LSA_LINE_MAX_BYTES)
 
 HD char* braid_lsa_in(const struct braid_lsa_view* v, int r, uint32_t seq) {
   return v->seg[r] + BRAID_LSA_DATA_OFF + (size_t)(seq & 1) * v->slot_bytes;
@@ -59,7 +72,8 @@ HD volatile uint64_t* braid_lsa_flag(const struct braid_lsa_view* v, int r, size
 HD void braid_lsa_done(const struct braid_lsa_view* v, int me, uint32_t seq) {
   simt_bar_sync();
   if (simt_tid() != 0) return;
-  for (int r = 0; r < v->nranks; r++) simt_st_release_u64(braid_lsa_flag(v, r, BRAID_LSA_DONE_OFF + 8 * me), seq);
+  for (int r = 0; r < v->nranks; r++)
+    simt_st_release_u64(braid_lsa_flag(v, r, BRAID_LSA_DONE_AT(v->slot_bytes, me)), seq);
   simt_st_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF), seq);
 }
 
@@ -130,6 +144,101 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
   *n = a < count ? (per < count - a ? per : count - a) : 0;
 }
 
+#if !BRAID_DEVICE_COMPILE
+/* ---- host mode's one-line one-shot (calls up to BRAID_LSA_LINE_MAX_BYTES) ----------------
+ * Rank r's call seq is the lines of slot seq & 1 of r's line region: each holds 56 bytes of r's
+ * staged input (its pre-op applied) and then the call number, stored last with release. A peer
+ * that loads the number (acquire) reads the payload of the same cache line: one line transfer
+ * per 56 bytes per peer, no separate arrival flag. Every rank copies the peers' payloads into
+ * its private gather area (contiguous, rank order) and reduces there exactly as the one-shot
+ * reduces the staged inputs (same operands, same order: the same bits on every rank).
+ * No wait before staging: this rank finished call seq-1, so every peer published seq-1 (in
+ * any variant), which it did after reading everything of call seq-2, the slot rewritten here.
+ * It publishes arrive = seq and done[] too, so a call of another variant may follow. */
+HD char* braid_lsa_line(const struct braid_lsa_view* v, int r, uint32_t seq, size_t i) {
+  return v->seg[r] + BRAID_LSA_LINES_OFF(v->slot_bytes) + (size_t)(seq & 1) * BRAID_LSA_LINE_SLOT_BYTES + 64 * i;
+}
+HD char* braid_lsa_gather(const struct braid_lsa_view* v, int me, int r) {
+  return v->seg[me] + BRAID_LSA_GATHER_OFF(v->slot_bytes) + (size_t)r * BRAID_LSA_LINE_MAX_BYTES;
+}
+
+/* A line's last word: the call number (low half: what braid_lsa_wait compares) and the call's
+ * size in bytes (high half), so that ranks which called with different sizes fail at line 0,
+ * which every call writes, instead of one waiting for a line the other never writes. */
+HD uint64_t braid_lsa_line_word(uint32_t seq, size_t bytes) {
+  return (uint64_t)seq | ((uint64_t)bytes << 32);
+}
+/* Wait for line i of rank r's call seq; at line 0 check its size: 0, a status, or
+ * BRAID_EXEC_MISMATCH. */
+HD int braid_lsa_line_wait(const struct braid_lsa_view* v, int r, uint32_t seq, size_t i, size_t bytes,
+                           const volatile uint32_t* abort_flag) {
+  const volatile uint64_t* w = (const volatile uint64_t*)(braid_lsa_line(v, r, seq, i) + BRAID_LSA_LINE_PAYLOAD);
+  int st = braid_lsa_wait(w, seq, abort_flag);
+  if (st == 0 && i == 0 && (simt_ld_acquire_u64(w) >> 32) != (uint64_t)bytes) st = BRAID_EXEC_MISMATCH;
+  return st;
+}
+
+/* Rank r's payload of call seq into g: wait for each line's number, copy what precedes it. */
+HD int braid_lsa_line_fetch(const struct braid_lsa_view* v, int r, uint32_t seq, char* g, size_t bytes,
+                            const volatile uint32_t* abort_flag) {
+  for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
+    const char* l = braid_lsa_line(v, r, seq, i);
+    int st = braid_lsa_line_wait(v, r, seq, i, bytes, abort_flag);
+    if (st) return st;
+    if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
+      memcpy(g + off, l, BRAID_LSA_LINE_PAYLOAD);
+    else
+      memcpy(g + off, l, bytes - off);
+  }
+  return 0;
+}
+
+/* Operand r of call seq: a one-line call reduces straight from the lines (its payload is
+ * contiguous there, and stays until this rank publishes its next call), a longer one from the
+ * gather area. */
+HD const char* braid_lsa_line_operand(const struct braid_lsa_view* v, int me, int r, uint32_t seq, int one) {
+  return one ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
+}
+
+/* The whole call (one host thread): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
+HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
+                                const void* sendbuff, void* recvbuff, size_t count, int es,
+                                const volatile uint32_t* abort_flag) {
+  const int n = v->nranks;
+  const size_t bytes = count * (size_t)es;
+  const int one = bytes <= BRAID_LSA_LINE_PAYLOAD;
+  const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+  char* mine = (char*)braid_lsa_line_operand(v, me, me, seq, one);
+  braid_lsa_stage(op, mine, sendbuff, count);
+  for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
+    char* l = braid_lsa_line(v, me, seq, i);
+    if (one)
+      ; /* staged in place */
+    else if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
+      memcpy(l, mine + off, BRAID_LSA_LINE_PAYLOAD);
+    else
+      memcpy(l, mine + off, bytes - off);
+    simt_st_release_u64((volatile uint64_t*)(l + BRAID_LSA_LINE_PAYLOAD), braid_lsa_line_word(seq, bytes));
+  }
+  for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
+    int r = (me + k) % n, st;
+    if (one)
+      st = braid_lsa_line_wait(v, r, seq, 0, bytes, abort_flag);
+    else
+      st = braid_lsa_line_fetch(v, r, seq, braid_lsa_gather(v, me, r), bytes, abort_flag);
+    if (st) return st;
+  }
+  BRAID_REDUCE_COPY(op, recvbuff, NULL, braid_lsa_line_operand(v, me, 0, seq, one), 0,
+                    braid_lsa_line_operand(v, me, 1, seq, one), 0, n == 2, count);
+  for (int i = 2; i < n; i++)
+    BRAID_REDUCE_COPY(op, recvbuff, NULL, recvbuff, 0, braid_lsa_line_operand(v, me, i, seq, one), 0, i == n - 1,
+                      count);
+  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
+  braid_lsa_done(v, me, seq);
+  return 0;
+}
+#endif
+
 /* The all-reduce of work item w (algo NVLS, one channel): the host executor's one thread, a
  * fake GPU's block (one thread), or every thread of one CUDA block (over the peers' segments
  * as CUDA IPC / peer mappings of device memory). Returns 0 or a braid_exec_status, the same
@@ -139,9 +248,15 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
   const struct braid_lsa_view* v = w->lsa;
   const int n = w->nranks, me = w->rank, es = p->esize;
   int st;
-  if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes ||
-      (w->lsa_mode != BRAID_LSA_ONESHOT && w->lsa_mode != BRAID_LSA_TWOSHOT))
+  if (v == NULL || v->nranks != n || n > BRAID_LSA_MAX_RANKS || w->count * es > v->slot_bytes)
     return BRAID_EXEC_BAD_SCHEDULE;
+#if !BRAID_DEVICE_COMPILE
+  if (w->lsa_mode == BRAID_LSA_ONELINE) {
+    if (n < 2 || w->count * es > BRAID_LSA_LINE_MAX_BYTES) return BRAID_EXEC_BAD_SCHEDULE;
+    return braid_lsa_line_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
+  }
+#endif
+  if (w->lsa_mode != BRAID_LSA_ONESHOT && w->lsa_mode != BRAID_LSA_TWOSHOT) return BRAID_EXEC_BAD_SCHEDULE;
   const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
   if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq - 1)) != 0) return st;
   braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);

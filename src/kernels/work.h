@@ -154,6 +154,7 @@ struct braid_lsa_view {
 enum braid_lsa_mode {
   BRAID_LSA_ONESHOT = 1, /* every rank loads every input and reduces all of it */
   BRAID_LSA_TWOSHOT = 2, /* reduce-scatter by loads, then all-gather by loads */
+  BRAID_LSA_ONELINE = 3, /* host mode, small: one-shot over lines that carry their call number */
   BRAID_LSA_MC = 4,      /* flag: through the multicast object (multimem.h), not the peers' segments */
 };
 /* The fake GPU's multicast address (device/fake_mc.c): what a multimem access reaches, every
@@ -216,6 +217,8 @@ enum braid_exec_status {
                                   range) or a work item the executor cannot run: an internal
                                   error, reported instead of skipping the step (its peers would
                                   wait forever) */
+  BRAID_EXEC_MISMATCH = 5,     /* a peer called the same collective with another size (seen where the
+                                  data path can tell: host mode's one-line all-reduce) */
 };
 
 #endif /* BRAID_WORK_H */

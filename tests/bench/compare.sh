@@ -4,7 +4,9 @@
 # arguments (exit 2); compare.sh --coll all, 1 round, 8 B..64 KiB on 2 ranks against Open MPI
 # finishes, every collective's table has one row per size of braid's output with a ratio,
 # each round is classified near/far/mixed, the all-reduce ceiling table has its round and the
-# summary one row per collective. Skipped without mpicc/mpirun. Lines: PASS/FAIL/SKIP NAME.
+# summary one row per collective; the optional peers (Gloo, oneCCL: each collective they have,
+# checked, and their tables), skipped when not installed. Skipped without mpicc/mpirun.
+# Lines: PASS/FAIL/SKIP NAME.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-build}
@@ -70,10 +72,70 @@ if grep -q "widest gap between this run's round trips: 1[45][0-9] ns" "$TMP/syn.
   pass "near/far gap threshold (between 72 and 310)"
 else fail "near/far gap threshold" "not 140-159 ns" "$TMP/syn.txt"; fi
 
+rc=0; bench/compare.sh --build "$BUILD" --peers ompi,nope >"$TMP/bad.txt" 2>&1 || rc=$?
+if [ $rc -eq 2 ] && grep -q "unknown peer 'nope'" "$TMP/bad.txt"; then pass "compare.sh --peers nope refused"
+else fail "compare.sh --peers nope" "exit $rc" "$TMP/bad.txt"; fi
+
+# The optional peers (bench/peers/: Gloo, Intel oneCCL), each skipped (said) when not installed:
+# --colls names what it has (oneCCL: no gather, said); each of those on 3 ranks
+# (bench/peers/launch.sh), every root, results checked, exit 0.
+OPTIONAL=
+for p in gloo oneccl; do
+  rc=0
+  BIN=$(bench/peers/build.sh "$BUILD/bench" "$p" 2>"$TMP/build-$p.txt") || rc=$?
+  if [ $rc -eq 3 ]; then echo "SKIP peer $p: $(tail -n 1 "$TMP/build-$p.txt")"; continue; fi
+  if [ $rc -ne 0 ]; then fail "peer $p builds" "exit $rc" "$TMP/build-$p.txt"; continue; fi
+  OPTIONAL+=",$p"
+  has=$("$BIN" --colls 2>"$TMP/lacks-$p.txt" | tr '\n' ' ')
+  want="$COLLS "
+  [ "$p" = gloo ] || want="all_reduce all_gather reduce_scatter broadcast reduce alltoall scatter sendrecv "
+  if [ "$has" = "$want" ] && { [ "$p" = gloo ] || grep -qx '# oneCCL has no gather' "$TMP/lacks-$p.txt"; }; then
+    pass "peer $p --colls: $has"
+  else fail "peer $p --colls" "'$has', want '$want'" "$TMP/lacks-$p.txt"; fi
+  for c in $has; do
+    for np in 3; do # (2 ranks: in the compare.sh runs below)
+      rc=0
+      LAUNCH_TIMEOUT=300 bench/peers/launch.sh $np "$BIN" "$c" -c 1 -b 8 -e 64K -f 8 -r -1 -n 2 -w 1 >"$TMP/p.txt" 2>&1 || rc=$?
+      rows=$(awk 'NF == 13 && $1 ~ /^[0-9]+$/' "$TMP/p.txt" | wc -l)
+      bad=$(awk 'NF == 13 && $1 ~ /^[0-9]+$/ && ($9 != 0 || ($13 != 0 && $13 != "N/A"))' "$TMP/p.txt" | wc -l)
+      if [ $rc -eq 0 ] && [ "$rows" -ge 4 ] && [ "$bad" -eq 0 ] && grep -qx '# Out of bounds values : 0 OK' "$TMP/p.txt" &&
+          grep -qx "# Collective test concluded: ${p}_${c}_perf" "$TMP/p.txt"; then
+        pass "peer $p $c -np $np ($rows rows)"
+      else fail "peer $p $c -np $np" "exit $rc, $rows rows, $bad wrong" "$TMP/p.txt"; fi
+    done
+  done
+done
+
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
   echo "SKIP compare.sh --coll all (no mpicc/mpirun; tests/ensure-deps.sh mpi)"
   [ "$failed" -eq 0 ]
   exit
+fi
+
+# compare.sh with the optional peers: a table per installed peer, with ratios, and for a
+# collective a peer lacks (oneCCL's gather) the "not run" line instead of rows.
+if [ -z "$OPTIONAL" ]; then
+  echo "SKIP compare.sh --peers ompi,gloo,oneccl: neither Gloo nor oneCCL installed (make bench-deps)"
+else
+  for c in all_reduce gather; do
+    R=$TMP/opt-$c
+    rc=0
+    timeout 600 bench/compare.sh --build "$BUILD" --out "$R" --coll $c --rounds 1 --max 64K --iters 2 --warmup 1 \
+      --ceil none --peers "ompi$OPTIONAL" >"$TMP/opt.txt" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || fail "compare.sh --coll $c --peers ompi$OPTIONAL" "exit status $rc" "$TMP/opt.txt"
+    for p in ${OPTIONAL//,/ }; do
+      name=Gloo; [ "$p" = gloo ] || name="Intel oneCCL"
+      n=$(awk -v h="# braid vs $name: median busbw" 'index($0, h) == 1 { on = 1; next } /^# braid vs / { on = 0 }
+        on && !/^#/ && NF == 8 && $1 > 0 && $4 ~ /^[0-9.]+$/' "$R/compare-$c.txt" 2>/dev/null | wc -l)
+      if [ "$p" = oneccl ] && [ $c = gather ]; then
+        if grep -qx '# braid vs Intel oneCCL: not run (Intel oneCCL has no gather)' "$R/compare-$c.txt" &&
+            grep -qE '^ +gather +- +- +- +-  # Intel oneCCL has no gather$' "$R/compare-summary.txt"; then
+          pass "compare.sh $c: oneCCL lacks it, said in the tables"
+        else fail "compare.sh $c oneccl" "no 'not run' line" "$R/compare-$c.txt"; fi
+      elif [ "$n" -ge 6 ]; then pass "compare.sh $c vs $name ($n sizes with a ratio)"
+      else fail "compare.sh $c vs $name" "$n rows with a ratio" "$R/compare-$c.txt"; fi
+    done
+  done
 fi
 R=$TMP/cmp
 rc=0

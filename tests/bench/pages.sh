@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pages.sh BUILD_DIR - every benchmark writes its buffers before timing: braid's *_perf (-P 2)
-# and the Open MPI peer (bench/peers/, built into BUILD_DIR/bench; skipped without mpicc/mpirun)
+# and the peers (bench/peers/, built into BUILD_DIR/bench: Open MPI, skipped without mpicc/mpirun;
+# Gloo and oneCCL, each skipped when not installed)
 # run every collective with BRAID_BENCH_CHECK_PAGES=1, which exits 7 when a send or receive
 # buffer has an unwritten page (never written: unmapped or the shared zero page) as a timed
 # loop starts. A case passes on exit 0 with the hook's count of checked loops on stderr.
@@ -45,4 +46,18 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
 else
   echo "SKIP written pages: MPI peer (no mpicc/mpirun; tests/ensure-deps.sh mpi)"
 fi
+
+# The optional peers (bench/peers/launch.sh ranks), each collective they have.
+for p in gloo oneccl; do
+  rc=0
+  PEER=$(bench/peers/build.sh "$BUILD/bench" "$p" 2>"$TMP/cc.txt") || rc=$?
+  if [ $rc -eq 3 ]; then echo "SKIP written pages: $p peer ($(tail -n 1 "$TMP/cc.txt"))"; continue; fi
+  if [ $rc -ne 0 ]; then
+    failed=$((failed + 1))
+    echo "FAIL $p peer: does not build"
+    sed 's/^/    | /' "$TMP/cc.txt" | tail -n 10
+    continue
+  fi
+  for c in $("$PEER" --colls 2>/dev/null); do one "written pages: $p peer $c" bench/peers/launch.sh 2 "$PEER" "$c" "${ARGS[@]}"; done
+done
 [ "$failed" -eq 0 ]

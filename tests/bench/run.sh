@@ -25,6 +25,7 @@ ROWS=7 # 8, 32, ..., 32768
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 passed=0
+skipped=0
 failed=0
 
 pass() { passed=$((passed + 1)); echo "PASS $1"; }
@@ -144,6 +145,7 @@ tests/bench/pages.sh "$BUILD" >"$TMP/pages.txt" 2>&1
 prc=$?
 grep -E '^(PASS|FAIL|SKIP) ' "$TMP/pages.txt"
 passed=$((passed + $(grep -c '^PASS ' "$TMP/pages.txt")))
+skipped=$((skipped + $(grep -c '^SKIP ' "$TMP/pages.txt")))
 failed=$((failed + $(grep -c '^FAIL ' "$TMP/pages.txt")))
 [ "$prc" -eq 0 ] || grep -q '^FAIL ' "$TMP/pages.txt" || fail "pages.sh" "exit status $prc" "$TMP/pages.txt"
 
@@ -152,6 +154,7 @@ tests/bench/compare.sh "$BUILD" >"$TMP/compare.txt" 2>&1
 prc=$?
 grep -E '^(PASS|FAIL|SKIP) ' "$TMP/compare.txt"
 passed=$((passed + $(grep -c '^PASS ' "$TMP/compare.txt")))
+skipped=$((skipped + $(grep -c '^SKIP ' "$TMP/compare.txt")))
 failed=$((failed + $(grep -c '^FAIL ' "$TMP/compare.txt")))
 [ "$prc" -eq 0 ] || grep -q '^FAIL ' "$TMP/compare.txt" || fail "compare.sh" "exit status $prc" "$TMP/compare.txt"
 
@@ -166,8 +169,9 @@ if pkg-config --exists check 2>/dev/null; then
     fail "unit (bench/common)" "does not compile" "$TMP/cc.txt"
   fi
 else
+  skipped=$((skipped + 1))
   echo "SKIP unit (bench/common): libcheck not installed (tests/ensure-deps.sh check)"
 fi
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

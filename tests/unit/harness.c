@@ -4,6 +4,8 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -203,4 +205,12 @@ int harness_count_lines(const char* path, const char* word) {
 
 const char* harness_mode_name(enum harness_mode mode) {
   return mode == HARNESS_THREADS ? "threads" : mode == HARNESS_PROCS ? "processes" : "pairs";
+}
+
+const char* harness_runner_path(char* out, size_t len, const char* rel) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  snprintf(out, len, "%s/%s", n > 0 ? dirname(exe) : ".", rel);
+  return out;
 }

@@ -61,4 +61,9 @@ int harness_count_lines(const char* path, const char* word);
 
 const char* harness_mode_name(enum harness_mode mode);
 
+/* `rel` taken from the directory of this runner (BUILD/bin/braid-tests): "braid-info" is the
+ * tool beside it, "../lib/libbraid-ibemu.so" a library of the same build. Written into out
+ * (len bytes) and returned; when /proc/self/exe cannot be read, rel from ".". */
+const char* harness_runner_path(char* out, size_t len, const char* rel);
+
 #endif /* BRAID_TEST_HARNESS_H */

@@ -3,23 +3,20 @@
  */
 #include "ibemu_fixture.h"
 
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/param.h"
+#include "harness.h"
 #if BRAID_IB_BUILT
 #include "transport/net/ib/ib_verbs.h"
 #endif
 
 void ibemu_fixture_env(const char* devices, const char* fail) {
-  char exe[PATH_MAX], lib[PATH_MAX + 64];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  exe[len > 0 ? len : 0] = '\0';
-  snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
-  setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
+  char lib[PATH_MAX + 64];
+  setenv("BRAID_IB_VERBS_LIBRARY", harness_runner_path(lib, sizeof(lib), "../lib/libbraid-ibemu.so"), 1);
   setenv("IBEMU_DEVICES", devices, 1);
   if (fail != NULL)
     setenv("IBEMU_FAIL", fail, 1);

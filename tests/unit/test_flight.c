@@ -12,7 +12,6 @@
  */
 #include <check.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -197,12 +196,7 @@ END_TEST
 /* build/bin/braid-info next to this runner (build/bin/braid-tests). */
 static const char* braid_info_path(void) {
   static char path[PATH_MAX];
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "braid-info";
-  exe[n] = '\0';
-  snprintf(path, sizeof(path), "%s/braid-info", dirname(exe));
-  return path;
+  return harness_runner_path(path, sizeof(path), "braid-info");
 }
 
 /* Rank 0 runs braid-info --dump on its own pid (its flight thread answers the signal while

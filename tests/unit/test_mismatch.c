@@ -229,22 +229,24 @@ START_TEST(test_mismatch_matrix) {
 }
 END_TEST
 
-/* Control: with the check off, 1,000 vs 2,000 floats does not fail (the silent wrong result
- * the check exists for); with it on, matching calls pass and compute the right sums. */
+/* Control: with the check off, 1,500 vs 3,000 floats does not fail (the silent wrong result
+ * the check exists for); with it on, matching calls pass and compute the right sums. Both sizes
+ * are above BRAID_LSA_LINE_BYTES: a one-line call (up to 4 KiB) and a longer one wait for
+ * different things, so mismatched calls across that edge hang (until BRAID_TIMEOUT). */
 static int body_control(struct harness_rank* r) {
   int on = *(const int*)r->arg;
   ncclComm_t comm;
   setenv("BRAID_CHECK_MISMATCH", on ? "1" : "0", 1);
   braid_param_reload();
-  float* s = calloc(2000, sizeof(float));
-  float* d = calloc(2000, sizeof(float));
+  float* s = calloc(3000, sizeof(float));
+  float* d = calloc(3000, sizeof(float));
   REXPECT(r, s != NULL && d != NULL, "out of memory");
-  for (int i = 0; i < 2000; i++) s[i] = (float)(r->rank + 1);
+  for (int i = 0; i < 3000; i++) s[i] = (float)(r->rank + 1);
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
-  size_t count = on || r->rank != ODD ? 1000 : 2000;
+  size_t count = on || r->rank != ODD ? 1500 : 3000;
   RCHECK(r, ncclAllReduce(s, d, count, ncclFloat, ncclSum, comm, NULL));
   if (on)
-    for (int i = 0; i < 1000; i++) REXPECT(r, d[i] == 6.0f, "element %d is %g, expected 6", i, d[i]);
+    for (int i = 0; i < 1500; i++) REXPECT(r, d[i] == 6.0f, "element %d is %g, expected 6", i, d[i]);
   RCHECK(r, ncclCommDestroy(comm));
   free(s);
   free(d);

@@ -8,7 +8,6 @@
  */
 #include <check.h>
 #include <dlfcn.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,12 +30,7 @@ struct dmabuf_probe_record {
 
 static const char* probe_path(void) {
   static char path[PATH_MAX];
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "libnccl-net-braidtest-dmabuf.so";
-  exe[n] = '\0';
-  snprintf(path, sizeof(path), "%s/../lib/libnccl-net-braidtest-dmabuf.so", dirname(exe));
-  return path;
+  return harness_runner_path(path, sizeof(path), "../lib/libnccl-net-braidtest-dmabuf.so");
 }
 
 static int body_dmabuf(struct harness_rank* r) {

@@ -17,7 +17,6 @@
  */
 #include <check.h>
 #include <dlfcn.h>
-#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,12 +40,7 @@
 /* build/lib/libnccl-net-braid.so next to this runner (build/bin/braid-tests). */
 static const char* plugin_path(void) {
   static char path[PATH_MAX];
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return "libnccl-net-braid.so";
-  exe[n] = '\0';
-  snprintf(path, sizeof(path), "%s/../lib/libnccl-net-braid.so", dirname(exe));
-  return path;
+  return harness_runner_path(path, sizeof(path), "../lib/libnccl-net-braid.so");
 }
 
 static double now_s(void) {

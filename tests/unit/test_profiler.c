@@ -29,7 +29,6 @@
 
 #include <check.h>
 #include <dlfcn.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,14 +57,13 @@ struct pcase {
 };
 
 static void lib_path(int version, char* out, size_t len) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  char rel[64];
   if (version < 0) {
     snprintf(out, len, "/nonexistent/libnccl-profiler-braidtest.so");
     return;
   }
-  exe[n > 0 ? n : 0] = '\0';
-  snprintf(out, len, "%s/../lib/libnccl-profiler-braidtest-v%d.so", n > 0 ? dirname(exe) : ".", version);
+  snprintf(rel, sizeof(rel), "../lib/libnccl-profiler-braidtest-v%d.so", version);
+  harness_runner_path(out, len, rel);
 }
 
 /* The calls of the header, each result checked (sum of ranks, root's values). */

@@ -18,7 +18,6 @@
  */
 #include <check.h>
 #include <dlfcn.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,14 +125,12 @@ static int body(struct harness_rank* r) {
 
 START_TEST(test_proxy) {
   static const int versions[] = {6, 4, 3, 1, 6};
-  char exe[PATH_MAX], net[PATH_MAX + 64];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  exe[n > 0 ? n : 0] = '\0';
-  const char* dir = n > 0 ? dirname(exe) : ".";
+  char rel[64], net[PATH_MAX + 64];
   version = versions[_i];
   netplugin = _i == 4;
-  snprintf(lib, sizeof(lib), "%s/../lib/libnccl-profiler-braidtest-v%d.so", dir, version);
-  snprintf(net, sizeof(net), "%s/../lib/libnccl-net-braidtest-prof.so", dir);
+  snprintf(rel, sizeof(rel), "../lib/libnccl-profiler-braidtest-v%d.so", version);
+  harness_runner_path(lib, sizeof(lib), rel);
+  harness_runner_path(net, sizeof(net), "../lib/libnccl-net-braidtest-prof.so");
   char mask[16];
   snprintf(mask, sizeof(mask), "%d",
            NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P | NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP |

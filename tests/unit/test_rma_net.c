@@ -16,7 +16,6 @@
  *   before:  ncclSignal to a remote rank before any window registration: ncclInvalidUsage.
  */
 #include <check.h>
-#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -54,11 +53,8 @@ static const struct plugin plugins[] = {
 static void use_plugin(int p) {
   setenv("NCCL_NET", plugins[p].name, 1);
   if (plugins[p].ib) { /* the emulator next to the runner (BUILD/bin/../lib), as test_net.c */
-    char exe[PATH_MAX], lib[PATH_MAX + 64];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[len > 0 ? len : 0] = '\0';
-    snprintf(lib, sizeof(lib), "%s/../lib/libbraid-ibemu.so", dirname(exe));
-    setenv("BRAID_IB_VERBS_LIBRARY", lib, 1);
+    char lib[PATH_MAX + 64];
+    setenv("BRAID_IB_VERBS_LIBRARY", harness_runner_path(lib, sizeof(lib), "../lib/libbraid-ibemu.so"), 1);
     setenv("IBEMU_DEVICES", "mlx5_0:1:ib", 1);
   }
   braid_param_reload();

@@ -15,6 +15,8 @@
  * pointers) from device memory: a host copy is kept, and pushed by a setup copy whenever the
  * window's mappings changed (the first call; after a suspend/resume remap).
  */
+#include "kernels/reduce_isa.h"
+#define BRAID_REDUCE_COPY braid_reduce_copy_host /* as the host executor's (kernels/host.c) */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,13 @@
 #include "base/check.h"
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
+#include "core/exec_status.h"
+#include "core/flight.h"
+#include "core/group.h"
+#include "core/mismatch.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
+#include "kernels/coll.h" /* lsa.h, and braid_work_redop */
 #include "kernels/multimem.h"
 #include "topo/tuner.h"
 #include "transport/nvls/nvls.h"
@@ -39,6 +46,7 @@ struct braid_lsa {
   int pushed;                  /* device mode: view holds what host holds */
   uint64_t seq;                /* calls planned on this communicator (their numbers: lsa.h) */
   struct braid_nvls* nvls;     /* the node's multicast object (transport/nvls), or NULL */
+  size_t line_max;             /* host mode: one-shot calls up to this size go as lines (lsa.h) */
 };
 
 /* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
@@ -187,6 +195,8 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   BRAID_CHECK_GOTO(braid_win_register(comm, l->mem, bytes, &l->win, NCCL_WIN_COLL_SYMMETRIC), res, err_mem);
   l->host->nranks = comm->nranks;
   l->host->slot_bytes = slot;
+  l->line_max = comm->device == NULL ? (size_t)braid_param_int(BRAID_PARAM_LSA_LINE_BYTES) : 0;
+  if (l->line_max > slot) l->line_max = slot;
   s->lsa = l;
   BRAID_CHECK_GOTO(multicast_init(comm, l), res, err_win);
   if (comm->device != NULL)
@@ -229,7 +239,8 @@ static void wait_peers_done(struct braid_comm* comm, struct braid_lsa* l) {
   for (int r = 0; r < comm->nranks && ok; r++) {
     if (r == comm->rank || (comm->device == NULL && comm->peers[r].pid_hash != comm->peers[comm->rank].pid_hash))
       continue;
-    while (ok && (int32_t)(seg_word(comm, l, BRAID_LSA_DONE_OFF + 8 * (size_t)r, &ok) - seq) < 0 && !comm->abort_flag) {
+    while (ok && (int32_t)(seg_word(comm, l, BRAID_LSA_DONE_AT(l->host->slot_bytes, r), &ok) - seq) < 0 &&
+           !comm->abort_flag) {
       if (braid_time_now() > deadline) {
         BRAID_INFO(BRAID_LOG_INIT, "rank %d: rank %d never finished one-/two-shot call %u; freeing its scratch anyway",
                    comm->rank, r, seq);
@@ -266,4 +277,42 @@ const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* s
   }
   *seq_p = ++l->seq;
   return l->view;
+}
+
+int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes) {
+  const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  return variant == BRAID_LSA_ONESHOT && l != NULL && bytes <= l->line_max ? BRAID_LSA_ONELINE : variant;
+}
+
+/* The lone call's path (see sym.h): what enqueue.c and plan.c would do for it, minus the plan
+ * and the executor's hand-off; the flight recorder sees the same states. */
+int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
+  struct braid_comm* comm = t->comm;
+  if (t->kind != BRAID_TASK_COLL || t->func != BRAID_FUNC_AllReduce || t->count == 0 || comm->device != NULL) return 0;
+  /* From here on as the plan's path: in flight before anything of the communicator is read,
+   * so an abort from another thread waits for this call before it frees the scratch. */
+  __atomic_add_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
+  const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  size_t bytes = t->count * (size_t)braid_dtype_size(t->dtype);
+  struct braid_tuner_choice c;
+  const struct braid_lsa_view* v = NULL;
+  uint64_t seq;
+  if (l != NULL && bytes <= l->line_max && !braid_mismatch_enabled() &&
+      braid_tuner_choose(comm->tuner, t->func, bytes, &c) == ncclSuccess && c.algo == BRAID_ALGO_NVLS &&
+      braid_lsa_mode_of(comm, c.variant, bytes) == BRAID_LSA_ONELINE)
+    v = braid_lsa_next(comm, &seq); /* NULL when suspended: the plan's path says why */
+  if (v == NULL) {
+    __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
+    return 0;
+  }
+  struct braid_redop op;
+  braid_work_redop(&t->redop, &op);
+  braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
+  int st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
+                                    &comm->abort_flag);
+  ncclResult_t res = st == BRAID_EXEC_OK ? ncclSuccess : braid_exec_status_error(comm, st, "operation", -1);
+  braid_flight_set_direct(comm, t->flight_id, res == ncclSuccess ? BRAID_FLIGHT_DONE : BRAID_FLIGHT_FAILED);
+  __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
+  *res_p = res;
+  return 1;
 }

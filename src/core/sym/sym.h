@@ -159,7 +159,7 @@ void braid_devcomm_free_all(struct braid_comm* comm);
 /* ---- the NVLS-style all-reduce's scratch (lsa.c) ----------------------------------------- */
 
 /* Host mode, when every rank is in one LSA team (one node) and NCCL_NVLS_ENABLE allows: a
- * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES) per rank, and the tuner told it
+ * scratch window of BRAID_LSA_SEG_BYTES(BRAID_LSA_MAX_BYTES rounded up to 4 KiB) per rank, and the tuner told it
  * may pick one-shot / two-shot all-reduces up to that size. Collective (init). */
 ncclResult_t braid_lsa_init(struct braid_comm* comm);
 /* Whether the communicator's NVLS all-reduce has a multicast object (transport/nvls). */
@@ -170,6 +170,15 @@ struct braid_lsa_view;
 /* The view a work item of this call uses (peer mappings as they are now), and the call's
  * number; NULL when the communicator has no scratch. */
 const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p);
+/* The work item's enum braid_lsa_mode for the tuner's variant of a `bytes` all-reduce: host
+ * mode's one-shots up to BRAID_LSA_LINE_BYTES go as lines (BRAID_LSA_ONELINE). The same on
+ * every rank (shared arguments and environment), in a group or alone. */
+int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes);
+struct braid_task;
+/* A task outside any group that the tuner sends to a one-line one-shot: runs it on the calling
+ * thread without a plan (enqueue.c's fast path), *res_p its result, and returns 1; 0 when the
+ * task is not such a call (nothing done). */
+int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p);
 
 /* ---- one-sided calls and registrations inside a group (signal.c, group_ops.c) ------------- */
 

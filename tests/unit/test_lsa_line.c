@@ -1,0 +1,162 @@
+/*
+ * test_lsa_line.c - host mode's one-line one-shot all-reduce (kernels/lsa.h, core/sym/lsa.c):
+ *   mixed    calls that alternate between line-sized (<= 4 KiB) and larger one-shots, in and
+ *            out of place, and with rank 0 putting every other call in a group of its own (the
+ *            plan's path) while the others call alone (the lone path): every result exact,
+ *            as threads, processes and pairs, for 2 and 3 ranks;
+ *   timeout  BRAID_TIMEOUT=2 and a rank that skips an 8-byte call: the waiting rank's call
+ *            fails within a few seconds and says BRAID_TIMEOUT;
+ *   sizes    two ranks call with different line-sized counts (mismatch checker off, no
+ *            BRAID_TIMEOUT): both calls fail with ncclInvalidUsage saying so, not a hang.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/param.h"
+#include "harness.h"
+#include "nccl.h"
+
+#define HARNESS_TIMEOUT_S 60
+
+static const size_t mixed_counts[] = {2, 1025, 1, 14, 15, 1024, 5000, 2, 3000, 1, 13, 1024};
+#define NMIXED (sizeof(mixed_counts) / sizeof(mixed_counts[0]))
+#define MAXCOUNT 5000
+
+static int body_mixed(struct harness_rank* r) {
+  ncclComm_t comm;
+  float* in = malloc(MAXCOUNT * sizeof(float));
+  float* out = malloc(MAXCOUNT * sizeof(float));
+  REXPECT(r, in != NULL && out != NULL, "out of memory");
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  const float tri = (float)(r->nranks * (r->nranks + 1) / 2);
+  for (int round = 0; round < 3; round++) {
+    for (size_t k = 0; k < NMIXED; k++) {
+      size_t n = mixed_counts[k];
+      int in_place = (k + round) % 2, grouped = r->rank == 0 && k % 2 == 1;
+      for (size_t i = 0; i < n; i++) in[i] = (float)((r->rank + 1) * (int)(i % 7 + 1 + round));
+      float* dst = in_place ? in : out;
+      if (grouped) RCHECK(r, ncclGroupStart());
+      RCHECK(r, ncclAllReduce(in, dst, n, ncclFloat, ncclSum, comm, NULL));
+      if (grouped) RCHECK(r, ncclGroupEnd());
+      for (size_t i = 0; i < n; i++) {
+        float want = tri * (float)(i % 7 + 1 + round);
+        REXPECT(r, dst[i] == want, "round %d call %zu (count %zu, %s, %s): element %zu is %g, expected %g", round, k, n,
+                in_place ? "in place" : "out of place", grouped ? "grouped" : "alone", i, dst[i], want);
+      }
+    }
+  }
+  RCHECK(r, ncclCommDestroy(comm));
+  free(in);
+  free(out);
+  return 0;
+}
+
+static const struct {
+  int nranks;
+  enum harness_mode mode;
+} mixed_runs[] = {
+    {2, HARNESS_PROCS}, {2, HARNESS_THREADS}, {3, HARNESS_PROCS}, {3, HARNESS_THREADS}, {4, HARNESS_PAIRS},
+};
+
+START_TEST(test_mixed) {
+  ck_assert_int_eq(harness_run(mixed_runs[_i].nranks, mixed_runs[_i].mode, body_mixed, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+static volatile int* waiter_done; /* shared: rank 0 finished its failing call */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int body_timeout(struct harness_rank* r) {
+  ncclComm_t comm;
+  double x[1] = {1};
+  setenv("BRAID_TIMEOUT", "2", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 3; i++) RCHECK(r, ncclAllReduce(x, x, 1, ncclDouble, ncclSum, comm, NULL));
+  REXPECT(r, x[0] == 8, "three all-reduces of 1 over 2 ranks gave %g, expected 8", x[0]);
+  if (r->rank == 1) { /* never joins the fourth */
+    for (int i = 0; i < 6000 && !__atomic_load_n(waiter_done, __ATOMIC_ACQUIRE); i++) usleep(10000);
+    ncclCommAbort(comm);
+    return 0;
+  }
+  double t0 = now_s();
+  ncclResult_t res = ncclAllReduce(x, x, 1, ncclDouble, ncclSum, comm, NULL);
+  double took = now_s() - t0;
+  const char* e = ncclGetLastError(comm);
+  __atomic_store_n(waiter_done, 1, __ATOMIC_RELEASE);
+  REXPECT(r, res != ncclSuccess, "the all-reduce without rank 1 succeeded");
+  REXPECT(r, took >= 1.5 && took < 15.0, "the all-reduce stopped after %.1f s with BRAID_TIMEOUT=2", took);
+  REXPECT(r, e != NULL && strstr(e, "BRAID_TIMEOUT") != NULL, "the error does not name BRAID_TIMEOUT: %s",
+          e ? e : "(none)");
+  ncclCommAbort(comm);
+  return 0;
+}
+
+START_TEST(test_timeout) {
+  waiter_done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert_ptr_ne((void*)waiter_done, MAP_FAILED);
+  *waiter_done = 0;
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout, NULL, HARNESS_TIMEOUT_S), 0);
+  munmap((void*)waiter_done, sizeof(int));
+}
+END_TEST
+
+/* Rank 0's and rank 1's counts of floats: one line against several, several against more. */
+static const size_t size_pairs[][2] = {{10, 100}, {100, 200}, {1000, 14}};
+
+static int body_sizes(struct harness_rank* r) {
+  ncclComm_t comm;
+  const size_t* pair = r->arg;
+  float buf[1000];
+  for (int i = 0; i < 1000; i++) buf[i] = 1.0f;
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL)); /* agreed: works */
+  REXPECT(r, buf[0] == 2.0f, "a 4-float all-reduce gave %g, expected 2", buf[0]);
+  ncclResult_t res = ncclAllReduce(buf, buf, pair[r->rank], ncclFloat, ncclSum, comm, NULL);
+  const char* e = ncclGetLastError(comm);
+  REXPECT(r, res == ncclInvalidUsage, "an all-reduce of %zu floats against %zu returned %d", pair[r->rank],
+          pair[1 - r->rank], res);
+  REXPECT(r, e != NULL && strstr(e, "different size") != NULL, "the error does not say why: %s", e ? e : "(none)");
+  ncclCommAbort(comm);
+  return 0;
+}
+
+START_TEST(test_sizes) {
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_CHECK_MISMATCH");
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_sizes, (void*)size_pairs[_i], HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+Suite* lsa_line_suite(void);
+Suite* lsa_line_suite(void) {
+  Suite* s = suite_create("lsa_line");
+  TCase* tc = tcase_create("mixed");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_mixed, 0, sizeof(mixed_runs) / sizeof(mixed_runs[0]));
+  suite_add_tcase(s, tc);
+  tc = tcase_create("timeout");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_test(tc, test_timeout);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("sizes");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_sizes, 0, sizeof(size_pairs) / sizeof(size_pairs[0]));
+  suite_add_tcase(s, tc);
+  return s;
+}
