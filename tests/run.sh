@@ -67,6 +67,9 @@ if [ $# -eq 0 ]; then
   # local ranks by pointer, transport/shm.c) and with cross-memory attach denied by a seccomp
   # filter (tests/shm/deny-cma.c: the FIFO fallback); AUTO ran above, OFF in shm_direct.
   part coll-shm-direct-on env BRAID_SHM_DIRECT=ON CK_RUN_SUITE=coll "$BUILD/bin/braid-tests"
+  # And with every host output of 4 KiB pieces and more written by non-temporal stores
+  # (kernels/reduce_stream.c; by default only outputs of a quarter of the LLC and more).
+  part coll-stream env BRAID_STREAM_BYTES=1 CK_RUN_SUITE=coll "$BUILD/bin/braid-tests"
   if cc -O2 -Wall -Wextra -o "$BUILD/bin/deny-cma" tests/shm/deny-cma.c; then
     part coll-cma-denied env CK_RUN_SUITE=coll "$BUILD/bin/deny-cma" "$BUILD/bin/braid-tests"
   else

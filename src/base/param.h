@@ -108,6 +108,8 @@
   X(SHM_DISABLE, "NCCL_SHM_DISABLE", LIVE, BOOL, 0, "1: never use shared-memory connections")                          \
   X(REDUCE_ISA, "BRAID_REDUCE_ISA", LIVE, ENUM("AUTO|SSE2|AVX2|AVX512"), "AUTO",                                       \
     "host mode: vector loops of reductions and copies (AUTO: the widest the CPU has)")                                 \
+  X(STREAM_BYTES, "BRAID_STREAM_BYTES", LIVE, SIZE, BRAID_PARAM_UNSET,                                                 \
+    "host mode: calls whose output is this large write it with non-temporal stores (auto: LLC/4; 0: never)")           \
   X(SHM_DIRECT, "BRAID_SHM_DIRECT", LIVE, ENUM("AUTO|ON|OFF"), "AUTO",                                                 \
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \

@@ -87,6 +87,8 @@
 
 #if !BRAID_DEVICE_COMPILE
 
+#include "kernels/reduce_isa.h" /* braid_reduce_stream_hold */
+
 struct braid_direct_pend {
   struct braid_conn* conn;
   uint64_t step; /* done once *conn->head > step */
@@ -356,7 +358,12 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
       q.nsend = ns;
       for (int i = 0; i < ns; i++) sbuf[i] = braid_slot(p->send[i], BRAID_PROTO_SIMPLE);
     }
+    /* An output the peer reads next from here (sent by pointer) is written through the cache:
+     * streaming it out to memory would make the peer's read a memory read. */
+    int fwd = src != NULL && src == out;
+    if (fwd) braid_reduce_stream_hold(1);
     int st = braid_direct_compute(&q, prim, in, out, peer, sbuf, nelem, post);
+    if (fwd) braid_reduce_stream_hold(0);
     if (st) return st;
   }
   if (src != NULL)

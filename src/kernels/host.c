@@ -43,6 +43,20 @@ struct worker_link {
 };
 static struct worker_link* all_workers;
 
+/* A collective's whole output (not a p2p op's: those are copied by host_fetch or the FIFO):
+ * written with streaming stores when large (reduce_stream.c). */
+static void stream_open(const struct braid_work* w) {
+  int es = braid_dtype_size(w->dtype);
+  if (w->func == BRAID_FUNC_SendRecv || w->recvbuff == NULL || es <= 0) return;
+  size_t parts = w->func == BRAID_FUNC_AllGather ? (size_t)w->nranks : 1, bytes = w->count * parts * (size_t)es;
+  const char *out = w->recvbuff, *in = w->sendbuff;
+  size_t in_bytes = w->count * (w->func == BRAID_FUNC_ReduceScatter ? (size_t)w->nranks : 1) * (size_t)es;
+  /* In place the output's lines were just read as input: streaming them was slower in every
+   * round measured (docs/notes/2026-12-01-perf4.md), so only out-of-place outputs stream. */
+  if (in != NULL && in < out + bytes && out < in + in_bytes) return;
+  braid_reduce_stream_open(w->recvbuff, bytes, es);
+}
+
 /* A work item ends when its last direct send completed (kernels/direct.h): the call must not
  * return while the net plugin may still read the user's buffers, nor, when it failed, while
  * a receive may still write into them (braid_direct_abandon). */
@@ -59,7 +73,9 @@ static void run_job(struct braid_host_job* job) {
   for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++) {
     /* AllReduce overwrites every output chunk after its reduce phase: partials may go there. */
     direct.scratch_out = job->works[i].func == BRAID_FUNC_AllReduce;
+    stream_open(&job->works[i]);
     job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);
+    braid_reduce_stream_close();
     if (job->status == BRAID_EXEC_OK) {
       job->status = braid_direct_drain(&direct, job->abort_flag);
     } else {

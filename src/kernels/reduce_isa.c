@@ -55,7 +55,12 @@ static braid_reduce_copy_fn choose_once(void) {
 
 void braid_reduce_copy_host(const struct braid_redop* op, void* dst0, void* dst1, const void* src0, int pre0,
                             const void* src1, int pre1, int post, size_t n) {
-  choose_once()(op, dst0, dst1, src0, pre0, src1, pre1, post, n);
+  braid_reduce_copy_fn fn = choose_once();
+  int es = braid_reduce_stream_take(op, dst0, n);
+  if (es)
+    braid_reduce_copy_streamed(fn, es, op, dst0, dst1, src0, pre0, src1, pre1, post, n);
+  else
+    fn(op, dst0, dst1, src0, pre0, src1, pre1, post, n);
 }
 
 const char* braid_reduce_isa_name(void) {

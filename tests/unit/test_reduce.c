@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/param.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_isa.h"
 
@@ -620,6 +621,102 @@ START_TEST(test_reduce_isa_choose) {
 }
 END_TEST
 
+/* Streaming stores (reduce_stream.c): the blocked, non-temporal version of each ISA's loops
+ * against the loops themselves, bit for bit, every datatype x kind, lengths around the block
+ * (8 KiB) and the 16-byte store width, misaligned outputs, in place, two destinations, every
+ * pre/post flag; bytes around the output untouched. The two-NaN payload exception of
+ * isa_identical only (the block's alignment may move an element between scalar and vector code). */
+START_TEST(test_reduce_stream_identical) {
+  const struct dt* t = &dts[_i / BRAID_NUM_REDKINDS];
+  const int kind = _i % BRAID_NUM_REDKINDS;
+  const char* name;
+  int downgraded;
+  braid_reduce_copy_fn fn = braid_reduce_isa_choose(_i % 4, &name, &downgraded); /* AUTO SSE2 AVX2 AVX512 */
+  enum { N = 8192 + 77, OFF = 17 };
+  static uint8_t a[(N + OFF) * 8], b[(N + OFF) * 8], d0[2][(N + OFF) * 8], d1[2][(N + OFF) * 8];
+  const size_t ns[] = {1, 3, 64 / t->size + 1, 4096 / t->size, 8192 / t->size - 1, 8192 / t->size + 5, N};
+  ref_tables();
+  rng_state = 0x51ed27a9u + (uint64_t)_i;
+  for (size_t i = 0; i < N + OFF; i++) {
+    uint64_t va = gen(t, i), vb = gen(t, i + 7);
+    memcpy(a + i * t->size, &va, t->size);
+    memcpy(b + i * t->size, &vb, t->size);
+  }
+  int variant = 0;
+  for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+    for (int off = 0; off < 3; off++)
+      for (int flags = 0; flags < 16; flags++) {
+        int pre0 = flags & 1, pre1 = flags >> 1 & 1, post = flags >> 2 & 1, inplace = flags >> 3 & 1;
+        size_t n = ns[k], o = (size_t)(off == 2 ? 5 : off) * t->size + (off == 2), bytes = (N + OFF) * (size_t)t->size;
+        struct braid_redop op = {
+            .kind = (uint8_t)kind, .dtype = (uint8_t)t->id, .scalar = pick_scalar(t, kind, variant++)};
+        for (int v = 0; v < 2; v++) {
+          memset(d0[v], 0x5a, bytes);
+          memset(d1[v], 0xa5, bytes);
+          void* second = k % 2 ? d1[v] + o : NULL;
+          const void* s0 = a + o;
+          if (inplace) memcpy(d0[v], a, bytes), s0 = d0[v] + o;
+          if (v == 0)
+            fn(&op, d0[v] + o, second, s0, pre0, b + o, pre1, post, n);
+          else
+            braid_reduce_copy_streamed(fn, t->size, &op, d0[v] + o, second, s0, pre0, b + o, pre1, post, n);
+        }
+        for (size_t e = 0; e < bytes; e++)
+          for (int w = 0; w < 2; w++) {
+            const uint8_t *x = w ? d1[0] : d0[0], *y = w ? d1[1] : d0[1];
+            if (x[e] == y[e]) continue;
+            size_t el = (e - o % t->size) / t->size; /* the element holding byte e */
+            int fl = t->cls != CL_INT && t->cls != CL_UINT;
+            int nans = fl && e >= o && isnan(fdecode(t, load(x + o, t->size, (e - o) / t->size))) &&
+                       isnan(fdecode(t, load(y + o, t->size, (e - o) / t->size))) &&
+                       isnan(fdecode(t, load(a + o, t->size, (e - o) / t->size))) &&
+                       isnan(fdecode(t, load(b + o, t->size, (e - o) / t->size)));
+            ck_assert_msg(nans,
+                          "%s %s %s n=%zu off=%zu pre=%d/%d post=%d in place=%d: streamed differs at byte %zu (element "
+                          "~%zu) of dst%d: %#x vs %#x",
+                          name, t->name, kind_names[kind], n, o, pre0, pre1, post, inplace, e, el, w, x[e], y[e]);
+          }
+      }
+}
+END_TEST
+
+/* The window: a destination inside a call's output of at least the threshold streams; one
+ * outside it, a piece under 4 KiB, another element size, or a closed window does not;
+ * BRAID_STREAM_BYTES=0 never streams. */
+START_TEST(test_reduce_stream_window) {
+  static char out[1 << 16], other[1 << 16];
+  struct braid_redop f32 = {.kind = BRAID_RED_SUM, .dtype = 7}, f64 = {.kind = BRAID_RED_SUM, .dtype = 8};
+  setenv("BRAID_STREAM_BYTES", "32768", 1);
+  braid_param_reload();
+  braid_reduce_stream_reset();
+  ck_assert_int_eq(braid_reduce_stream_threshold(), 32768);
+  braid_reduce_stream_open(out, 16384, 4); /* under the threshold */
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
+  braid_reduce_stream_open(out, sizeof(out), 4);
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 4);
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out + 8192, 1024), 4);
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 1023), 0);   /* under 4 KiB */
+  ck_assert_int_eq(braid_reduce_stream_take(&f64, out, 4096), 0);   /* not the call's element */
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, other, 4096), 0); /* a slot, not the output */
+  braid_reduce_stream_hold(1);                                      /* an output the peer reads next */
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
+  braid_reduce_stream_hold(0);
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 4);
+  braid_reduce_stream_close();
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
+  setenv("BRAID_STREAM_BYTES", "0", 1);
+  braid_param_reload();
+  braid_reduce_stream_reset();
+  ck_assert_int_eq(braid_reduce_stream_threshold(), 0);
+  braid_reduce_stream_open(out, sizeof(out), 4);
+  ck_assert_int_eq(braid_reduce_stream_take(&f32, out, 4096), 0);
+  unsetenv("BRAID_STREAM_BYTES");
+  braid_param_reload();
+  braid_reduce_stream_reset();
+  ck_assert_int_ge(braid_reduce_stream_threshold(), 0);
+}
+END_TEST
+
 START_TEST(test_reduce_pack64) {
   /* the register form against the same reference, all datatypes x kinds x flags */
   ref_tables();
@@ -832,6 +929,8 @@ Suite* reduce_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_reduce_isa_identical, 0, NDT * BRAID_NUM_REDKINDS);
   tcase_add_test(tc, test_reduce_isa_choose);
+  tcase_add_loop_test(tc, test_reduce_stream_identical, 0, NDT * BRAID_NUM_REDKINDS);
+  tcase_add_test(tc, test_reduce_stream_window);
   suite_add_tcase(s, tc);
   tc = tcase_create("misc");
   tcase_set_timeout(tc, 60);
