@@ -94,6 +94,7 @@ static ncclResult_t bs_create(int rank, int nranks, volatile uint32_t* abort_fla
   BRAID_CALLOC_GOTO(bs, 1, res, out);
   bs->rank = rank;
   bs->nranks = nranks;
+  bs->timeout_peer = -1;
   bs->abort_flag = abort_flag;
   bs->queue_tail = &bs->queue;
   braid_socket_init(&bs->listener);
@@ -143,6 +144,7 @@ static ncclResult_t bs_peer_fail(const struct braid_bootstrap* bs, int peer, enu
       BRAID_WARN("Bootstrap: rank %d: aborted while %s rank %d (host %s)", bs->rank, doing, peer, host);
       return ncclInvalidUsage;
     case BRAID_SOCKET_FAIL_TIMEOUT:
+      __atomic_store_n((int*)&bs->timeout_peer, peer, __ATOMIC_RELEASE); /* whom init blames (core/init.c) */
       BRAID_WARN("Bootstrap: rank %d: timeout while %s rank %d (host %s)", bs->rank, doing, peer, host);
       return ncclRemoteError;
     case BRAID_SOCKET_FAIL_SYSTEM:

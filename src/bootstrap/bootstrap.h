@@ -93,6 +93,9 @@ void braid_bootstrap_watch(struct braid_bootstrap* bs, braid_bootstrap_death_fn 
 /* The watch's test, run now by the caller: a rank whose connection with this one closed or
  * broke, or -1 when none is known. */
 int braid_bootstrap_dead_peer(struct braid_bootstrap* bs);
+/* The last peer a wait of this bootstrap timed out on (its deadline or BRAID_INIT_TIMEOUT), or
+ * -1 when none did. */
+int braid_bootstrap_timeout_peer(struct braid_bootstrap* bs);
 /* Failure notices (bootstrap_notice.c): a rank whose communicator failed tells every other
  * rank why, before it may leave, so that a rank that sees it go can tell "it failed because of
  * someone else" from "it died". tell sends `size` bytes to every peer not known gone, within

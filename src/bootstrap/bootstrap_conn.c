@@ -297,6 +297,10 @@ static int bs_dead_peer(struct braid_bootstrap* bs) {
   return first;
 }
 
+int braid_bootstrap_timeout_peer(struct braid_bootstrap* bs) {
+  return bs == NULL ? -1 : __atomic_load_n(&bs->timeout_peer, __ATOMIC_ACQUIRE);
+}
+
 int braid_bootstrap_dead_peer(struct braid_bootstrap* bs) {
   if (bs == NULL) return -1;
   pthread_mutex_lock(&bs->lock);

@@ -88,6 +88,7 @@ struct braid_bootstrap {
   volatile uint32_t* abort_flag; /* the caller's, may be NULL */
   volatile uint32_t abort;       /* braid_bootstrap_abort */
   int64_t deadline;              /* braid_bootstrap_set_deadline, 0: none */
+  int timeout_peer;              /* the last peer a wait timed out on, -1: none (atomic) */
   pthread_mutex_t lock;
   struct bs_in* pending; /* accepted, handshake not complete; newest first */
   int npending, max_pending;

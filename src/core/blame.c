@@ -31,9 +31,9 @@ int braid_blame_resolve(struct braid_comm* comm, int peer, int wait_ms, char* wh
     if (!braid_bootstrap_notice(comm->bootstrap, cur, &n, sizeof(n), hop == 0 ? wait_ms : 0)) break;
     n.reason[sizeof(n.reason) - 1] = '\0';
     if (hop == 0) snprintf(why, len, "%s left after failing: %s", peer_name(comm, cur, who, sizeof(who)), n.reason);
-    /* only "it died" is passed on: a timeout or a local error is the leaver's own */
-    if (n.status != BRAID_EXEC_PEER_FAILED || n.blamed < 0 || n.blamed >= comm->nranks || n.blamed == comm->rank ||
-        n.blamed == cur)
+    /* "it died" and "I waited for it in vain" are passed on; a local error is the leaver's own */
+    if ((n.status != BRAID_EXEC_PEER_FAILED && n.status != BRAID_EXEC_TIMEOUT) || n.blamed < 0 ||
+        n.blamed >= comm->nranks || n.blamed == comm->rank || n.blamed == cur)
       break;
     cur = n.blamed;
   }
@@ -54,6 +54,10 @@ static void tell(struct braid_comm* comm, int status, int blamed, const char* re
   braid_debug_set_quiet(0);
   BRAID_INFO(BRAID_LOG_INIT, "rank %d: told %s peer why the communicator failed", comm->rank,
              all ? "every" : "every reachable");
+}
+
+void braid_blame_tell_timeout(struct braid_comm* comm, int peer, const char* reason) {
+  tell(comm, BRAID_EXEC_TIMEOUT, peer, reason);
 }
 
 void braid_blame_tell(struct braid_comm* comm) {

@@ -29,11 +29,15 @@ struct braid_fail_notice {
 
 /* The rank to blame for `peer`'s departure: `peer`, or the rank whose death made it fail
  * (followed through further notices). why (len bytes): "rank P (host, pid) left after
- * failing: <its reason>" when P left a notice, else "". */
+ * failing: <its reason>" when P left a notice, else "". A notice that blames another rank for
+ * a death or for a wait that timed out passes the blame on; one for a local error keeps it. */
 int braid_blame_resolve(struct braid_comm* comm, int peer, int wait_ms, char* why, size_t len);
 /* Tell every peer why comm failed (its abort reason, or the last error), once. Quiet: no WARN
  * of it replaces the failure's text. */
 void braid_blame_tell(struct braid_comm* comm);
+/* Tell every peer, once, that this rank gave up waiting for `peer` (a bootstrap wait of init
+ * that timed out): a rank that sees it leave then blames `peer` (braid_blame_resolve). */
+void braid_blame_tell_timeout(struct braid_comm* comm, int peer, const char* reason);
 /* After a failure raised by a thread that could not wait (braid_comm_raise_nowait): resolve
  * the blamed peer now, rewriting the reason if it changes, then tell. */
 void braid_blame_settle(struct braid_comm* comm);

@@ -309,11 +309,14 @@ static ncclResult_t init_connect(struct braid_comm* comm, double* t_gather) {
 static void init_blame_left(struct braid_comm* comm) {
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0 && comm->bootstrap != NULL) {
     int dead = braid_bootstrap_dead_peer(comm->bootstrap);
+    int late = braid_bootstrap_timeout_peer(comm->bootstrap);
     if (dead >= 0)
       braid_comm_raise(comm, BRAID_EXEC_PEER_FAILED, ncclSuccess, dead,
                        "rank %d (host %s, pid %d) left during init: its bootstrap connection closed", dead,
                        braid_bootstrap_peer_host(comm->bootstrap, dead),
                        comm->peers != NULL ? comm->peers[dead].pid : -1);
+    else if (late >= 0) /* so that a rank that sees this one leave blames the rank it waited for */
+      braid_blame_tell_timeout(comm, late, braid_debug_last_error());
   }
   braid_blame_settle(comm);
 }
