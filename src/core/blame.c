@@ -102,7 +102,7 @@ int braid_blame_wait_chain(struct braid_comm* comm, int peer, const char* what, 
 }
 
 void braid_blame_settle(struct braid_comm* comm) {
-  char why[256];
+  char why[BRAID_REASON_MAX];
   if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == BRAID_EXEC_PEER_FAILED && comm->abort_reason[0]) {
     int peer = comm->failed_peer;
     int blamed = braid_blame_resolve(comm, peer, BRAID_BLAME_WAIT_MS, why, sizeof(why));

@@ -15,13 +15,17 @@
 
 struct braid_comm;
 
+/* A failure's reason, as kept (comm->abort_reason) and as told: room for a relayed reason (a
+ * peer's own, itself naming a verbs call and its attributes) inside this rank's. */
+#define BRAID_REASON_MAX 1024
+
 /* What travels (fixed size, host byte order: ranks of one build). */
 struct braid_fail_notice {
   int32_t rank;   /* the rank that failed */
   int32_t blamed; /* the rank it blamed, -1: none */
   int32_t status; /* enum braid_exec_status of its abort flag */
   int32_t pad;
-  char reason[256]; /* its abort reason */
+  char reason[BRAID_REASON_MAX]; /* its abort reason */
 };
 
 #define BRAID_BLAME_WAIT_MS 1000 /* how long a peer's notice is awaited while it looks alive */

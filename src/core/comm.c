@@ -129,7 +129,7 @@ static void blame_compose(struct braid_comm* comm, char* out, size_t len, int pe
 static int comm_vraise(struct braid_comm* comm, int status, ncclResult_t res, int peer, int wait, const char* fmt,
                        va_list ap) {
   int raised = 0, blamed = peer;
-  char msg[256], why[256] = "";
+  char msg[BRAID_REASON_MAX], why[BRAID_REASON_MAX] = "";
   vsnprintf(msg, sizeof(msg), fmt, ap);
   /* a peer that left may have left because of another one: its notice says */
   if (wait && status == BRAID_EXEC_PEER_FAILED && __atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE) == 0)

@@ -11,6 +11,7 @@
 #include "kernels/work.h"
 #include "nccl.h"
 #include "transport/transport.h" /* peers, connectors, the transports' context */
+#include "core/blame.h"            /* BRAID_REASON_MAX */
 
 struct braid_bootstrap;
 struct braid_channel_graph;
@@ -81,8 +82,8 @@ struct braid_comm {
   volatile int state;           /* enum braid_comm_state */
   volatile ncclResult_t async_error;
   int claimed;            /* someone (abort, or a failed init) frees it: under the registry lock */
-  char abort_reason[256]; /* why braid itself raised abort_flag (braid_comm_raise: a transport,
-                             the watchdog): the message the failed call repeats */
+  char abort_reason[BRAID_REASON_MAX]; /* why braid itself raised abort_flag (braid_comm_raise:
+                                          a transport, the watchdog): what the failed call repeats */
   int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
   int failure_told;       /* its peers were told why it failed (core/blame.c) */
   pthread_t init_thread;  /* non-blocking init */
