@@ -8,10 +8,10 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/blame.h" /* BRAID_REASON_MAX */
 #include "kernels/work.h"
 #include "nccl.h"
 #include "transport/transport.h" /* peers, connectors, the transports' context */
-#include "core/blame.h"            /* BRAID_REASON_MAX */
 
 struct braid_bootstrap;
 struct braid_channel_graph;
@@ -81,12 +81,12 @@ struct braid_comm {
   volatile uint32_t abort_flag; /* braid_exec_status value when raised; polled everywhere */
   volatile int state;           /* enum braid_comm_state */
   volatile ncclResult_t async_error;
-  int claimed;            /* someone (abort, or a failed init) frees it: under the registry lock */
+  int claimed;                         /* someone (abort, or a failed init) frees it: under the registry lock */
   char abort_reason[BRAID_REASON_MAX]; /* why braid itself raised abort_flag (braid_comm_raise:
                                           a transport, the watchdog): what the failed call repeats */
-  int failed_peer;        /* once abort_reason is set: the rank blamed, or -1 */
-  int failure_told;       /* its peers were told why it failed (core/blame.c) */
-  pthread_t init_thread;  /* non-blocking init */
+  int failed_peer;                     /* once abort_reason is set: the rank blamed, or -1 */
+  int failure_told;                    /* its peers were told why it failed (core/blame.c) */
+  pthread_t init_thread;               /* non-blocking init */
   int init_thread_running;
   int blocking_init_active; /* a blocking init runs on the caller's thread (under mutex) */
   pthread_cond_t init_cond; /* signalled when it returns: an aborting thread waits on it */
