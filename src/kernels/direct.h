@@ -310,7 +310,10 @@ static inline int braid_direct_compute(const struct braid_prims* q, int prim, co
   int nr = braid_prim_recvs(prim) ? q->nrecv : 0;
   size_t es = (size_t)q->esize, piece = nelem;
   for (int i = 0; i < nr; i++)
-    if (peer[i] && !q->recv[i]->host_load) piece = BRAID_DIRECT_PIECE_BYTES / es;
+    if (peer[i] && !q->recv[i]->host_load) {
+      size_t b = q->recv[i]->fetch_piece ? q->recv[i]->fetch_piece : BRAID_DIRECT_PIECE_BYTES;
+      if (b / es < piece) piece = b / es > 0 ? b / es : 1;
+    }
   for (size_t e = 0; e < nelem; e += piece) {
     size_t n = nelem - e < piece ? nelem - e : piece, off = e * es;
     const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
