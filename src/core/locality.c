@@ -29,7 +29,7 @@
 
 #define TAG_LOCALITY 0x4c6f630000000000ULL /* "Loc" */
 #define LOC_BUDGET_MS 1.5                  /* measuring, per pair */
-#define LOC_IDLE_MS 20.0                   /* a side that hears nothing this long stops */
+#define LOC_IDLE_MS 100.0                  /* a side that hears nothing this long stops */
 #define LOC_CACHE_S 5.0                    /* a figure for the same two processes is reused */
 #define LOC_BATCH 32                       /* round trips per timed batch */
 #define LOC_STOP UINT64_MAX
