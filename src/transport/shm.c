@@ -22,7 +22,8 @@
  * the receiver copies them itself (braid_conn.host_fetch): one copy instead of two, chosen per
  * connection. A reducing step reduces straight from the sender's memory (same process:
  * braid_conn.host_load) or from cache-sized pieces copied out of it (kernels/direct.h). A
- * denied probe is said once per process (INFO) and leaves the FIFO path.
+ * denied probe is said once per process (INFO) and leaves the FIFO path. A one-pass step copies
+ * pieces of braid_conn.fetch_piece bytes per process_vm_readv: larger for far pairs (core/locality.h).
  */
 #include <dirent.h>
 #include <errno.h>
