@@ -192,7 +192,8 @@ static double cache_get(uint64_t a, uint64_t b) {
   double rtt = -1, now = braid_time_now();
   pthread_mutex_lock(&cache_mu);
   for (int i = 0; i < LOC_CACHE_N; i++)
-    if (cache[i].a == a && cache[i].b == b && cache[i].when > 0 && now - cache[i].when < LOC_CACHE_S) rtt = cache[i].rtt;
+    if (cache[i].a == a && cache[i].b == b && cache[i].when > 0 && now - cache[i].when < LOC_CACHE_S)
+      rtt = cache[i].rtt;
   pthread_mutex_unlock(&cache_mu);
   return rtt;
 }
@@ -267,8 +268,8 @@ static ncclResult_t pair_lead(struct braid_comm* comm, int b, uint64_t tag, int*
     if (rtt >= 0) cache_put(me->pid_hash, p->pid_hash, rtt);
     BRAID_CHECK(braid_bootstrap_send(comm->bootstrap, b, tag | 2, &m, sizeof(m)));
   }
-  static const char* how[] = {"forced by BRAID_SHM_LOCALITY", "topology: cache ids", "measured earlier",
-                              "measured", "not measured: no probe segment"};
+  static const char* how[] = {"forced by BRAID_SHM_LOCALITY", "topology: cache ids", "measured earlier", "measured",
+                              "not measured: no probe segment"};
   if (m.rtt_ns > 0)
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM, "SHM/%s rank %d<->%d: round trip %.0f ns (%s)",
                braid_locality_name(m.verdict), comm->rank, b, m.rtt_ns, how[m.how]);

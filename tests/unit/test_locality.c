@@ -179,7 +179,7 @@ static int body(struct harness_rank* r) {
 }
 
 static const struct lcase lcases[] = {
-    {"NEAR", NULL, NULL, HARNESS_PROCS}, {"FAR", NULL, NULL, HARNESS_PROCS},  {"AUTO", NULL, NULL, HARNESS_PROCS},
+    {"NEAR", NULL, NULL, HARNESS_PROCS},  {"FAR", NULL, NULL, HARNESS_PROCS}, {"AUTO", NULL, NULL, HARNESS_PROCS},
     {"FAR", "NEAR", NULL, HARNESS_PROCS}, {"FAR", NULL, "1M", HARNESS_PROCS}, {"AUTO", NULL, NULL, HARNESS_THREADS},
     {"FAR", NULL, NULL, HARNESS_THREADS},
 };
