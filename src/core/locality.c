@@ -4,10 +4,12 @@
  * Per local pair (a < b), in the order of the pairs (a, b) sorted, so no two ranks wait on
  * each other in a cycle: a decides (forced, topology, a figure this process measured for the
  * same two processes less than LOC_CACHE_S ago, or a ping-pong now) and sends b a verdict.
- * For a ping-pong the verdict names a 4 KiB segment a made; b maps it and acknowledges, a
- * unlinks it, both bounce one line for at most LOC_BUDGET_MS, a sends the figure. A failure of
- * the probe itself (no /dev/shm, a partner that never answers) leaves the pair UNKNOWN (the
- * defaults); only a failed bootstrap message fails init.
+ * For a ping-pong the verdict names a 4 KiB segment a made; b maps it, unlinks it and
+ * acknowledges, a unlinks it too (a rank killed in between leaves a name of shm.c's pattern,
+ * which the survivors' cleanup at a failed init removes), both bounce one line for at most
+ * LOC_BUDGET_MS, a sends the figure. A failure of the probe itself (no /dev/shm, a partner
+ * that never answers) leaves the pair UNKNOWN (the defaults); only a failed bootstrap message
+ * fails init.
  */
 #include "core/locality.h"
 
@@ -250,7 +252,9 @@ static ncclResult_t pair_lead(struct braid_comm* comm, int b, uint64_t tag, int*
   } else {
     m.how = HOW_MEASURE;
     m.rtt_ns = 0;
-    snprintf(m.name, sizeof(m.name), "/braid-loc-%d-%llx-%d-%d", me->pid, (unsigned long long)comm->comm_hash,
+    /* shm.c's name pattern (/braid-<pid>-<comm>-<rank>-...): a rank killed before it unlinks
+     * this leaves what the survivors' cleanup removes (shm forget_dead) */
+    snprintf(m.name, sizeof(m.name), "/braid-%d-%llx-%d-loc-%d", me->pid, (unsigned long long)comm->comm_hash,
              comm->rank, b);
     line = seg_map(m.name, 1);
     if (line == NULL) m.how = HOW_FAILED;
@@ -288,6 +292,7 @@ static ncclResult_t pair_follow(struct braid_comm* comm, int a, uint64_t tag, in
     m.name[sizeof(m.name) - 1] = '\0';
     volatile uint64_t* line = seg_map(m.name, 0);
     int32_t ok = line != NULL;
+    shm_unlink(m.name); /* mapped (or not): either side unlinking suffices, in case a dies now */
     BRAID_CHECK(braid_bootstrap_send(comm->bootstrap, a, tag | 1, &ok, sizeof(ok)));
     if (line != NULL) {
       braid_locality_pingpong(line, 0, 0);
