@@ -273,7 +273,8 @@ static ncclResult_t put_run(const struct braid_sym_op* op) {
   struct ncclWindow_vidmem* w = op->win;
   int peer = op->peer;
   if (!comm->sym->peer_local[peer])
-    return braid_remote_put(comm, peer, w->id, op->offset, op->src, op->bytes, comm->device != NULL, op->ctx, op->sig);
+    return braid_remote_put(comm, peer, w->id, op->offset, op->src, op->bytes, comm->device != NULL,
+                            w->infos[peer].on_device, op->ctx, op->sig);
   if (w->peer_ptr[peer] == NULL) {
     BRAID_WARN("ncclPutSignal: rank %d: rank %d's window is not mapped here", comm->rank, peer);
     return ncclInternalError;
