@@ -56,10 +56,10 @@ struct rma_peer {
   /* receive queue, in posting order (recv_lock) */
   struct rma_rq rq[RMA_QMAX];
   uint64_t rposted, rdone, frames_posted;
-  int frame_next;  /* direct-capable: the next message not yet posted is a frame */
-  size_t dleft;    /* a direct put being received: bytes not yet posted, where they go */
+  int frame_next; /* direct-capable: the next message not yet posted is a frame */
+  size_t dleft;   /* a direct put being received: bytes not yet posted, where they go */
   char* ddst;
-  int dheld;       /* place() holds its window until landed() */
+  int dheld; /* place() holds its window until landed() */
   unsigned char dhdr[BRAID_RMA_HDR_BYTES];
   pthread_mutex_t send_lock, recv_lock;
   int state;      /* PEER_* (atomic) */

@@ -216,8 +216,9 @@ ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_us) {
      * connected yet: no descriptor, sleep the same. */
     if (p->recv_comm == NULL)
       (void)ppoll(NULL, 0, &ts, NULL);
-    else if (rma->net->waitFds != NULL && rma->net->waitFds(p->recv_comm, fds, BRAID_PROGRESS_MAX_FDS, &k) == ncclSuccess &&
-             k > 0 && !recv_move(rma, peer))
+    else if (rma->net->waitFds != NULL &&
+             rma->net->waitFds(p->recv_comm, fds, BRAID_PROGRESS_MAX_FDS, &k) == ncclSuccess && k > 0 &&
+             !recv_move(rma, peer))
       (void)ppoll(fds, (nfds_t)k, &ts, NULL);
   }
   recv_move(rma, peer);
