@@ -31,6 +31,20 @@ void rma_recv_drop(struct braid_rma* rma, int r) {
   rma->sink.landed(rma->sink.arg, r, p->dhdr, 0);
 }
 
+/* A failed peer with a direct put in flight: close its receive comm first (a plugin that is
+ * not recvInline, UCX, may still write into a posted receive until then; close cancels it),
+ * then let the window go: its deregistration may proceed. */
+static void recv_abandon(struct braid_rma* rma, int r) {
+  struct rma_peer* p = &rma->peers[r];
+  if (!p->dheld) return;
+  if (p->recv_mh != NULL) rma->net->deregMr(p->recv_comm, p->recv_mh);
+  rma->net->closeRecv(p->recv_comm);
+  p->recv_mh = NULL;
+  p->recv_comm = NULL;
+  p->rdone = p->rposted;
+  rma_recv_drop(rma, r);
+}
+
 /* Post one receive (kind, into data, size bytes); 0 when the plugin has no room now. */
 static int post(struct braid_rma* rma, int r, int kind, int last, void* data, size_t size) {
   struct rma_peer* p = &rma->peers[r];
@@ -109,7 +123,7 @@ static int recv_move(struct braid_rma* rma, int r) {
   if (p->recv_comm == NULL && !rma_recv_ready(rma, r)) return 0;
   for (;;) {
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != PEER_OK) {
-      rma_recv_drop(rma, r);
+      recv_abandon(rma, r);
       return 1;
     }
     post_all(rma, r);
