@@ -74,6 +74,7 @@ struct braid_rma {
   int dev, added, direct; /* direct: the plugin sends from / receives into any host address */
   struct braid_rma_sink sink;
   struct rma_peer* peers; /* [nranks] */
+  int64_t next_accept;    /* the engine's next look for connects (progress clock, ns) */
   struct braid_progress_item item;
 };
 

@@ -153,16 +153,24 @@ static int recv_move(struct braid_rma* rma, int r) {
   }
 }
 
+/* The engine looks for connects every RMA_ACCEPT_POLL_MS, not on every pass: a busy engine
+ * (collectives) would make n-1 accept calls per pass. 1 when it is time (the engine's thread). */
+static int accept_due(struct braid_rma* rma, int64_t now) {
+  if (now < rma->next_accept) return 0;
+  rma->next_accept = now + RMA_ACCEPT_POLL_MS * 1000000LL;
+  return 1;
+}
+
 static int rma_progress(struct braid_progress_item* it, int64_t now, unsigned flags) {
   struct braid_rma* rma = it->arg;
-  int moved = 0;
+  int moved = 0, accept = accept_due(rma, now);
   (void)flags;
   for (int r = 0; r < rma->t->nranks; r++) {
     struct rma_peer* p = &rma->peers[r];
     if (!p->remote || now - __atomic_load_n(&p->driven, __ATOMIC_RELAXED) < RMA_DRIVEN_NS ||
         pthread_mutex_trylock(&p->recv_lock) != 0)
       continue;
-    moved |= recv_move(rma, r);
+    if (p->recv_comm != NULL || accept) moved |= recv_move(rma, r);
     pthread_mutex_unlock(&p->recv_lock);
   }
   return moved ? BRAID_PROGRESS_MOVED : 0;
@@ -187,8 +195,12 @@ static void rma_wait(struct braid_progress_item* it, int64_t now, struct braid_p
       continue;
     }
     int k = 0;
-    if (p->recv_comm == NULL) {
-      if (w->timeout_ms < 0 || w->timeout_ms > RMA_ACCEPT_POLL_MS) w->timeout_ms = RMA_ACCEPT_POLL_MS;
+    if (p->recv_comm == NULL) { /* rma_progress looks for its connect when due */
+      int64_t due = (rma->next_accept - now) / 1000000 + 1;
+      int ms = due < 1 ? 1 : (int)due;
+      if (w->timeout_ms < 0 || w->timeout_ms > ms) w->timeout_ms = ms;
+      pthread_mutex_unlock(&p->recv_lock);
+      continue;
     } else if (rma->net->waitFds == NULL || nfds >= BRAID_PROGRESS_MAX_FDS ||
                rma->net->waitFds(p->recv_comm, w->fds + nfds, BRAID_PROGRESS_MAX_FDS - nfds, &k) != ncclSuccess) {
       w->blind = 1;
