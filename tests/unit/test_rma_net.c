@@ -9,7 +9,8 @@
  *            signal on another index; the target waits for that signal alone and then finds
  *            every put's data (a put lands before a later signal), then consumes the puts' own
  *            signals; three rounds, two contexts;
- *   kill:    2 and 4 nodes; rank 1 is killed while it puts 4 MiB messages to rank 0 in a loop:
+ *   kill:    2 and 4 nodes; ranks 0 and 1 signal each other (their connections are made), then
+ *            rank 1 is killed while it puts 4 MiB messages to rank 0 in a loop:
  *            rank 0, waiting for signals that never all come, fails naming rank 1 (no hang);
  *            and the other way: rank 0 puts to rank 1 while rank 1 dies; on 4 nodes ranks 2
  *            and 3 (bystanders, connected to rank 0) put to it before the kill;
@@ -201,6 +202,11 @@ static int body_kill(struct harness_rank* r) {
   REXPECT(r, src != NULL, "out of memory");
   RCHECK(r, ncclCommWindowRegister(comm, wbuf, KILL_BYTES, &win, 0));
   ncclResult_t res = ncclSuccess;
+  if (r->rank < 2) { /* both ways connected first (made on first use): the kill comes mid-put */
+    ncclWaitSignalDesc_t hello = {.opCnt = 1, .peer = other, .sigIdx = 3, .ctx = 0};
+    RCHECK(r, ncclSignal(other, 3, 0, 0, comm, NULL));
+    RCHECK(r, ncclWaitSignal(1, &hello, comm, NULL));
+  }
   double t0 = now_s();
   if (r->rank == victim) {
     pthread_t t;

@@ -136,7 +136,14 @@ ncclResult_t braid_remote_win_quiesce(struct braid_comm* comm, struct ncclWindow
   w->rma_closing = 1; /* a direct put that comes now is refused (as one to an unknown window) */
   while (w->rma_busy > 0) {
     pthread_mutex_unlock(&comm->sym->lock);
-    if (__atomic_load_n(comm->tctx.abort_flag, __ATOMIC_ACQUIRE)) return ncclSuccess; /* connections go first */
+    if (__atomic_load_n(comm->tctx.abort_flag, __ATOMIC_ACQUIRE)) {
+      /* still registered: ncclCommDestroy / Abort close the connections, then free it */
+      BRAID_WARN(
+          "ncclCommWindowDeregister: rank %d: the communicator was aborted while puts from remote ranks were "
+          "landing in window %p; it stays registered until the communicator goes",
+          comm->rank, (void*)w);
+      return ncclInvalidUsage;
+    }
     if (!warned && braid_socket_clock_ns() - start > 10000000000LL) {
       BRAID_WARN(
           "ncclCommWindowDeregister: rank %d: waiting for %d put(s) from remote ranks still landing in window %p",
@@ -217,7 +224,14 @@ static ncclResult_t need_rma(struct braid_comm* comm, int peer, const char* fn) 
 
 /* A failure is WARNed where it is decided (net_rma.c, naming the peer and why). */
 static ncclResult_t send_hdr(struct braid_comm* comm, int peer, const struct rma_hdr* h, const void* src, int direct) {
-  return braid_rma_send(comm->sym->rma, peer, h, src, h->bytes, direct);
+  ncclResult_t res = braid_rma_send(comm->sym->rma, peer, h, src, h->bytes, direct), why = comm->async_error;
+  if (res == ncclInvalidUsage && comm->abort_reason[0] != '\0' && why != ncclSuccess && why != ncclInProgress) {
+    /* the abort flag stopped it, raised by braid (a peer died, seen first elsewhere): its cause */
+    BRAID_WARN("%s: rank %d: the communicator failed while sending to rank %d: %s",
+               h->kind == RMA_PUT ? "ncclPutSignal" : "ncclSignal", comm->rank, peer, comm->abort_reason);
+    return why;
+  }
+  return res;
 }
 
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
