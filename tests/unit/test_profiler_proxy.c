@@ -25,6 +25,7 @@
 
 #include "../plugins/test_profiler.h"
 #include "base/param.h"
+#include "device/device.h"
 #include "harness.h"
 #include "nccl.h"
 #include "net_fixture.h"
@@ -123,15 +124,13 @@ static int body(struct harness_rank* r) {
   return 0;
 }
 
-START_TEST(test_proxy) {
-  static const int versions[] = {6, 4, 3, 1, 6};
-  char rel[64], net[PATH_MAX + 64];
-  version = versions[_i];
-  netplugin = _i == 4;
+/* The profiler of `version`, the mask, one channel, Ring, Simple; the v10 wrapper net plugin
+ * when `netplugin`. */
+static void set_env(void) {
+  char rel[64], net[PATH_MAX + 64], mask[16];
   snprintf(rel, sizeof(rel), "../lib/libnccl-profiler-braidtest-v%d.so", version);
   harness_runner_path(lib, sizeof(lib), rel);
   harness_runner_path(net, sizeof(net), "../lib/libnccl-net-braidtest-prof.so");
-  char mask[16];
   snprintf(mask, sizeof(mask), "%d",
            NCCL_PROF_GROUP | NCCL_PROF_COLL | NCCL_PROF_P2P | NCCL_PROF_PROXY_OP | NCCL_PROF_PROXY_STEP |
                NCCL_PROF_PROXY_CTRL | (netplugin ? NCCL_PROF_NET_PLUGIN : 0));
@@ -142,7 +141,9 @@ START_TEST(test_proxy) {
   setenv("NCCL_ALGO", "Ring", 1);
   setenv("NCCL_PROTO", "Simple", 1);
   braid_param_reload();
-  int failed = harness_run(2, HARNESS_PROCS, body, NULL, 120);
+}
+
+static void clear_env(void) {
   unsetenv("NCCL_MAX_NCHANNELS");
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
@@ -151,7 +152,148 @@ START_TEST(test_proxy) {
   unsetenv("NCCL_NET_PLUGIN");
   unsetenv("NCCL_NET");
   braid_param_reload();
+}
+
+START_TEST(test_proxy) {
+  static const int versions[] = {6, 4, 3, 1, 6};
+  version = versions[_i];
+  netplugin = _i == 4;
+  set_env();
+  int failed = harness_run(2, HARNESS_PROCS, body, NULL, 120);
+  clear_env();
   ck_assert_msg(failed == 0, "v%d%s: %d of 2 ranks failed", version, netplugin ? " over a v10 net plugin" : "", failed);
+}
+END_TEST
+
+/* ---- device mode (the fake GPU: the kernels' logic on stream threads) ------------------------- */
+
+/* Rank 0 holds its stream, so that every launch below is queued before the first runs: a
+ * group of 3 AllReduces (one launch, 3 items per channel), 2 AllReduces back to back, a group
+ * of a Send and a Recv. The host counts each launch's steps per connection (profile_proxy.c);
+ * the ProxyOps must be exactly the schedule's: per AllReduce one send and one receive op under
+ * its Coll event, per p2p one under its P2p event, each numbered from step 0. */
+#define DEV_COLLS 5
+#define DEV_REGIONS (DEV_COLLS + 1)
+
+static int live_result(struct harness_rank* r, struct braid_test_profiler_result* res) {
+  void* dl = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+  REXPECT(r, dl != NULL, "%s is not loaded: %s", lib, dlerror());
+  braid_test_profiler_result_fn fn = (braid_test_profiler_result_fn)dlsym(dl, "braid_test_profiler_live");
+  REXPECT(r, fn != NULL && fn(r->rank, res) == 0, "no live context for rank %d", r->rank);
+  dlclose(dl);
+  return 0;
+}
+
+static int dev_calls(struct harness_rank* r, ncclComm_t comm, float* buf) {
+  RCHECK(r, ncclGroupStart());
+  for (int k = 0; k < 3; k++)
+    RCHECK(r, ncclAllReduce(buf + k * COUNT, buf + k * COUNT, COUNT, ncclFloat32, ncclSum, comm, NULL));
+  RCHECK(r, ncclGroupEnd());
+  for (int k = 3; k < DEV_COLLS; k++)
+    RCHECK(r, ncclAllReduce(buf + k * COUNT, buf + k * COUNT, COUNT, ncclFloat32, ncclSum, comm, NULL));
+  RCHECK(r, ncclGroupStart());
+  RCHECK(r, ncclSend(buf, COUNT, ncclFloat32, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclRecv(buf + DEV_COLLS * COUNT, COUNT, ncclFloat32, 1 - r->rank, comm, NULL));
+  RCHECK(r, ncclGroupEnd());
+  return 0;
+}
+
+/* The ops: DEV_COLLS of each direction under Coll events, one of each under P2p events. */
+static int dev_check_ops(struct harness_rank* r, const struct braid_test_profiler_result* res) {
+  int n = r->nranks, by[2][2] = {{0, 0}, {0, 0}}; /* [coll][is_send] */
+  long long steps = 0;
+  REXPECT(r, res->nops == 2 * DEV_COLLS + 2, "v%d device: %d ProxyOps, expected %d", version, res->nops,
+          2 * DEV_COLLS + 2);
+  for (int k = 0; k < res->nops; k++) {
+    int coll = res->ops[k].parent_type == NCCL_PROF_COLL;
+    REXPECT(r, coll || res->ops[k].parent_type == NCCL_PROF_P2P, "v%d device op %d: parent type %d", version, k,
+            res->ops[k].parent_type);
+    REXPECT(r, res->ops[k].peer == 1 - r->rank && res->ops[k].channel == 0 && res->ops[k].chunk > 0,
+            "v%d device op %d: peer %d channel %d chunk %d", version, k, res->ops[k].peer, res->ops[k].channel,
+            res->ops[k].chunk);
+    size_t want =
+        coll ? 2 * (n - 1) * div_up(BYTES, (size_t)n * res->ops[k].chunk) : div_up(BYTES, (size_t)res->ops[k].chunk);
+    REXPECT(r, res->ops[k].nsteps == (int)want, "v%d device op %d (%s %s): nSteps %d, expected %zu", version, k,
+            coll ? "coll" : "p2p", res->ops[k].is_send ? "send" : "recv", res->ops[k].nsteps, want);
+    by[coll][res->ops[k].is_send]++;
+    steps += res->ops[k].nsteps;
+  }
+  REXPECT(r, by[1][0] == DEV_COLLS && by[1][1] == DEV_COLLS && by[0][0] == 1 && by[0][1] == 1,
+          "v%d device: coll ops %d recv %d send, p2p ops %d recv %d send", version, by[1][0], by[1][1], by[0][0],
+          by[0][1]);
+  REXPECT(r, res->starts[4] == steps && res->stops[4] == steps, "v%d device: %d / %d ProxySteps, expected %lld",
+          version, res->starts[4], res->stops[4], steps);
+  if (version >= 4)
+    REXPECT(r, res->step_bytes == (2 * DEV_COLLS + 2) * (long long)BYTES,
+            "v%d device: the steps' states report %lld bytes, expected %lld", version, res->step_bytes,
+            (2 * DEV_COLLS + 2) * (long long)BYTES);
+  return 0;
+}
+
+static int dev_body(struct harness_rank* r) {
+  setenv("BRAID_FAKE_GPU", "1", 1);
+  unsetenv("BRAID_HOST_MODE");
+  net_fake_node(r, 1);
+  braid_device_reset();
+  const struct braid_device_ops* d = braid_device();
+  REXPECT(r, d != NULL && d == braid_device_fake, "BRAID_FAKE_GPU=1 but not the fake GPU");
+  RCHECK(r, d->set_current(0));
+  ncclComm_t comm;
+  int dev = -1;
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclCommCuDevice(comm, &dev));
+  REXPECT(r, dev == 0, "the communicator is not on the fake GPU (device %d)", dev);
+  size_t total = (size_t)DEV_REGIONS * COUNT;
+  float *buf = NULL, *host = malloc(total * sizeof(float));
+  REXPECT(r, host != NULL, "out of memory");
+  RCHECK(r, ncclMemAlloc((void**)&buf, total * sizeof(float)));
+  for (size_t i = 0; i < total; i++) host[i] = (float)(r->rank + 1);
+  RCHECK(r, d->memcpy_sync(buf, host, total * sizeof(float)));
+  if (r->rank == 0) RCHECK(r, braid_device_fake_hold(NULL, 1));
+  if (dev_calls(r, comm, buf)) return 1;
+  if (r->rank == 0) { /* nothing ran: no task stopped, no send step was published */
+    struct braid_test_profiler_result live;
+    if (live_result(r, &live)) return 1;
+    int sends = 0;
+    for (int k = 0; k < live.nops; k++) sends += live.ops[k].is_send;
+    RCHECK(r, braid_device_fake_hold(NULL, 0));
+    REXPECT(r, live.starts[1] == DEV_COLLS && live.stops[1] == 0 && live.stops[2] == 0 && sends == 0,
+            "v%d device, stream held: Coll %d started %d stopped, P2p %d stopped, %d send ProxyOps", version,
+            live.starts[1], live.stops[1], live.stops[2], sends);
+  }
+  RCHECK(r, d->stream_sync(NULL));
+  RCHECK(r, d->memcpy_sync(host, buf, total * sizeof(float)));
+  REXPECT(r, host[DEV_COLLS * COUNT - 1] == 3.0f && host[total - 1] == 3.0f, "device: AllReduce %g, Recv %g",
+          host[DEV_COLLS * COUNT - 1], host[total - 1]);
+  RCHECK(r, ncclMemFree(buf));
+  free(host);
+  RCHECK(r, ncclCommDestroy(comm));
+  struct braid_test_profiler_result res;
+  if (proxy_result(r, &res)) return 1;
+  REXPECT(r, res.errors == 0, "v%d device: the plugin found %d errors, the first: %s", version, res.errors,
+          res.first_error);
+  REXPECT(r, res.open == 0, "v%d device: %d events never stopped", version, res.open);
+  REXPECT(r, res.starts[0] == 4 && res.starts[1] == DEV_COLLS && res.starts[2] == 2 && res.stops[3] == res.starts[3],
+          "v%d device: Group %d Coll %d P2p %d ProxyOp %d/%d, expected 4, %d, 2", version, res.starts[0], res.starts[1],
+          res.starts[2], res.starts[3], res.stops[3], DEV_COLLS);
+  if (dev_check_ops(r, &res)) return 1;
+  if (!netplugin) return 0;
+  int send_steps = 0;
+  for (int k = 0; k < res.nops; k++) send_steps += res.ops[k].is_send ? res.ops[k].nsteps : 0;
+  REXPECT(r, res.net_under_sends == send_steps, "device: NetPlugin events under send steps: %d, expected %d",
+          res.net_under_sends, send_steps);
+  return 0;
+}
+
+START_TEST(test_device) {
+  static const int versions[] = {6, 3, 6};
+  version = versions[_i];
+  netplugin = _i == 2;
+  set_env();
+  int failed = harness_run(2, HARNESS_PROCS, dev_body, NULL, 120);
+  clear_env();
+  ck_assert_msg(failed == 0, "device v%d%s: %d of 2 ranks failed", version, netplugin ? " over a v10 net plugin" : "",
+                failed);
 }
 END_TEST
 
@@ -161,5 +303,9 @@ Suite* profiler_proxy_suite(void) {
   tcase_set_timeout(tc, 240);
   tcase_add_loop_test(tc, test_proxy, 0, 5);
   suite_add_tcase(s, tc);
+  TCase* dv = tcase_create("device");
+  tcase_set_timeout(dv, 240);
+  tcase_add_loop_test(dv, test_device, 0, 3);
+  suite_add_tcase(s, dv);
   return s;
 }

@@ -18,7 +18,8 @@
  *   v1-3 on the ProxyOp with transSize and steps so far: SendPosted, SendTransmitted,
  *        SendDone; RecvPosted, RecvReceived, RecvTransmitted, RecvDone.
  * A receive posted before its op was queued (irecvs are pre-posted up to NSTEPS ahead) gets
- * its events when the op is there: at the push (steps already received) or at completion.
+ * its events when the op is there: at the push, in step order (received: all of them;
+ * posted: its start; so later steps, posted after the push, are numbered after it).
  */
 #include <string.h>
 #include <unistd.h>
@@ -175,10 +176,14 @@ void braid_net_prof_push(struct braid_connector* c, struct braid_prof_op* op) {
   if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) {
     op_finish(r, op); /* nothing will move: the op starts and stops empty */
   } else if (!r->is_send) {
-    /* Steps of this op the peer sent before it was queued (this rank was still in its
-     * previous call): received already, they get their events now. */
-    for (uint64_t s = op->first; s < r->done && s < op->first + op->nsteps; s++)
-      braid_net_prof_done(r, s, (size_t)r->ctrl->sizes[s % BRAID_NSTEPS]);
+    /* Steps of this op the proxy took before it was queued (irecvs are pre-posted; the peer
+     * may have sent them while this rank was still in its previous call or launch), in step
+     * order: received ones get their events now, posted ones their start. */
+    for (uint64_t s = op->first; s < r->posted && s < op->first + op->nsteps; s++)
+      if (s < r->done)
+        braid_net_prof_done(r, s, (size_t)r->ctrl->sizes[s % BRAID_NSTEPS]);
+      else if (braid_net_prof_begin(r, s) != NULL)
+        braid_net_prof_posted(r, s, r->stride);
   }
   pthread_mutex_unlock(&r->lock);
 }
