@@ -323,7 +323,17 @@ void braid_profile_proxy_queue(struct braid_plan* plan, struct braid_task* tasks
   }
   q->device = device;
   q->push = (mask & OP_MASK) != 0;
+  void* ctrl = NULL; /* ProxyCtrl Append ... AppendEnd: the ops handed to the proxies */
+  if (q->push && (mask & NCCL_PROF_PROXY_CTRL)) {
+    struct braid_prof_event e = {.type = NCCL_PROF_PROXY_CTRL, .rank = comm->rank};
+    ctrl = braid_prof_start(comm->prof, &e);
+    braid_prof_record(ctrl, BRAID_PROF_CTRL_APPEND, 0, 0, NULL);
+  }
   queue_plan(q, plan, tasks, mask, item_task, conns, is_send);
+  if (ctrl != NULL) {
+    braid_prof_record(ctrl, BRAID_PROF_CTRL_APPEND_END, 0, 0, NULL);
+    braid_prof_stop(comm->prof, ctrl);
+  }
   free(conns), free(is_send), free(item_task);
   for (int i = 0; i < q->nconns && device; i++) {
     struct braid_connector* k = (struct braid_connector*)q->conns[i].conn;

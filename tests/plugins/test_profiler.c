@@ -233,7 +233,8 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
 /* The states a proxy event must have seen by its stop (NCCL's numbers, profiler_plugin.h):
  * v4+ a ProxyOp InProgress (19), a send step SendWait (9), a receive step RecvGPUWait (12);
  * v1-v3 a ProxyOp SendDone (3) or RecvDone (7); a ProxyCtrl Idle (13) or Active (14), or Sleep
- * (15) and Wakeup (16). A ProxyOp stops with all its steps started. */
+ * (15) and Wakeup (16), or Append (17) and AppendEnd (18). A ProxyOp stops with all its steps
+ * started. */
 static void check_proxy_stop(struct ctx* c, struct event* e) {
   if (e->type == NCCL_PROF_PROXY_OP && (c->mask & NCCL_PROF_PROXY_STEP) && e->steps != e->nsteps)
     error(c, "ProxyOp stopped before all its steps started");
@@ -241,9 +242,11 @@ static void check_proxy_stop(struct ctx* c, struct event* e) {
   if (e->type == NCCL_PROF_PROXY_OP) need = PROF_V >= 4 ? 19 : (e->is_send ? 3 : 7);
   if (e->type == NCCL_PROF_PROXY_STEP && PROF_V >= 4) need = e->is_send ? 9 : 12;
   if (need && !(e->states & (1u << need))) error(c, "proxy event stopped without its state");
-  unsigned idle = 1u << 13 | 1u << 14, sleep = 1u << 15 | 1u << 16;
-  if (e->type == NCCL_PROF_PROXY_CTRL && !(e->states & idle) && (e->states & sleep) != sleep)
-    error(c, "ProxyCtrl stopped without Idle / Active, or a Sleep without its Wakeup");
+  unsigned idle = 1u << 13 | 1u << 14, sleep = 1u << 15 | 1u << 16, append = 1u << 17 | 1u << 18;
+  if (e->type == NCCL_PROF_PROXY_CTRL && !(e->states & idle) && (e->states & sleep) != sleep &&
+      (e->states & append) != append)
+    error(c, "ProxyCtrl stopped without Idle / Active, or a Sleep without its Wakeup, an Append without its end");
+  if (e->type == NCCL_PROF_PROXY_CTRL && (e->states & append) == append) c->r.ctrl_appends++;
 }
 
 static ncclResult_t stop_locked(struct event* e) {

@@ -30,6 +30,7 @@ struct braid_test_profiler_result {
   int proxy_states;
   long long step_bytes;
   int net_under_sends; /* NetPlugin events under a send's ProxyStep */
+  int ctrl_appends;    /* ProxyCtrl events with Append and AppendEnd */
 };
 
 typedef int (*braid_test_profiler_result_fn)(int rank, struct braid_test_profiler_result* out);

@@ -108,8 +108,10 @@ static int body(struct harness_rank* r) {
           res.stops[3]);
   /* The progress thread slept at least once while the communicator lived (it does whenever
    * nothing moves: BRAID_PROXY_SPIN_US is 0); each ProxyCtrl's states the profiler checked. */
-  REXPECT(r, res.starts[5] >= 1 && res.starts[5] == res.stops[5], "v%d: ProxyCtrl %d started, %d stopped", version,
-          res.starts[5], res.stops[5]);
+  REXPECT(r, res.starts[5] >= 1 + res.ctrl_appends && res.starts[5] == res.stops[5],
+          "v%d: ProxyCtrl %d started (%d Append), %d stopped", version, res.starts[5], res.ctrl_appends, res.stops[5]);
+  /* ProxyCtrl Append ... AppendEnd: once per group whose ops were handed to the proxies. */
+  REXPECT(r, res.ctrl_appends == 2, "v%d: %d ProxyCtrl Append events, expected 2", version, res.ctrl_appends);
   if (check_ops(r, &res)) return 1;
   if (!netplugin) return 0;
   /* Every isend carried its step's handle (the op was queued before the step was published);
@@ -276,6 +278,8 @@ static int dev_body(struct harness_rank* r) {
   REXPECT(r, res.starts[0] == 4 && res.starts[1] == DEV_COLLS && res.starts[2] == 2 && res.stops[3] == res.starts[3],
           "v%d device: Group %d Coll %d P2p %d ProxyOp %d/%d, expected 4, %d, 2", version, res.starts[0], res.starts[1],
           res.starts[2], res.starts[3], res.stops[3], DEV_COLLS);
+  REXPECT(r, res.ctrl_appends == 4, "v%d device: %d ProxyCtrl Append events, expected one per launch (4)", version,
+          res.ctrl_appends);
   if (dev_check_ops(r, &res)) return 1;
   if (!netplugin) return 0;
   int send_steps = 0;
