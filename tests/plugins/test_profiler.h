@@ -26,6 +26,8 @@ struct braid_test_profiler_result {
   int nops;
   struct {
     int is_send, peer, nsteps, chunk, channel, parent_type;
+    long long bytes;        /* v4+: what its steps' SendWait / RecvFlushWait reported */
+    long long parent_bytes; /* its task's count times its datatype's size */
   } ops[BRAID_TEST_PROFILER_MAX_OPS];
   int proxy_states;
   long long step_bytes;
