@@ -2,12 +2,13 @@
  * net_prof.c - ProxyOp / ProxyStep events of network connections (net_prof.h), under the
  * connection's lock, whoever moves it (the engine thread or an executor's kick).
  *
- * The core queues, before a group runs, one struct braid_prof_op per task and connection
- * end with the range of the connection's steps the task moves (core/profile_proxy.c). The
- * proxy looks each step it posts up in that queue: the first step of an op starts its
- * ProxyOp (parent: the task's Coll / P2p event), every step a ProxyStep (parent: the ProxyOp,
- * step number within the op, as NCCL counts them), and the last step done stops the ProxyOp
- * and takes it off the queue. States, as the ABI version defines them:
+ * The core queues, before a group runs (device mode: before each launch), one struct
+ * braid_prof_op per task and connection end with the range of the connection's steps the
+ * task moves (core/profile_proxy.c). The proxy looks each step it posts up in that queue:
+ * the first step of an op starts its ProxyOp (parent: the task's Coll / P2p event), every
+ * step a ProxyStep (parent: the ProxyOp, step number within the op, as NCCL counts them),
+ * and the last step done stops the ProxyOp and takes it off the queue. States, as the ABI
+ * version defines them:
  *   v4+  ProxyOp: InProgress once; ProxyStep, as NCCL's net proxy records them: send
  *        SendGPUWait then SendPeerWait at once (braid's proxy sees a step only when the
  *        executor has published it: the wait for data is not measured), SendWait (isend
