@@ -9,8 +9,8 @@
  * stops its proxy-level events). The plan's ProxyOps (profile_proxy.c) go into its batch too:
  * it stops once the kernels are done and every op finished (the kernels end with sends still
  * in flight on the proxy), so a ProxyOp never outlives its task. A stream being captured into
- * a graph gets no batch: its
- * events stop at launch, as before (the replays are not groups braid runs).
+ * a graph gets no batch: its events stop at launch, as before (the replays are not groups
+ * braid runs).
  */
 #include <pthread.h>
 #include <stdlib.h>
