@@ -10,8 +10,12 @@
  *   - export: the allocation's descriptor (cuMemExportToShareableHandle, made once and kept
  *     open while the allocation lives); a peer process takes a copy with pidfd_getfd and
  *     imports it (cuMemImportFromShareableHandle), then maps it the same way. No cudaIpc.
- * Where VMM is missing (an old driver, a device without it, NCCL_CUMEM_ENABLE=0) vmm_alloc
- * fails with an INFO and ncclMemAlloc falls back to cudaMalloc (core/sym/mem.c).
+ * Where VMM is missing (an old driver, a device without it) or peers could not take the
+ * descriptor (no pidfd_getfd before Linux 5.6; Yama ptrace_scope 1 or more refuses it between
+ * sibling processes, as torchrun's ranks are, unless NCCL_CUMEM_ENABLE=1 says to use cuMem
+ * anyway) vmm_alloc fails with an INFO and ncclMemAlloc falls back to cudaMalloc, shared by
+ * CUDA IPC (core/sym/mem.c; NCCL_CUMEM_ENABLE=0 goes there directly). NCCL passes the
+ * descriptors over its proxy's unix socket instead; braid has no such service yet.
  * Written from CUDA's documented API; not yet run on a GPU (docs/notes/2026-12-02-mmwin.md).
  */
 #include "device/device.h"
@@ -20,11 +24,14 @@
 
 #include <cuda.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/check.h"
+#include "base/param.h"
 #include "device/cuda_mc.h"
 
 #define VMM_MAGIC 0x63766d6du /* "cvmm" */
@@ -51,20 +58,63 @@ static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct vmm_mem* vmms;
 
 #define SYM(ret, name, args) ret(*name) args = braid_cuda_driver_sym(#name)
-#define CU_TRY_GOTO(call, label)                                                          \
-  do {                                                                                    \
-    CUresult r_ = (call);                                                                 \
-    if (r_ != CUDA_SUCCESS) {                                                             \
+#define CU_TRY_GOTO(call, label)                                                             \
+  do {                                                                                       \
+    CUresult r_ = (call);                                                                    \
+    if (r_ != CUDA_SUCCESS) {                                                                \
       BRAID_INFO(BRAID_LOG_ALLOC, "cuMem: %s failed: CUDA driver error %d", #call, (int)r_); \
-      res = ncclUnhandledCudaError;                                                       \
-      goto label;                                                                         \
-    }                                                                                     \
+      res = ncclUnhandledCudaError;                                                          \
+      goto label;                                                                            \
+    }                                                                                        \
   } while (0)
 
-static const char* const vmm_syms[] = {"cuDeviceGet",      "cuDeviceGetAttribute",         "cuMemGetAllocationGranularity",
-                                       "cuMemCreate",      "cuMemAddressReserve",          "cuMemMap",
-                                       "cuMemSetAccess",   "cuMemUnmap",                   "cuMemAddressFree",
-                                       "cuMemRelease",     "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"};
+static const char* const vmm_syms[] = {"cuDeviceGet",
+                                       "cuDeviceGetAttribute",
+                                       "cuMemGetAllocationGranularity",
+                                       "cuMemCreate",
+                                       "cuMemAddressReserve",
+                                       "cuMemMap",
+                                       "cuMemSetAccess",
+                                       "cuMemUnmap",
+                                       "cuMemAddressFree",
+                                       "cuMemRelease",
+                                       "cuMemExportToShareableHandle",
+                                       "cuMemImportFromShareableHandle"};
+
+static const char* pidfd_why = "";
+static int yama_scope;
+static void pidfd_decide(void) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+  int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+  int copy = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, pidfd, 0) : -1;
+  if (copy >= 0) close(copy);
+  if (pidfd >= 0) close(pidfd);
+  if (copy < 0) {
+    pidfd_why = "this kernel has no pidfd_getfd (Linux 5.6+), which peers use to take the allocation's descriptor";
+    return;
+  }
+#else
+  pidfd_why = "built without pidfd_getfd, which peers would use to take the allocation's descriptor";
+  return;
+#endif
+  FILE* f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  int scope = 0;
+  if (f != NULL) {
+    if (fscanf(f, "%d", &scope) != 1) scope = 0;
+    fclose(f);
+  }
+  yama_scope = scope;
+}
+/* "" when another local process of this user can take this process's descriptors with
+ * pidfd_getfd (what vmm_import does), else why not. The kernel's answer is found once. */
+static const char* pidfd_missing(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, pidfd_decide);
+  if (pidfd_why[0] == '\0' && yama_scope >= 1 && braid_param_int(BRAID_PARAM_CUMEM_ENABLE) != 1)
+    return "Yama ptrace_scope >= 1 refuses pidfd_getfd between sibling processes (NCCL_CUMEM_ENABLE=1 uses cuMem "
+           "anyway: then every rank must be one process, or peers be its ancestors)";
+  return pidfd_why;
+}
 
 /* "" when device `dev` has VMM with POSIX-fd handles, else why not. */
 static const char* vmm_missing(CUdevice dev) {
@@ -78,7 +128,7 @@ static const char* vmm_missing(CUdevice dev) {
   if (cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) != CUDA_SUCCESS ||
       !v)
     return "the device cannot export cuMem memory as file descriptors";
-  return "";
+  return pidfd_missing();
 }
 
 static CUmemAllocationProp alloc_prop(CUdevice dev) {
@@ -213,8 +263,8 @@ static void unmap(struct vmm_mem* m) {
   CUresult r = cuMemUnmap(m->base, m->bytes);
   if (r == CUDA_SUCCESS) r = cuMemAddressFree(m->base, m->bytes);
   if (r == CUDA_SUCCESS && !m->imported) r = cuMemRelease(m->h);
-  if (r != CUDA_SUCCESS) BRAID_WARN("cuMem: releasing %zu bytes at %p failed: CUDA driver error %d", m->bytes,
-                                    (void*)m->base, (int)r);
+  if (r != CUDA_SUCCESS)
+    BRAID_WARN("cuMem: releasing %zu bytes at %p failed: CUDA driver error %d", m->bytes, (void*)m->base, (int)r);
   if (m->fd >= 0) close(m->fd);
   free(m);
 }
@@ -247,8 +297,9 @@ ncclResult_t braid_cuda_vmm_export(void* base, struct braid_ipc_handle* h) {
   }
   pthread_mutex_unlock(&vmm_mu);
   if (w.fd < 0) {
-    BRAID_WARN("cuMem: cannot export %p (%s)", base,
-               m == NULL ? "not the start of a cuMem allocation of this process" : "cuMemExportToShareableHandle failed");
+    BRAID_WARN(
+        "cuMem: cannot export %p (%s)", base,
+        m == NULL ? "not the start of a cuMem allocation of this process" : "cuMemExportToShareableHandle failed");
     return m == NULL ? ncclInvalidArgument : ncclUnhandledCudaError;
   }
   _Static_assert(sizeof(w) <= BRAID_IPC_HANDLE_BYTES, "cuMem handle fits");

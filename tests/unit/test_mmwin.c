@@ -141,8 +141,7 @@ START_TEST(test_bound) {
   }
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < n; r++)
-    ck_assert_int_eq(ncclCommWindowRegister(comm[r], buf[r], WIN_BYTES, &win[r], NCCL_WIN_COLL_SYMMETRIC),
-                     ncclSuccess);
+    ck_assert_int_eq(ncclCommWindowRegister(comm[r], buf[r], WIN_BYTES, &win[r], NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   ck_assert_int_eq(shm_count("braid-fakemc-"), 2); /* and the window's */
   for (int r = 0; r < n; r++) {
@@ -229,12 +228,12 @@ END_TEST
 
 /* How each refusal case allocates and registers, and the WARN it expects. */
 static const struct {
-  const char* mc;   /* BRAID_FAKE_GPU_MULTICAST */
+  const char* mc;    /* BRAID_FAKE_GPU_MULTICAST */
   const char* cumem; /* NCCL_CUMEM_ENABLE */
-  int plain;        /* ranks whose buffer is device->alloc memory (cudaMalloc's stand-in): bit mask */
-  size_t shift;     /* window start inside the allocation */
-  int support;      /* multimemSupport */
-  const char* why;  /* in the WARN */
+  int plain;         /* ranks whose buffer is device->alloc memory (cudaMalloc's stand-in): bit mask */
+  size_t shift;      /* window start inside the allocation */
+  int support;       /* multimemSupport */
+  const char* why;   /* in the WARN */
 } refusals[] = {
     {"1", NULL, 0x3, 0, 1, "is not cuMem memory from ncclMemAlloc"},
     {"1", NULL, 0x2, 0, 1, "rank 1's buffer"},
@@ -262,7 +261,8 @@ START_TEST(test_refusals) {
     buf[r] = mem[r] + refusals[_i].shift;
   }
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < n; r++) ck_assert_int_eq(ncclCommWindowRegister(comm[r], buf[r], WIN_BYTES, &win[r], 0), ncclSuccess);
+  for (int r = 0; r < n; r++)
+    ck_assert_int_eq(ncclCommWindowRegister(comm[r], buf[r], WIN_BYTES, &win[r], 0), ncclSuccess);
   ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
   for (int r = 0; r < n; r++) {
     void* p = (void*)1;
