@@ -79,6 +79,7 @@ struct ncclWindow_vidmem {
   size_t mapped_bytes;          /* bytes of peer mappings this window holds (memory statistics) */
   int mapped;                   /* peer mappings present (0 while suspended) */
   int pinned;                   /* this struct (and view.lsaPtrs after it) is device-layer pinned memory */
+  int rma_busy, rma_closing;    /* remote puts landing in it directly; deregistration began (sym->lock) */
   struct braid_nvls* nvls;      /* the multicast object this rank's buffer is bound to, or NULL (win_mc.c) */
   char mc_why[160];             /* without one: why not (the multimem pointer queries' WARN) */
 };
@@ -152,7 +153,11 @@ ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, con
 void braid_remote_free(struct braid_comm* comm);
 size_t braid_remote_bytes(const struct braid_comm* comm); /* buffers the connections hold */
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
-                              size_t bytes, int src_on_device, int ctx, int sig);
+                              size_t bytes, int src_on_device, int dst_on_device, int ctx, int sig);
+/* Deregistration: refuse new direct puts into w, wait for those landing (remote.c). */
+ncclResult_t braid_remote_win_quiesce(struct braid_comm* comm, struct ncclWindow_vidmem* w);
+/* One-sided connections made (send + receive sides; tests, logs). */
+int braid_remote_connections(const struct braid_comm* comm);
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
 /* Apply what has arrived from `peer`; sleep_us > 0: when nothing had, sleep on the
  * connection's descriptors up to that long (microseconds). An error, not WARNed, when its

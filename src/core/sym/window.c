@@ -277,6 +277,7 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t 
                comm->rank, (void*)win);
     return ncclInvalidUsage;
   }
+  BRAID_CHECK(braid_remote_win_quiesce(comm, win)); /* remote puts landing in it directly */
   pthread_mutex_lock(&comm->sym->lock);
   for (struct ncclWindow_vidmem** p = &comm->sym->windows; *p != NULL; p = &(*p)->next) {
     if (*p == win) {
