@@ -112,6 +112,10 @@
     "host mode: calls whose output is this large write it with non-temporal stores (auto: LLC/4; 0: never)")           \
   X(SHM_DIRECT, "BRAID_SHM_DIRECT", LIVE, ENUM("AUTO|ON|OFF"), "AUTO",                                                 \
     "host mode: receivers read large steps from the sender's buffer (ON: every step; OFF: FIFO)")                      \
+  X(SHM_LOCALITY, "BRAID_SHM_LOCALITY", LIVE, ENUM("AUTO|NEAR|FAR"), "AUTO",                                           \
+    "host mode: local pairs' cores share a cache (AUTO: topology, else a ping-pong at init)")                          \
+  X(SHM_PIECE, "BRAID_SHM_PIECE", LIVE, SIZE, BRAID_PARAM_UNSET,                                                       \
+    "host mode: bytes a one-pass reduction copies per process_vm_readv (auto: from near/far)")                         \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \
   X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "net plugin libraries: names, paths, a comma list")                \
   X(IB_DISABLE, "NCCL_IB_DISABLE", LIVE, BOOL, 0, "1: do not use InfiniBand (the IB network)")                         \

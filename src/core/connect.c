@@ -39,6 +39,7 @@ static void ctx_build(struct braid_comm* comm) {
   t->topo = comm->topo;
   t->graph = comm->graph;
   memcpy(t->buff_bytes, comm->buff_bytes, sizeof(t->buff_bytes));
+  t->locality = comm->locality;
   t->comm_hash = comm->comm_hash;
   t->secret = braid_bootstrap_secret(comm->bootstrap);
   t->traffic_class = comm->config.trafficClass;

@@ -48,8 +48,9 @@
  * copy into the slot would cost a write and a read of every byte more than the reduction
  * itself, so the receiver does not make it: where the sender's address is valid here
  * (braid_conn.host_load: threads of one process) the reduction loads it in place; otherwise
- * (cross-memory attach) host_fetch copies it in pieces of BRAID_DIRECT_PIECE_BYTES into the
- * slot and each piece is reduced while it is still in this core's cache. Either way the
+ * (cross-memory attach) host_fetch copies it in pieces (braid_conn.fetch_piece, by default
+ * BRAID_DIRECT_PIECE_BYTES: one system call each) to the start of the slot, and each piece is
+ * reduced while it is still in this core's cache. Either way the
  * receiver clears ptrs[slot] and publishes `fetched` only after the reduction, so the sender's
  * source stays put until then. It never waits for its own sends while it holds the peer's
  * source (the in-place deadlock of the rule above): where a send of mine in flight still
@@ -310,14 +311,18 @@ static inline int braid_direct_compute(const struct braid_prims* q, int prim, co
   int nr = braid_prim_recvs(prim) ? q->nrecv : 0;
   size_t es = (size_t)q->esize, piece = nelem;
   for (int i = 0; i < nr; i++)
-    if (peer[i] && !q->recv[i]->host_load) piece = BRAID_DIRECT_PIECE_BYTES / es;
+    if (peer[i] && !q->recv[i]->host_load) {
+      size_t b = q->recv[i]->fetch_piece ? q->recv[i]->fetch_piece : BRAID_DIRECT_PIECE_BYTES;
+      if (b / es < piece) piece = b / es > 0 ? b / es : 1;
+    }
   for (size_t e = 0; e < nelem; e += piece) {
     size_t n = nelem - e < piece ? nelem - e : piece, off = e * es;
     const char* rbuf[BRAID_MAX_FAN] = {0, 0, 0};
     char* sb[BRAID_MAX_FAN] = {0, 0, 0};
     for (int i = 0; i < nr; i++) {
       struct braid_conn* c = q->recv[i];
-      char* slot = braid_slot(c, BRAID_PROTO_SIMPLE) + off;
+      /* a copied piece goes to the slot's start: each piece reuses the bytes the last one warmed */
+      char* slot = braid_slot(c, BRAID_PROTO_SIMPLE) + (peer[i] ? 0 : off);
       rbuf[i] = peer[i] && c->host_load ? (const char*)(uintptr_t)(peer[i] + off) : slot;
       if (peer[i] && !c->host_load) {
         int st = c->host_fetch(c, slot, peer[i] + off, n * es);

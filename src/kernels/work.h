@@ -100,6 +100,9 @@ struct braid_conn {
    * (shm between threads of one process), so a reducing step loads them in place (one pass:
    * kernels/direct.h) instead of copying them first; 0: only host_fetch can read them. */
   int host_load;
+  /* Host executor only, with host_fetch and not host_load: bytes a one-pass reduction copies
+   * out of the sender's memory at a time (0: kernels/direct.h's default). */
+  uint32_t fetch_piece;
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

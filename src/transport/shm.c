@@ -22,7 +22,8 @@
  * the receiver copies them itself (braid_conn.host_fetch): one copy instead of two, chosen per
  * connection. A reducing step reduces straight from the sender's memory (same process:
  * braid_conn.host_load) or from cache-sized pieces copied out of it (kernels/direct.h). A
- * denied probe is said once per process (INFO) and leaves the FIFO path.
+ * denied probe is said once per process (INFO) and leaves the FIFO path. A one-pass step copies
+ * pieces of braid_conn.fetch_piece bytes per process_vm_readv: larger for far pairs (core/locality.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +40,7 @@
 
 #include "base/check.h"
 #include "base/param.h"
+#include "core/locality.h"
 #include "device/device.h"
 #include "transport/cma.h"
 #include "transport/transport.h"
@@ -203,6 +205,19 @@ static uint32_t shm_direct_min(const struct braid_transport_ctx* t, int peer, in
   return 0;
 }
 
+/* Receive end, cross-memory attach: bytes a one-pass reduction copies per system call
+ * (kernels/direct.h). Each call pins every page it copies and is one kernel entry, so fewer,
+ * larger pieces cost less; a piece must still be in this core's cache when it is reduced, and
+ * a far pair's payload comes from memory anyway (docs/notes/2026-12-02-nearfar.md). */
+#define SHM_PIECE_NEAR (256u << 10)
+#define SHM_PIECE_FAR (1u << 20)
+static uint32_t shm_fetch_piece(const struct braid_transport_ctx* t, int peer) {
+  int64_t v = braid_param_int(BRAID_PARAM_SHM_PIECE);
+  if (v != BRAID_PARAM_UNSET) return v < 4096 ? 4096 : v > (1 << 30) ? 1u << 30 : (uint32_t)v;
+  int loc = t->locality != NULL ? t->locality[peer] : BRAID_LOCALITY_UNKNOWN;
+  return loc == BRAID_LOCALITY_FAR ? SHM_PIECE_FAR : SHM_PIECE_NEAR;
+}
+
 /* Receive end of a direct connection: a step the sender left in its own memory (direct.h). */
 static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t bytes) {
   struct braid_connector* c = (struct braid_connector*)conn; /* conn is its first member */
@@ -286,6 +301,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     r->ctx = t;
     c->conn.host_fetch = shm_fetch;
     c->conn.host_load = r->same_process;
+    c->conn.fetch_piece = r->same_process ? 0 : shm_fetch_piece(t, peer);
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
   }
   c->res = r;

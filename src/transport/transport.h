@@ -74,6 +74,7 @@ struct braid_transport_ctx {
   const int* rank_to_node;               /* [nranks]: node index of every rank */
   const struct braid_topo_system* topo;  /* this node's topology; NULL when it is unknown */
   size_t buff_bytes[BRAID_NUM_PROTOS];   /* FIFO bytes per protocol (NCCL_BUFFSIZE, host mode's sizes) */
+  const uint8_t* locality;               /* [nranks]: near/far of each local peer (core/locality.h), or NULL */
   uint64_t comm_hash;                    /* the communicator's id in logs and segment names */
   uint64_t secret;                       /* the bootstrap's secret (net plugins tell strangers apart) */
   int traffic_class;                     /* config.trafficClass, -1 when unset */
