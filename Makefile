@@ -23,6 +23,12 @@ MPI     ?= 0
 CPPFLAGS := -Iinclude -Isrc -DBRAID_NO_CUDA_HEADERS -D_GNU_SOURCE
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread -fvisibility=hidden
+# Thread-locals (group depth, the reduce loop's stream window, the registry's last answer) are
+# read on every call: TLS descriptors make that a load, not a call to __tls_get_addr, and still
+# work when the library is dlopened.
+ifeq ($(shell uname -m),x86_64)
+CFLAGS   += -mtls-dialect=gnu2
+endif
 LDLIBS   := -pthread -lrt -ldl -lm
 
 # src/transport/net/plugin/export/ is libnccl-net-braid.so's own code (NCCL's net plugin ABI

@@ -30,6 +30,15 @@
 static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct braid_comm** registry;
 static int registry_len, registry_cap;
+/* Bumped under the mutex by every add and remove: a communicator this thread found registered
+ * at version v is still registered while the version is v (braid_comm_registry_valid's cache,
+ * which keeps the mutex off every call's path). */
+static uint64_t registry_version;
+static __thread struct {
+  const struct braid_comm* comm;
+  uint32_t gen;
+  uint64_t version;
+} registry_seen;
 
 double braid_time_now(void) {
   struct timespec ts;
@@ -48,6 +57,7 @@ void braid_comm_registry_add(struct braid_comm* comm) {
     }
   }
   if (registry_len < registry_cap) registry[registry_len++] = comm;
+  __atomic_add_fetch(&registry_version, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&registry_mutex);
   braid_flight_signal_setup();
 }
@@ -60,6 +70,7 @@ void braid_comm_registry_remove(struct braid_comm* comm) {
       break;
     }
   }
+  __atomic_add_fetch(&registry_version, 1, __ATOMIC_RELEASE);
   int last = registry_len == 0;
   if (last) {
     free(registry);
@@ -196,12 +207,21 @@ uint32_t braid_comm_new_gen(void) {
   return (uint32_t)(__atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED) % BRAID_HANDLE_GEN_MASK) + 1;
 }
 
-/* Registered, and of that generation: a pointer is compared before anything is read. */
+/* Registered, and of that generation: a pointer is compared before anything is read. The
+ * answer this thread last got stands while no communicator came or went. */
 int braid_comm_registry_valid(const struct braid_comm* comm, uint32_t gen) {
+  if (registry_seen.comm == comm && registry_seen.gen == gen &&
+      registry_seen.version == __atomic_load_n(&registry_version, __ATOMIC_ACQUIRE))
+    return 1;
   int found = 0;
   pthread_mutex_lock(&registry_mutex);
   for (int i = 0; i < registry_len && !found; i++) found = registry[i] == comm;
   found = found && comm->magic == BRAID_COMM_MAGIC && comm->handle_gen == gen;
+  if (found) {
+    registry_seen.comm = comm;
+    registry_seen.gen = gen;
+    registry_seen.version = registry_version;
+  }
   pthread_mutex_unlock(&registry_mutex);
   return found;
 }
