@@ -111,9 +111,10 @@ $(SO): $(LIB_OBJS) src/exports.map $(ALL_CUDA)
 	$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=src/exports.map -Wl,-z,defs $(CUDA_LDFLAGS) \
 	  -o $@ $(LIB_OBJS) $(CUDA_LIBS) $(LDLIBS)
 
-# The files that include the CUDA headers (the runtime; cuda_mc.c: the driver API's types).
+# The files that include the CUDA headers (the runtime; cuda_mc.c, cuda_vmm.c: the driver API's types).
 ifeq ($(CUDA),1)
-$(BUILD)/obj/src/device/device_cuda.o $(BUILD)/obj/src/device/cuda_mc.o: $(BUILD)/obj/src/device/%.o: src/device/%.c
+$(BUILD)/obj/src/device/device_cuda.o $(BUILD)/obj/src/device/cuda_mc.o $(BUILD)/obj/src/device/cuda_vmm.o: \
+    $(BUILD)/obj/src/device/%.o: src/device/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(CUDA_HOME)/include $(CFLAGS) -MMD -MP -c $< -o $@
 endif

@@ -9,10 +9,12 @@
  *
  * What braid provides (see src/core/sym/README.md): LSA teams are contiguous blocks of world
  * ranks that are mutually load/store reachable (same process or same node); window pointers are
- * braid's window mappings (CUDA IPC on a GPU, shared memory in host mode); LSA barriers live in
- * a per-device-communicator resource window. Multicast (NVLS) memory exists only where the
- * device layer can create it; no machine braid has run on has one, so lsaMultimem requirements
- * are refused with ncclInvalidUsage and ncclCommProperties.multimemSupport is false. GIN (GPU-
+ * braid's window mappings (cuMem descriptors or CUDA IPC on a GPU, shared memory in host mode);
+ * LSA barriers live in a per-device-communicator resource window. Multicast (NVLS) memory
+ * exists where the device layer can create it (NVSwitch): windows of ncclMemAlloc (cuMem)
+ * memory are then bound to a multicast object (view.multimem, ncclGetLsaMultimemPointer) and
+ * ncclCommProperties.multimemSupport is true; elsewhere the multimem queries are refused with
+ * ncclInvalidUsage, and so are lsaMultimem requirements of ncclDevCommCreate. GIN (GPU-
  * initiated networking) has no backend in braid: ginType is NCCL_GIN_TYPE_NONE, GIN
  * requirements are refused, and ncclGin's device methods trap if ever reached.
  */

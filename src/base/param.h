@@ -196,7 +196,8 @@
   /* other NCCL knobs */                                                                                               \
   X(LAUNCH_MODE, "NCCL_LAUNCH_MODE", ACCEPTED, ENUM("PARALLEL|GROUP"), "PARALLEL",                                     \
     "PARALLEL or GROUP kernel launches")                                                                               \
-  X(CUMEM_ENABLE, "NCCL_CUMEM_ENABLE", ACCEPTED, INT(-2, 1), BRAID_PARAM_UNSET, "cuMem allocations and handles")       \
+  X(CUMEM_ENABLE, "NCCL_CUMEM_ENABLE", PER_USE, INT(-2, 1), BRAID_PARAM_UNSET,                                         \
+    "0: ncclMemAlloc uses cudaMalloc (CUDA IPC, no multicast windows); 1: cuMem even under Yama ptrace_scope >= 1")    \
   X(CHECK_POINTERS, "NCCL_CHECK_POINTERS", ACCEPTED, BOOL, 0, "check user pointers on every call")                     \
   X(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", ACCEPTED, BOOL, 1,                                                        \
     "connect peers at the first call that needs them (braid always does)")                                             \

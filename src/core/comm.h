@@ -105,6 +105,7 @@ struct braid_comm {
   struct braid_prof* prof;             /* NCCL_PROFILER_PLUGIN's context (core/profile.c), NULL: none */
   uint64_t prof_seq[BRAID_NUM_FUNCS];  /* collectives per function: the profiler's seqNumber */
   struct braid_prof_done* prof_done;   /* device mode: events waiting for kernels (core/profile_done.c) */
+  int prof_proxy_off;                  /* device mode: no more proxy events (counts lost; profile_proxy.c) */
 
   uint64_t op_count;     /* collectives issued (logs) */
   uint64_t mismatch_seq; /* groups run on it: tags BRAID_CHECK_MISMATCH's messages (mismatch.c) */

@@ -83,7 +83,10 @@ void braid_profile_group_start(struct braid_plan* plans, int nplans, struct brai
     int mask = braid_prof_mask(plan->comm->prof);
     plan->prof_group = NULL;
     plan->prof_proxy = NULL;
-    if (!(mask & GROUP_MASK)) continue;
+    if (!(mask & GROUP_MASK)) {
+      if (plan->comm->device != NULL) braid_profile_proxy_queue(plan, tasks); /* counted all the same */
+      continue;
+    }
     struct braid_prof_event g = {.type = NCCL_PROF_GROUP, .rank = plan->comm->rank};
     plan->prof_group = braid_prof_start(plan->comm->prof, &g);
     for (struct braid_task* t = tasks; t != NULL; t = t->next)

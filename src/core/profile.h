@@ -32,12 +32,18 @@ void braid_profile_group_stop(struct braid_plan* plans, int nplans, struct braid
 void braid_profile_defer(struct braid_plan* plan, struct braid_task* tasks);
 /* ... and what still waits stops at the communicator's end, before the plugin's finalize. */
 void braid_profile_done_close(struct braid_comm* comm);
-/* profile_proxy.c: host mode, the ProxyOp shares of a plan's tasks queued on its proxied
- * connections before it runs (the tasks' events started) ... */
+/* profile_proxy.c: the ProxyOp shares of a plan's tasks queued on its proxied connections
+ * before it runs or launches (the tasks' events started; device mode: every launch of a
+ * communicator with a profiler is counted, whatever the mask) ... */
 void braid_profile_proxy_queue(struct braid_plan* plan, struct braid_task* tasks);
-/* ... and after it ran, its proxies finished (or cancelled when res failed), before the
- * tasks' events stop. */
+/* ... and after it ran (host mode), its proxies finished (or cancelled when res failed),
+ * before the tasks' events stop; device mode: the ops braid_profile_defer did not take are
+ * cancelled (a failed launch also ends the counting). */
 void braid_profile_proxy_finish(struct braid_plan* plan, ncclResult_t res);
+/* Device mode, for profile_done.c: the ops of a plan (plan->prof_proxy) not finished yet,
+ * and their release once none is. */
+int braid_profile_proxy_left(void* ops);
+void braid_profile_proxy_free(void* ops);
 /* API events (v5+): a call appends its task (a CollApi / P2pApi event, started and stopped
  * there, as NCCL does; the calling thread's GroupApi event starts with its first task) ... */
 void braid_profile_api_call(struct braid_task* task);

@@ -6,8 +6,11 @@
  * item of the communicator (transport/progress.h, a device item: polled eagerly after each
  * launch, at least every millisecond while a batch waits) queries those events and stops each
  * finished batch's events, children first, from the progress thread (as NCCL's proxy thread
- * stops its proxy-level events). A stream being captured into a graph gets no batch: its
- * events stop at launch, as before (the replays are not groups braid runs).
+ * stops its proxy-level events). The plan's ProxyOps (profile_proxy.c) go into its batch too:
+ * it stops once the kernels are done and every op finished (the kernels end with sends still
+ * in flight on the proxy), so a ProxyOp never outlives its task. A stream being captured into
+ * a graph gets no batch: its events stop at launch, as before (the replays are not groups
+ * braid runs).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,6 +26,7 @@ struct batch {
   braid_event_t ev; /* recorded behind the kernels; kept for reuse */
   int n, cap;
   void** handles; /* children first, the group last */
+  void* proxy;    /* the plan's ProxyOps (profile_proxy.c): the batch stops once they finished */
 };
 
 struct braid_prof_done {
@@ -35,6 +39,8 @@ struct braid_prof_done {
 };
 
 static void batch_stop(struct braid_prof* prof, struct batch* b) {
+  braid_profile_proxy_free(b->proxy); /* every ProxyOp stopped (done or cancelled) */
+  b->proxy = NULL;
   for (int i = 0; i < b->n; i++) braid_prof_stop(prof, b->handles[i]);
   b->n = 0;
 }
@@ -49,6 +55,8 @@ static int poll_batches(struct braid_prof_done* d) {
     struct batch* b = *p;
     int done = 0;
     if (dev->event_query(b->ev, &done) != ncclSuccess) done = 1; /* the launch's failure is reported there */
+    /* Sends the kernels published may still be on the wire: their ProxyOps end first. */
+    if (done && b->proxy != NULL && braid_profile_proxy_left(b->proxy) > 0) done = 0;
     if (!done) {
       p = &b->next;
       continue;
@@ -120,7 +128,7 @@ static ncclResult_t take_batch(struct braid_prof_done* d, int n, struct batch** 
     }
     b->handles = h, b->cap = n;
   }
-  b->next = NULL, b->n = 0;
+  b->next = NULL, b->n = 0, b->proxy = NULL;
   *b_p = b;
   return ncclSuccess;
 }
@@ -144,6 +152,8 @@ static ncclResult_t defer_locked(struct braid_prof_done* d, struct braid_plan* p
     if (t->comm == plan->comm && t->prof_event != NULL) b->handles[b->n++] = t->prof_event, t->prof_event = NULL;
   b->handles[b->n++] = plan->prof_group;
   plan->prof_group = NULL;
+  b->proxy = plan->prof_proxy; /* its ProxyOps: queued on the connections before the launch */
+  plan->prof_proxy = NULL;
   struct batch** p = &d->waiting;
   while (*p != NULL) p = &(*p)->next;
   __atomic_store_n(p, b, __ATOMIC_RELEASE);
@@ -172,8 +182,17 @@ void braid_profile_done_close(struct braid_comm* comm) {
   struct braid_prof_done* d = comm->prof_done;
   if (d == NULL) return;
   if (d->added) braid_progress_remove(&d->item); /* the thread never touches d again */
-  /* Destroy and abort: what is still waiting stops now, before the plugin's finalize. */
-  for (struct batch* b = d->waiting; b != NULL; b = b->next) batch_stop(comm->prof, b);
+  /* Destroy and abort: what is still waiting stops now, before the plugin's finalize. The
+   * connections are freed by now, and their ops with them (net_proxy.c cancels what is
+   * left): one still open would be a bug, kept rather than freed under a connection. */
+  for (struct batch* b = d->waiting; b != NULL; b = b->next) {
+    if (b->proxy != NULL && braid_profile_proxy_left(b->proxy) > 0) {
+      BRAID_WARN("PROFILER: rank %d: %d ProxyOps still open at the communicator's end", comm->rank,
+                 braid_profile_proxy_left(b->proxy));
+      b->proxy = NULL;
+    }
+    batch_stop(comm->prof, b);
+  }
   for (int k = 0; k < 2; k++)
     for (struct batch* b = k ? d->spare : d->waiting; b != NULL;) {
       struct batch* next = b->next;

@@ -7,7 +7,17 @@
  * run each connection's step counter must have moved by what was counted (else one WARN and
  * the ops are cancelled), and the group's task events stop only once the sends still in
  * flight completed: a ProxyOp never outlives its Coll / P2p event.
- * Device mode (kernels move the FIFOs, several launches queued) emits none: not done.
+ *
+ * Device mode: the kernels advance the step counters (on the device copies), and several
+ * launches may be queued on a stream, so the host cannot read where a connection stands. It
+ * counts instead: every launch of a communicator with a profiler (whatever the mask asks:
+ * skipping one would shift every later op) adds its steps to the end's prof_next
+ * (transport.h), so an op's first step is what the earlier launches queued; the ops are
+ * queued at launch time, in the order the launch's kernels (one per datatype, device/launch.c)
+ * run the items. The plan's ops then go with its task events into the batch that waits for
+ * the kernels (profile_done.c), which stops those only once every op finished. A stream being
+ * captured (its replays move steps nobody counts) or a failed launch ends the counting: no
+ * more proxy events on that communicator (one INFO says why).
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -16,6 +26,7 @@
 #include "algo/tree.h"
 #include "base/check.h"
 #include "core/profile.h"
+#include "device/device.h"
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
 #include "transport/prof_op.h"
@@ -27,7 +38,7 @@
 
 struct conn_use {
   struct braid_conn* conn;
-  uint64_t base, total; /* its step counter before the run; the steps counted */
+  uint64_t base, total; /* its step counter before the run (device: prof_next); the steps counted */
   int warned;
 };
 
@@ -36,6 +47,9 @@ struct proxy_ops {
   int nops, cap;
   struct conn_use* conns;
   int nconns, conns_cap;
+  int device; /* counts from prof_next (device mode) */
+  int push;   /* the mask asks for proxy events: ops are queued (device mode counts anyway) */
+  int scan;   /* device: ops before it are finished (braid_profile_proxy_left) */
 };
 
 static int prim_sends(int prim) {
@@ -156,7 +170,9 @@ static struct conn_use* use_of(struct proxy_ops* q, struct braid_conn* c) {
     q->conns = g, q->conns_cap = cap;
   }
   struct conn_use* u = &q->conns[q->nconns++];
-  u->conn = c, u->base = c->step, u->total = 0, u->warned = 0;
+  struct braid_connector* k = (struct braid_connector*)c; /* conn is the connector's first member */
+  if (q->device && !k->prof_counted) k->prof_next = c->step, k->prof_counted = 1; /* its first launch */
+  u->conn = c, u->base = q->device ? k->prof_next : c->step, u->total = 0, u->warned = 0;
   return u;
 }
 
@@ -175,8 +191,12 @@ static void queue_one(struct proxy_ops* q, struct braid_plan* plan, struct braid
   uint64_t n = work_steps(w, job->ch, c, is_send, &peer);
   if (n == 0) return;
   struct conn_use* u = use_of(q, c);
-  struct braid_prof_op* op = new_op(q);
-  if (u == NULL || op == NULL) return;
+  if (u == NULL) return;
+  struct braid_prof_op* op = q->push ? new_op(q) : NULL;
+  if (op == NULL) {
+    u->total += n; /* device mode: counted only */
+    return;
+  }
   if (w->func == BRAID_FUNC_SendRecv) t = p2p_task(tasks, plan->comm, is_send, peer);
   *op = (struct braid_prof_op){0};
   op->prof = plan->comm->prof;
@@ -220,44 +240,153 @@ static int channel_conns(const struct braid_dev_channel* ch, int nranks, struct 
   return n;
 }
 
+/* The order of the plan's kernels: one per datatype, by first appearance (device/launch.c). */
+static int plan_dtypes(const struct braid_plan* plan, int* out) {
+  uint32_t seen = 0;
+  int n = 0;
+  for (int j = 0; j < plan->njobs; j++)
+    for (int i = 0; i < plan->jobs[j].nworks; i++) {
+      int dtype = plan->jobs[j].works[i].dtype;
+      if (dtype < 0 || dtype >= BRAID_NUM_DTYPES || (seen >> dtype & 1)) continue;
+      seen |= 1u << dtype;
+      out[n++] = dtype;
+    }
+  return n;
+}
+
+/* Every item of the plan on every connection end of its channel: host mode in item order,
+ * device mode kernel by kernel (the items of one datatype each). `item_task` has room for
+ * every item; conns / is_send for one channel's ends. */
+static void queue_plan(struct proxy_ops* q, struct braid_plan* plan, struct braid_task* tasks, int mask,
+                       struct braid_task** item_task, struct braid_conn** conns, int* is_send) {
+  struct braid_comm* comm = plan->comm;
+  int dtypes[BRAID_NUM_DTYPES], ndt = q->device ? plan_dtypes(plan, dtypes) : 1;
+  for (int j = 0, at = 0; j < plan->njobs; at += plan->jobs[j++].nworks) {
+    struct braid_task* cursor = tasks; /* a channel's items: the tasks in order */
+    for (int i = 0; i < plan->jobs[j].nworks; i++) {
+      const struct braid_work* w = &plan->jobs[j].works[i];
+      item_task[at + i] = w->func == BRAID_FUNC_SendRecv ? NULL : coll_task(&cursor, comm, w);
+    }
+  }
+  for (int d = 0; d < ndt; d++)
+    for (int j = 0, at = 0; j < plan->njobs; at += plan->jobs[j++].nworks) {
+      const struct braid_host_job* job = &plan->jobs[j];
+      int nc = channel_conns(job->ch, comm->nranks, conns, is_send);
+      for (int i = 0; i < job->nworks; i++) {
+        const struct braid_work* w = &job->works[i];
+        if (q->device && w->dtype != dtypes[d]) continue;
+        for (int k = 0; k < nc; k++) queue_one(q, plan, tasks, item_task[at + i], job, w, conns[k], is_send[k], mask);
+      }
+    }
+}
+
+/* Device mode: whether the plan's launch is counted: the communicator's counting still holds
+ * and the stream is not being captured (a capture ends it). */
+static int device_counts(struct braid_plan* plan) {
+  struct braid_comm* comm = plan->comm;
+  const struct braid_device_ops* dev = comm->device;
+  int capturing = 0, cur = -1;
+  if (comm->prof == NULL || comm->prof_proxy_off) return 0;
+  if (dev->get_current(&cur) == ncclSuccess && cur != comm->cuda_dev) dev->set_current(comm->cuda_dev);
+  ncclResult_t res = dev->stream_capturing(plan->stream, &capturing);
+  if (cur >= 0 && cur != comm->cuda_dev) dev->set_current(cur);
+  if (res == ncclSuccess && !capturing) return 1;
+  comm->prof_proxy_off = 1;
+  BRAID_INFO(BRAID_LOG_PROFILE,
+             "PROFILER: rank %d: %s: no more ProxyOp / ProxyStep events on this communicator (the replays of a "
+             "graph move steps braid cannot count)",
+             comm->rank, res == ncclSuccess ? "a launch into a stream being captured" : "a stream braid cannot query");
+  return 0;
+}
+
 void braid_profile_proxy_queue(struct braid_plan* plan, struct braid_task* tasks) {
   struct braid_comm* comm = plan->comm;
-  int mask = braid_prof_mask(comm->prof);
+  int mask = braid_prof_mask(comm->prof), device = comm->device != NULL;
   plan->prof_proxy = NULL;
-  if (comm->device != NULL || !(mask & OP_MASK) || plan->njobs == 0) return;
+  if (plan->njobs == 0 || (!device && !(mask & OP_MASK)) || (device && !device_counts(plan))) return;
   struct proxy_ops* q = calloc(1, sizeof(*q));
   int nconn_max = 2 + 2 * (1 + BRAID_MAX_TREE_ARITY) + 2 * comm->nranks;
   struct braid_conn** conns = calloc((size_t)nconn_max, sizeof(*conns));
   int* is_send = calloc((size_t)nconn_max, sizeof(*is_send));
-  size_t cap = 0;
-  for (int j = 0; j < plan->njobs; j++) cap += (size_t)plan->jobs[j].nworks * nconn_max;
-  if (q != NULL) q->ops = calloc(cap, sizeof(*q->ops)), q->cap = (int)cap;
-  if (q == NULL || conns == NULL || is_send == NULL || q->ops == NULL) {
-    BRAID_WARN("PROFILER: no memory for the proxy events of rank %d's group: none emitted", comm->rank);
+  size_t cap = 0, nitems = 0;
+  for (int j = 0; j < plan->njobs; j++) nitems += (size_t)plan->jobs[j].nworks;
+  cap = nitems * (size_t)nconn_max;
+  struct braid_task** item_task = calloc(nitems + 1, sizeof(*item_task));
+  if (q != NULL) q->ops = calloc(cap + 1, sizeof(*q->ops)), q->cap = (int)cap;
+  if (q == NULL || conns == NULL || is_send == NULL || item_task == NULL || q->ops == NULL) {
+    BRAID_WARN("PROFILER: no memory for the proxy events of rank %d's group: none emitted%s", comm->rank,
+               device ? " (device mode: none from now on, its steps are not counted)" : "");
+    if (device) comm->prof_proxy_off = 1;
     if (q != NULL) free(q->ops);
-    free(q), free(conns), free(is_send);
+    free(q), free(conns), free(is_send), free(item_task);
     return;
   }
-  for (int j = 0; j < plan->njobs; j++) {
-    const struct braid_host_job* job = &plan->jobs[j];
-    int nc = channel_conns(job->ch, comm->nranks, conns, is_send);
-    struct braid_task* cursor = tasks;
-    for (int i = 0; i < job->nworks; i++) {
-      const struct braid_work* w = &job->works[i];
-      struct braid_task* t = w->func == BRAID_FUNC_SendRecv ? NULL : coll_task(&cursor, comm, w);
-      for (int k = 0; k < nc; k++) queue_one(q, plan, tasks, t, job, w, conns[k], is_send[k], mask);
-    }
+  q->device = device;
+  q->push = (mask & OP_MASK) != 0;
+  void* ctrl = NULL; /* ProxyCtrl Append ... AppendEnd: the ops handed to the proxies */
+  if (q->push && (mask & NCCL_PROF_PROXY_CTRL)) {
+    struct braid_prof_event e = {.type = NCCL_PROF_PROXY_CTRL, .rank = comm->rank};
+    ctrl = braid_prof_start(comm->prof, &e);
+    braid_prof_record(ctrl, BRAID_PROF_CTRL_APPEND, 0, 0, NULL);
   }
-  free(conns), free(is_send);
+  queue_plan(q, plan, tasks, mask, item_task, conns, is_send);
+  if (ctrl != NULL) {
+    braid_prof_record(ctrl, BRAID_PROF_CTRL_APPEND_END, 0, 0, NULL);
+    braid_prof_stop(comm->prof, ctrl);
+  }
+  free(conns), free(is_send), free(item_task);
+  for (int i = 0; i < q->nconns && device; i++) {
+    struct braid_connector* k = (struct braid_connector*)q->conns[i].conn;
+    k->prof_next = q->conns[i].base + q->conns[i].total; /* the next launch's first step */
+  }
+  if (device && q->nops == 0) { /* counted only (the mask asks for no proxy event) */
+    braid_profile_proxy_free(q);
+    return;
+  }
   plan->prof_proxy = q;
+}
+
+/* Device mode: stop the ops of q still open (its launch failed, or nothing waits for its
+ * kernels) on every connection they are queued on. */
+static void cancel_all(struct proxy_ops* q) {
+  for (int i = 0; i < q->nconns; i++) {
+    struct braid_connector* k = (struct braid_connector*)q->conns[i].conn;
+    k->transport->prof_drain(k, 1);
+  }
+}
+
+int braid_profile_proxy_left(void* ops) {
+  struct proxy_ops* q = ops;
+  while (q->scan < q->nops && __atomic_load_n(&q->ops[q->scan].finished, __ATOMIC_ACQUIRE)) q->scan++;
+  return q->nops - q->scan; /* 0 once every op finished; else at least one is open */
+}
+
+void braid_profile_proxy_free(void* ops) {
+  struct proxy_ops* q = ops;
+  if (q == NULL) return;
+  free(q->ops);
+  free(q->conns);
+  free(q);
 }
 
 /* After the run: the counts checked, the sends in flight waited for (or everything cancelled
  * when the call failed), the ops freed. */
 void braid_profile_proxy_finish(struct braid_plan* plan, ncclResult_t res) {
   struct proxy_ops* q = plan->prof_proxy;
+  struct braid_comm* comm = plan->comm;
+  if (comm->device != NULL && res != ncclSuccess && comm->prof != NULL && !comm->prof_proxy_off) {
+    comm->prof_proxy_off = 1; /* what was counted may not all be launched */
+    BRAID_INFO(BRAID_LOG_PROFILE,
+               "PROFILER: rank %d: a launch failed: no more ProxyOp / ProxyStep events on this communicator",
+               comm->rank);
+  }
   if (q == NULL) return;
   plan->prof_proxy = NULL;
+  if (q->device) { /* not taken by the batch that waits for the kernels (profile_done.c) */
+    cancel_all(q);
+    braid_profile_proxy_free(q);
+    return;
+  }
   for (int i = 0; i < q->nconns; i++) {
     struct conn_use* u = &q->conns[i];
     struct braid_connector* k = (struct braid_connector*)u->conn;
@@ -275,7 +404,5 @@ void braid_profile_proxy_finish(struct braid_plan* plan, ncclResult_t res) {
       sched_yield();
     }
   }
-  free(q->ops);
-  free(q->conns);
-  free(q);
+  braid_profile_proxy_free(q);
 }

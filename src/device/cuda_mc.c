@@ -121,15 +121,15 @@ ncclResult_t braid_cuda_mc_create(int ndev, size_t bytes, void** mc_p, struct br
   return ncclSuccess;
 }
 
-/* This process's copy of the creator's descriptor (close it after the import). */
-static int take_fd(const struct mc_wire* w) {
-  if (w->pid == (int32_t)getpid()) return dup(w->fd);
+/* This process's copy of descriptor fd of process pid (close it after the import). */
+int braid_cuda_take_fd(int pid, int fd) {
+  if (pid == (int)getpid()) return dup(fd);
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
-  int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)w->pid, 0);
+  int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
   if (pidfd < 0) return -1;
-  int fd = (int)syscall(SYS_pidfd_getfd, pidfd, w->fd, 0);
+  int copy = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
   close(pidfd);
-  return fd;
+  return copy;
 #else
   return -1;
 #endif
@@ -140,7 +140,7 @@ ncclResult_t braid_cuda_mc_import(const struct braid_mc_handle* h, void** mc_p) 
   struct mc_wire w;
   memcpy(&w, h->bytes, sizeof(w));
   if (w.magic != MC_MAGIC) return ncclInvalidArgument;
-  int fd = take_fd(&w);
+  int fd = braid_cuda_take_fd(w.pid, w.fd);
   if (fd < 0) {
     BRAID_INFO(BRAID_LOG_INIT, "multicast: cannot take descriptor %d of process %d (pidfd_getfd: ptrace rules?)", w.fd,
                w.pid);
@@ -211,6 +211,23 @@ ncclResult_t braid_cuda_mc_bind(void* mc, int dev, size_t bytes, void** local) {
   return ncclSuccess;
 }
 
+ncclResult_t braid_cuda_mc_bind_mem(void* mc, int dev, void* ptr, size_t bytes) {
+  SYM(CUresult, cuMulticastBindMem,
+      (CUmemGenericAllocationHandle, size_t, CUmemGenericAllocationHandle, size_t, size_t, unsigned long long));
+  struct cuda_mc* m = mc;
+  CUmemGenericAllocationHandle h;
+  size_t off = 0;
+  (void)dev; /* the allocation's own device, added to the object by mc_add_device */
+  if (braid_cuda_vmm_handle(ptr, bytes, &h, &off) != ncclSuccess) {
+    BRAID_INFO(BRAID_LOG_INIT, "multicast: %p (%zu bytes) is not in one cuMem allocation of this process", ptr, bytes);
+    return ncclSystemError;
+  }
+  CU_TRY(cuMulticastBindMem(m->mc, 0, h, off, bytes, 0));
+  m->bound = 1;
+  m->mapped_bytes = bytes; /* what mc_release unbinds; the memory stays its owner's */
+  return ncclSuccess;
+}
+
 ncclResult_t braid_cuda_mc_map(void* mc, size_t bytes, void** mcptr) {
   SYM(CUresult, cuMemAddressReserve, (CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long));
   SYM(CUresult, cuMemMap, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long));
@@ -270,6 +287,9 @@ ncclResult_t braid_cuda_mc_map(void* mc, size_t bytes, void** mcptr) {
 }
 void braid_cuda_mc_release(void* mc) {
   (void)mc;
+}
+ncclResult_t braid_cuda_mc_bind_mem(void* mc, int dev, void* ptr, size_t bytes) {
+  return ncclSystemError;
 }
 
 #endif

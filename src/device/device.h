@@ -148,6 +148,24 @@ struct braid_device_ops {
   ncclResult_t (*mc_bind)(void* mc, int dev, size_t bytes, void** local);
   ncclResult_t (*mc_map)(void* mc, size_t bytes, void** mcptr);
   void (*mc_release)(void* mc);
+  /* Added for ncclMemAlloc through the VMM API (core/sym/mem.c) and windows bound to a
+   * multicast object (core/sym/win_mc.c). vmm_alloc: `bytes` of the current device's memory,
+   * rounded up to the allocation granularity (and the multicast granularity where the device
+   * has multicast), *alloc_bytes what it took, zeroed, mapped read-write here (cuMemCreate with
+   * a POSIX-fd shareable handle, cuMemAddressReserve, cuMemMap, cuMemSetAccess); an error
+   * logged at INFO where the device or driver has no VMM (the caller falls back to alloc).
+   * vmm_free: unmap and release. vmm_export: a handle of the whole allocation that starts at
+   * `base` (its owner's pid and exported descriptor, taken with pidfd_getfd: no cudaIpc);
+   * vmm_import maps it here (*ptr: its base), vmm_close unmaps it. mc_bind_mem: like mc_bind,
+   * but binds [ptr, ptr + bytes) of a vmm_alloc allocation of this process (an offset and size
+   * that are multiples of the object's granularity) at offset 0 of the object; mc_release then
+   * unbinds it and leaves the memory to its owner. */
+  ncclResult_t (*vmm_alloc)(size_t bytes, size_t* alloc_bytes, void** ptr);
+  void (*vmm_free)(void* ptr);
+  ncclResult_t (*vmm_export)(void* base, struct braid_ipc_handle* h);
+  ncclResult_t (*vmm_import)(const struct braid_ipc_handle* h, void** ptr);
+  void (*vmm_close)(void* ptr);
+  ncclResult_t (*mc_bind_mem)(void* mc, int dev, void* ptr, size_t bytes);
   /* What this device layer does differently (BRAID_DEVICE_CAP_*), declared instead of being
    * guessed from which table it is. */
   unsigned caps;

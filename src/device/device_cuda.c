@@ -142,6 +142,19 @@ static ncclResult_t cuda_alloc(void** ptr, size_t bytes) {
   *ptr = p;
   return ncclSuccess;
 }
+ncclResult_t braid_cuda_zero(void* ptr, size_t bytes) {
+  cudaStream_t s = NULL;
+  RELAXED_BEGIN;
+  cudaError_t e = setup_stream(&s);
+  if (e == cudaSuccess) e = cudaMemsetAsync(ptr, 0, bytes, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  RELAXED_END;
+  if (e != cudaSuccess) {
+    BRAID_WARN("Cuda failure %d '%s': zeroing %zu bytes at %p", (int)e, cudaGetErrorString(e), bytes, ptr);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
 static void cuda_free(void* ptr) {
   if (ptr == NULL) return;
   RELAXED_BEGIN;
@@ -467,6 +480,12 @@ static const struct braid_device_ops cuda_ops = {
     .mc_bind = braid_cuda_mc_bind,
     .mc_map = braid_cuda_mc_map,
     .mc_release = braid_cuda_mc_release,
+    .vmm_alloc = braid_cuda_vmm_alloc,
+    .vmm_free = braid_cuda_vmm_free,
+    .vmm_export = braid_cuda_vmm_export,
+    .vmm_import = braid_cuda_vmm_import,
+    .vmm_close = braid_cuda_vmm_close,
+    .mc_bind_mem = braid_cuda_mc_bind_mem,
     .caps = 0,
 };
 

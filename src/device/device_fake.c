@@ -101,6 +101,7 @@ struct fake_mem {
   size_t bytes;
   int dev;
   int imported;
+  int vmm; /* made by vmm_alloc (ncclMemAlloc): exportable as a whole, bindable to multicast */
   char name[BRAID_IPC_HANDLE_BYTES - 24];
 };
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -221,6 +222,44 @@ static ncclResult_t fake_pointer_kind(const void* p, int* kind, int* dev) {
 }
 
 /* GPUDirect RDMA: the segment stands for the dma-buf (the emulated verbs provider maps it). */
+/* VMM allocations (ncclMemAlloc): a fake allocation rounded up to the granularity CUDA would
+ * use (fake_mc.c: a page, or the multicast granularity when fake multicast is on), marked so
+ * that only such memory exports as a whole and binds to a multicast object. */
+static ncclResult_t fake_vmm_alloc(size_t bytes, size_t* alloc_bytes, void** ptr) {
+  size_t gran = braid_fake_vmm_granularity();
+  size_t n = (bytes + gran - 1) / gran * gran;
+  BRAID_CHECK(fake_alloc(ptr, n));
+  pthread_mutex_lock(&mem_mu);
+  mem_find(*ptr)->vmm = 1;
+  pthread_mutex_unlock(&mem_mu);
+  *alloc_bytes = n;
+  return ncclSuccess;
+}
+static void fake_vmm_free(void* ptr) {
+  fake_free(ptr);
+}
+static ncclResult_t fake_ipc_export(void* dptr, struct braid_ipc_handle* h);
+static ncclResult_t fake_vmm_export(void* base, struct braid_ipc_handle* h) {
+  pthread_mutex_lock(&mem_mu);
+  struct fake_mem* m = mem_find(base);
+  int ok = m != NULL && m->vmm && m->base == (char*)base;
+  pthread_mutex_unlock(&mem_mu);
+  if (!ok) {
+    BRAID_WARN("fake GPU: vmm_export of %p, which is not the start of a VMM allocation of this process", base);
+    return ncclInvalidArgument;
+  }
+  return fake_ipc_export(base, h);
+}
+
+int braid_fake_vmm_find(const void* ptr, size_t bytes, size_t* offset) {
+  pthread_mutex_lock(&mem_mu);
+  struct fake_mem* m = mem_find(ptr);
+  int ok = m != NULL && m->vmm && !m->imported && (const char*)ptr + bytes <= m->base + m->bytes;
+  if (ok) *offset = (size_t)((const char*)ptr - m->base);
+  pthread_mutex_unlock(&mem_mu);
+  return ok;
+}
+
 static ncclResult_t fake_dmabuf_supported(int dev, int* yes) {
   BRAID_CHECK(check_dev(dev, "dmabuf_supported"));
   *yes = 1;
@@ -793,6 +832,12 @@ static const struct braid_device_ops fake_ops = {
     .mc_bind = braid_fake_mc_bind,
     .mc_map = braid_fake_mc_map,
     .mc_release = braid_fake_mc_release,
+    .vmm_alloc = fake_vmm_alloc,
+    .vmm_free = fake_vmm_free,
+    .vmm_export = fake_vmm_export,
+    .vmm_import = fake_ipc_import,
+    .vmm_close = fake_ipc_close,
+    .mc_bind_mem = braid_fake_mc_bind_mem,
     .caps = BRAID_DEVICE_CAP_HOST_THREADS | BRAID_DEVICE_CAP_HOST_READS_DEVICE,
 };
 

@@ -40,6 +40,7 @@ struct fake_mc {
   struct fake_mc_shared* sh;
   int creator, slot, dev;
   void* local;
+  int user_mem;              /* local is a VMM allocation bound by mc_bind_mem: its owner frees it */
   struct braid_mc_emul emul; /* what mc_map returns */
   int mapped;
 };
@@ -168,29 +169,69 @@ ncclResult_t braid_fake_mc_add_device(void* mc, int dev) {
   return ncclSuccess;
 }
 
-ncclResult_t braid_fake_mc_bind(void* mc, int dev, size_t bytes, void** local) {
-  struct fake_mc* m = mc;
-  const struct braid_device_ops* d = braid_device_fake;
+size_t braid_fake_vmm_granularity(void) {
+  int yes = 0;
+  long page = sysconf(_SC_PAGESIZE);
+  long long g = fault_value("gran");
+  braid_fake_mc_supported(0, &yes);
+  if (yes && g != 0) return g > 0 ? (size_t)g : FAKE_MC_GRAN;
+  return page > 0 ? (size_t)page : 4096;
+}
+
+/* The checks of cuMulticastBindMem common to both binds; 0 (INFO said why) when it fails. */
+static int bind_ok(const struct fake_mc* m, int dev, size_t bytes, const char* what) {
   size_t gran = 0;
-  BRAID_CHECK(braid_fake_mc_granularity(m->sh->ndev, bytes, &gran));
+  if (braid_fake_mc_granularity(m->sh->ndev, bytes, &gran) != ncclSuccess) return 0;
   if (m->slot < 0 || dev != m->dev || bytes > m->sh->bytes || bytes % gran != 0 ||
       __atomic_load_n(&m->sh->nadded, __ATOMIC_ACQUIRE) < m->sh->ndev || faulty("bindfail", dev)) {
     BRAID_INFO(BRAID_LOG_INIT,
-               "fake GPU: cuMulticastBindMem(device %d, %zu bytes) failed (object of %llu bytes, %d/%d "
+               "fake GPU: cuMulticastBindMem(device %d, %zu bytes of %s) failed (object of %llu bytes, %d/%d "
                "devices added, granularity %zu)",
-               dev, bytes, (unsigned long long)m->sh->bytes, m->sh->nadded, m->sh->ndev, gran);
-    return ncclSystemError;
+               dev, bytes, what, (unsigned long long)m->sh->bytes, m->sh->nadded, m->sh->ndev, gran);
+    return 0;
   }
-  BRAID_CHECK(d->alloc(&m->local, bytes));
-  ncclResult_t res = d->ipc_export(m->local, &m->sh->mem[m->slot]);
-  if (res != ncclSuccess) {
-    d->free(m->local);
-    m->local = NULL;
-    return res;
-  }
+  return 1;
+}
+
+static ncclResult_t publish(struct fake_mc* m, void* mem) {
+  ncclResult_t res = braid_device_fake->ipc_export(mem, &m->sh->mem[m->slot]);
+  if (res != ncclSuccess) return res;
+  m->local = mem;
   __atomic_store_n(&m->sh->bound[m->slot], 1, __ATOMIC_RELEASE);
   __atomic_fetch_add(&m->sh->nbound, 1, __ATOMIC_ACQ_REL);
-  *local = m->local;
+  return ncclSuccess;
+}
+
+/* A window's memory: only a VMM allocation (ncclMemAlloc), at an offset of whole granules, as
+ * cuMulticastBindMem takes only cuMemCreate handles (cudaMalloc memory has none). */
+ncclResult_t braid_fake_mc_bind_mem(void* mc, int dev, void* ptr, size_t bytes) {
+  struct fake_mc* m = mc;
+  size_t off = 0, gran = 0;
+  if (!bind_ok(m, dev, bytes, "a VMM allocation")) return ncclSystemError;
+  BRAID_CHECK(braid_fake_mc_granularity(m->sh->ndev, bytes, &gran));
+  if (!braid_fake_vmm_find(ptr, bytes, &off) || off % gran != 0) {
+    BRAID_INFO(BRAID_LOG_INIT,
+               "fake GPU: cuMulticastBindMem(%p, %zu bytes): not whole granules (%zu) of a VMM allocation of this "
+               "process",
+               ptr, bytes, gran);
+    return ncclSystemError;
+  }
+  BRAID_CHECK(publish(m, ptr));
+  m->user_mem = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t braid_fake_mc_bind(void* mc, int dev, size_t bytes, void** local) {
+  struct fake_mc* m = mc;
+  void* mem = NULL;
+  if (!bind_ok(m, dev, bytes, "new memory")) return ncclSystemError;
+  BRAID_CHECK(braid_device_fake->alloc(&mem, bytes));
+  ncclResult_t res = publish(m, mem);
+  if (res != ncclSuccess) {
+    braid_device_fake->free(mem);
+    return res;
+  }
+  *local = mem;
   return ncclSuccess;
 }
 
@@ -227,7 +268,7 @@ void braid_fake_mc_release(void* mc) {
   if (m == NULL) return;
   for (int i = 0; i < m->emul.n; i++)
     if (i != m->slot && m->emul.member[i] != NULL) d->ipc_close(m->emul.member[i]);
-  if (m->local != NULL) d->free(m->local);
+  if (m->local != NULL && !m->user_mem) d->free(m->local);
   munmap(m->sh, sizeof(*m->sh));
   if (m->creator) shm_unlink(m->name);
   free(m);

@@ -4,6 +4,8 @@
  * slots move it; transport/net/net_prof.c). The core counts, per work item and connection,
  * the steps the schedule moves (the same count on both ends: the counters advance in
  * lock-step), so the proxy knows which of its steps belong to which task before they move.
+ * Device mode: queued at each launch, `first` from what earlier launches counted
+ * (braid_connector.prof_next); the batch waiting for the kernels owns it (profile_done.c).
  */
 #ifndef BRAID_TRANSPORT_PROF_OP_H
 #define BRAID_TRANSPORT_PROF_OP_H

@@ -3,19 +3,26 @@
  * ncclPutSignal / ncclSignal to ranks that cannot load/store each other's memory
  * (core/sym/remote.c). Implemented in transport/net/net_rma.c.
  *
- * A communicator opens one `struct braid_rma` with a send and a receive connection of the
- * net plugin (the one the collectives use) to every remote peer. Setup is collective and in
- * two steps: open (listen; fills one address per peer, which the core exchanges over the
- * bootstrap), then connect (connect + accept to every remote peer, bounded by a deadline).
+ * A communicator opens one `struct braid_rma` per communicator. Setup: open (collective: one
+ * listen per remote peer; fills one address per peer, which the core allgathers over the
+ * bootstrap), then connect (hands each peer's address over; nothing is connected yet). A
+ * pair's connection is made on first use: the origin's first send connects (send buffers are
+ * set up then), the target accepts it from the progress engine's thread or from a thread that
+ * polls that origin (its receive buffers are set up then). A pair that never talks holds a
+ * listen and nothing else.
  *
- * A message is a fixed header of BRAID_RMA_HDR_BYTES (the core's) and a payload of any size,
- * sent as fragments of at most BRAID_RMA_FRAG_BYTES; the receiving side hands every fragment,
- * in the order sent, to the core's deliver callback, from the progress engine's thread or
- * from a thread that polls the peer (braid_rma_poll). Messages from one peer are delivered in
- * the order they were sent (one plugin connection, whose requests complete in order).
- * braid_rma_send returns once the plugin has completed every fragment's send (the payload
- * is no longer read). A peer whose connection breaks is failed: its sends and polls return
- * ncclRemoteError and braid_rma_peer_error says why.
+ * A message is a fixed header of BRAID_RMA_HDR_BYTES (the core's) and a payload of any size.
+ * Bounce path: fragments of at most 256 KiB, copied into registered buffers on both sides; the
+ * receiving side hands every fragment, in the order sent, to the sink's deliver callback.
+ * Direct path (a put the core allows it for, on a plugin with BRAID_NET_PTR_HOST_ANY, at least
+ * RMA_DIRECT_MIN bytes): the header goes alone, the sink's place callback says where the
+ * payload lands (and holds that memory), the payload is sent from the caller's buffer and
+ * received there, then landed is called. Messages from one peer are handled in the order they
+ * were sent (one plugin connection, whose requests complete in order): a later message is not
+ * handled before an earlier direct put's landed.
+ * braid_rma_send returns once the plugin has completed every send (the payload is no longer
+ * read). A peer whose connection breaks is failed: its sends and polls return ncclRemoteError
+ * and braid_rma_peer_error says why.
  */
 #ifndef BRAID_RMA_H
 #define BRAID_RMA_H
@@ -40,13 +47,25 @@ struct braid_rma_addr {
 typedef ncclResult_t (*braid_rma_deliver_fn)(void* arg, int peer, const void* hdr, uint64_t frag_off, const void* data,
                                              size_t len, int last);
 
-/* remote[r] != 0: rank r gets connections. mine[r]: the address rank r connects to. */
-ncclResult_t braid_rma_open(const struct braid_transport_ctx* t, const int* remote, braid_rma_deliver_fn deliver,
-                            void* arg, struct braid_rma** rma_p, struct braid_rma_addr* mine);
-/* theirs[r]: the address rank r made for this rank. deadline: braid_socket_clock_ns() time. */
-ncclResult_t braid_rma_connect(struct braid_rma* rma, const struct braid_rma_addr* theirs, int64_t deadline_ns);
-/* Send header + payload (host memory) to peer; blocking (BRAID_TIMEOUT, abort flag). */
-ncclResult_t braid_rma_send(struct braid_rma* rma, int peer, const void* hdr, const void* data, size_t bytes);
+/* What the core does with what arrives (see above). place: where a direct put of `bytes`
+ * lands (host memory), held until landed (an error fails the peer); landed: ok = 1 when
+ * every byte arrived, 0 when the peer failed first (release only). */
+struct braid_rma_sink {
+  braid_rma_deliver_fn deliver;
+  ncclResult_t (*place)(void* arg, int peer, const void* hdr, size_t bytes, void** dst);
+  void (*landed)(void* arg, int peer, const void* hdr, int ok);
+  void* arg;
+};
+
+/* remote[r] != 0: rank r may get a connection. mine[r]: the address rank r connects to. */
+ncclResult_t braid_rma_open(const struct braid_transport_ctx* t, const int* remote, const struct braid_rma_sink* sink,
+                            struct braid_rma** rma_p, struct braid_rma_addr* mine);
+/* theirs[r]: the address rank r made for this rank; nothing connects until used. */
+ncclResult_t braid_rma_connect(struct braid_rma* rma, const struct braid_rma_addr* theirs);
+/* Send header + payload (host memory) to peer; blocking (BRAID_TIMEOUT, abort flag). direct:
+ * the target's memory is host memory too, the payload may go by the direct path. */
+ncclResult_t braid_rma_send(struct braid_rma* rma, int peer, const void* hdr, const void* data, size_t bytes,
+                            int direct);
 /* Deliver what has arrived from peer, if nobody else is doing so now. ncclRemoteError when
  * the peer's connection failed or closed. */
 ncclResult_t braid_rma_poll(struct braid_rma* rma, int peer);
@@ -55,8 +74,10 @@ ncclResult_t braid_rma_poll(struct braid_rma* rma, int peer);
 ncclResult_t braid_rma_wait(struct braid_rma* rma, int peer, int timeout_us);
 /* ncclSuccess, or why peer's connections are unusable (*why: a sentence). */
 ncclResult_t braid_rma_peer_error(struct braid_rma* rma, int peer, const char** why);
-/* Bytes of buffers the channels hold (memory statistics); the plugin's name. */
+/* Bytes of buffers the channels hold (memory statistics); connections made (send and
+ * receive sides); the plugin's name. */
 size_t braid_rma_bytes(const struct braid_rma* rma);
+int braid_rma_connections(const struct braid_rma* rma);
 const char* braid_rma_net_name(const struct braid_rma* rma);
 /* Tear down (after this no callback runs). Safe on a half-built one and NULL. */
 void braid_rma_close(struct braid_rma* rma);

@@ -57,6 +57,10 @@ struct braid_connector {
   void* res; /* owned by the transport */
   int connected;
   struct braid_progress_item item; /* its place in the progress engine (transports with `progress`) */
+  /* Device mode, with a profiler: the steps the launches so far will have moved on this end
+   * (the kernels advance conn.step on the device copy only); core/profile_proxy.c. */
+  uint64_t prof_next;
+  int prof_counted; /* prof_next is set (from conn.step at the first launch counted) */
 };
 
 /* Everything a transport may know about the communicator it connects, and nothing more.

@@ -33,6 +33,8 @@ struct event {
   int stopped;
   struct event* kept;         /* groups, API and proxy events stay until finalize: children name them */
   int is_send, nsteps, steps; /* ProxyOp: its descriptor, its steps started */
+  int op;                     /* ProxyOp: its entry in r.ops (-1: none) */
+  long long bytes;            /* Coll / P2p: count times datatype size */
   int states;                 /* states recorded on it (bits by state number) */
 };
 
@@ -74,6 +76,11 @@ static const char* const dtypes[] __attribute__((unused)) = {
     "ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",   "ncclInt64",      "ncclUint64",
     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
 #define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+static const int dtype_bytes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1}; /* in the order of dtypes */
+
+static long long task_bytes(int dtype, size_t count) {
+  return dtype >= 0 && dtype < N(dtype_bytes) ? (long long)count * dtype_bytes[dtype] : 0;
+}
 
 /* A collective's fields, whatever the version's layout: func index, seq, algo, proto, nch. */
 static void check_coll(struct ctx* c, int func, uint64_t seq, int algo, int proto, int nch, int dtype, size_t count) {
@@ -159,9 +166,10 @@ static void check_proxy(struct ctx* c, struct event* e, struct event* parent, co
     if (d->proxyOp.nSteps <= 0 || d->proxyOp.chunkSize <= 0 || d->proxyOp.peer < 0 || d->proxyOp.isSend < 0 ||
         d->proxyOp.isSend > 1 || d->proxyOp.pid != getpid())
       error(c, "ProxyOp: bad descriptor (nSteps, chunkSize, peer, isSend or pid)");
-    e->is_send = d->proxyOp.isSend, e->nsteps = d->proxyOp.nSteps;
+    e->is_send = d->proxyOp.isSend, e->nsteps = d->proxyOp.nSteps, e->op = -1;
     if (c->r.nops < BRAID_TEST_PROFILER_MAX_OPS) {
-      int k = c->r.nops++;
+      int k = e->op = c->r.nops++;
+      c->r.ops[k].bytes = 0, c->r.ops[k].parent_bytes = parent != NULL ? parent->bytes : 0;
       c->r.ops[k].is_send = d->proxyOp.isSend, c->r.ops[k].peer = d->proxyOp.peer;
       c->r.ops[k].nsteps = d->proxyOp.nSteps, c->r.ops[k].chunk = d->proxyOp.chunkSize;
       c->r.ops[k].channel = d->proxyOp.channelId, c->r.ops[k].parent_type = parent != NULL ? parent->type : 0;
@@ -209,6 +217,13 @@ static ncclResult_t start_locked(struct ctx* c, void** handle, const descr_t* d)
     if ((c->mask & api) && (obj == NULL || obj->type != api || obj->ctx != c)) error(c, "task without its API event");
 #endif
     check_descr(c, d);
+#if PROF_V <= 1
+    e->bytes = d->type == NCCL_PROF_COLL ? task_bytes(d->coll.datatype, d->coll.count)
+                                         : task_bytes(d->p2p.datatype, d->p2p.count);
+#else
+    e->bytes = d->type == NCCL_PROF_COLL ? task_bytes(known(d->coll.datatype, dtypes, N(dtypes)), d->coll.count)
+                                         : task_bytes(known(d->p2p.datatype, dtypes, N(dtypes)), d->p2p.count);
+#endif
   } else if (type == NCCL_PROF_COLL_API || type == NCCL_PROF_P2P_API) {
     if ((c->mask & NCCL_PROF_GROUP_API) && (parent == NULL || parent->type != NCCL_PROF_GROUP_API || parent->stopped))
       error(c, "API call event outside an open GroupApi event");
@@ -233,7 +248,8 @@ static ncclResult_t start(void* context, void** handle, void* descr) {
 /* The states a proxy event must have seen by its stop (NCCL's numbers, profiler_plugin.h):
  * v4+ a ProxyOp InProgress (19), a send step SendWait (9), a receive step RecvGPUWait (12);
  * v1-v3 a ProxyOp SendDone (3) or RecvDone (7); a ProxyCtrl Idle (13) or Active (14), or Sleep
- * (15) and Wakeup (16). A ProxyOp stops with all its steps started. */
+ * (15) and Wakeup (16), or Append (17) and AppendEnd (18). A ProxyOp stops with all its steps
+ * started. */
 static void check_proxy_stop(struct ctx* c, struct event* e) {
   if (e->type == NCCL_PROF_PROXY_OP && (c->mask & NCCL_PROF_PROXY_STEP) && e->steps != e->nsteps)
     error(c, "ProxyOp stopped before all its steps started");
@@ -241,9 +257,11 @@ static void check_proxy_stop(struct ctx* c, struct event* e) {
   if (e->type == NCCL_PROF_PROXY_OP) need = PROF_V >= 4 ? 19 : (e->is_send ? 3 : 7);
   if (e->type == NCCL_PROF_PROXY_STEP && PROF_V >= 4) need = e->is_send ? 9 : 12;
   if (need && !(e->states & (1u << need))) error(c, "proxy event stopped without its state");
-  unsigned idle = 1u << 13 | 1u << 14, sleep = 1u << 15 | 1u << 16;
-  if (e->type == NCCL_PROF_PROXY_CTRL && !(e->states & idle) && (e->states & sleep) != sleep)
-    error(c, "ProxyCtrl stopped without Idle / Active, or a Sleep without its Wakeup");
+  unsigned idle = 1u << 13 | 1u << 14, sleep = 1u << 15 | 1u << 16, append = 1u << 17 | 1u << 18;
+  if (e->type == NCCL_PROF_PROXY_CTRL && !(e->states & idle) && (e->states & sleep) != sleep &&
+      (e->states & append) != append)
+    error(c, "ProxyCtrl stopped without Idle / Active, or a Sleep without its Wakeup, an Append without its end");
+  if (e->type == NCCL_PROF_PROXY_CTRL && (e->states & append) == append) c->r.ctrl_appends++;
 }
 
 static ncclResult_t stop_locked(struct event* e) {
@@ -286,7 +304,9 @@ static ncclResult_t record(void* handle, int state, union nccl_prof_state_args* 
     ok = PROF_V >= 4 ? state == 19 : state >= 0 && state <= 7 && send_state == e->is_send;
   } else if (e->type == NCCL_PROF_PROXY_STEP) {
     ok = PROF_V >= 4 && ((state >= 8 && state <= 12) || state == 20) && send_state == e->is_send;
-    if (ok && args != NULL) c->r.step_bytes += (long long)args->proxy.transSize * (state == 9 || state == 11);
+    long long b = ok && args != NULL ? (long long)args->proxy.transSize * (state == 9 || state == 11) : 0;
+    c->r.step_bytes += b;
+    if (e->parent != NULL && e->parent->op >= 0) c->r.ops[e->parent->op].bytes += b;
   } else if (e->type == NCCL_PROF_NET_PLUGIN) {
     ok = state == 21;
   } else if (e->type == NCCL_PROF_PROXY_CTRL) {

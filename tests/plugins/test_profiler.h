@@ -26,10 +26,13 @@ struct braid_test_profiler_result {
   int nops;
   struct {
     int is_send, peer, nsteps, chunk, channel, parent_type;
+    long long bytes;        /* v4+: what its steps' SendWait / RecvFlushWait reported */
+    long long parent_bytes; /* its task's count times its datatype's size */
   } ops[BRAID_TEST_PROFILER_MAX_OPS];
   int proxy_states;
   long long step_bytes;
   int net_under_sends; /* NetPlugin events under a send's ProxyStep */
+  int ctrl_appends;    /* ProxyCtrl events with Append and AppendEnd */
 };
 
 typedef int (*braid_test_profiler_result_fn)(int rank, struct braid_test_profiler_result* out);

@@ -2,11 +2,9 @@
  * devapi.c - the device API's host-side pointer queries (include/nccl_device.h; PyTorch's
  * libtorch_cuda.so imports them): a peer's window as this rank can load and store it, for
  * peers it reaches by load/store (same process or node); NULL for the others, as NCCL answers
- * for peers outside the team. Multicast pointers exist only for windows with a multicast
- * mapping (view.multimem, returned with the offset when set). braid binds only its own NVLS
- * all-reduce memory to a multicast object (transport/nvls), never a user window (ncclMemAlloc's
- * memory is cudaMalloc's, which cuMulticastBindMem cannot take), so these queries say so with
- * ncclInvalidUsage and multimemSupport stays 0. Device communicators: devcomm.c.
+ * for peers outside the team. Multicast pointers exist only for windows bound to a multicast
+ * object (win_mc.c: cuMem memory on every rank of a node with multicast), view.multimem plus the
+ * offset; other windows are refused with ncclInvalidUsage and a WARN saying why not. Device communicators: devcomm.c.
  */
 #include <stddef.h>
 
@@ -24,10 +22,8 @@ static ncclResult_t multimem_pointer(ncclWindow_t window, size_t offset, void** 
     return ncclInvalidArgument;
   }
   if (w->view.multimem == NULL) {
-    BRAID_WARN(
-        "%s: window %p has no multicast mapping: braid binds no user window to a multicast object "
-        "(ncclCommQueryProperties: multimemSupport 0)",
-        fn, (void*)window);
+    BRAID_WARN("%s: window %p has no multicast mapping: %s", fn, (void*)window,
+               w->mc_why[0] ? w->mc_why : "it was not bound to a multicast object");
     return ncclInvalidUsage;
   }
   *outPtr = (char*)w->view.multimem + offset;

@@ -70,8 +70,8 @@ BRAID_API ncclResult_t ncclCommQueryProperties(ncclComm_t handle, ncclCommProper
   p.nRanks = comm->nranks;
   p.cudaDev = comm->cuda_dev;
   p.nvmlDev = comm->cuda_dev;
-  p.deviceApiSupport = comm->device != NULL; /* kernels need a device; host mode has the host half only */
-  p.multimemSupport = false;
+  p.deviceApiSupport = comm->device != NULL;      /* kernels need a device; host mode has the host half only */
+  p.multimemSupport = comm->sym->mc_capable != 0; /* windows of ncclMemAlloc memory get multicast mappings */
   p.ginType = NCCL_GIN_TYPE_NONE;
   p.nLsaTeams = comm->nranks / comm->sym->lsa_size;
   p.hostRmaSupport = comm->sym->nctx > 0;

@@ -18,6 +18,7 @@
 #include "kernels/reduce_isa.h"
 #define BRAID_REDUCE_COPY braid_reduce_copy_host /* as the host executor's (kernels/host.c) */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -147,15 +148,17 @@ static void view_free(struct braid_comm* comm, struct braid_lsa* l) {
 static ncclResult_t multicast_init(struct braid_comm* comm, struct braid_lsa* l) {
   char why[160] = "host mode";
   if (comm->device != NULL) {
-    struct braid_nvls_args a = {comm->device,
-                                comm->cuda_dev,
-                                comm->rank,
-                                comm->nranks,
-                                comm->peers,
-                                comm->bootstrap,
-                                BRAID_MC_BYTES(l->host->slot_bytes)};
+    struct braid_nvls_args a = {.dev = comm->device,
+                                .cuda_dev = comm->cuda_dev,
+                                .rank = comm->rank,
+                                .nranks = comm->nranks,
+                                .peers = comm->peers,
+                                .bs = comm->bootstrap,
+                                .bytes = BRAID_MC_BYTES(l->host->slot_bytes)};
     BRAID_CHECK(braid_nvls_setup(&a, &l->nvls, why, sizeof(why)));
   }
+  comm->sym->mc_capable = l->nvls != NULL; /* the same on every rank (nvls.c agrees every step) */
+  snprintf(comm->sym->mc_why, sizeof(comm->sym->mc_why), "%s", l->nvls != NULL ? "" : why);
   if (l->nvls == NULL) {
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_TUNING, "rank %d: NVLS all-reduce is unicast one-/two-shot: %s", comm->rank,
                why);

@@ -7,8 +7,10 @@
  * /proc/<pid>/fd/<fd> (so it must see this process there: the same user and pid namespace;
  * otherwise window registration fails with a WARN saying so). It has no name, so nothing is left in /dev/shm when a
  * process exits or is killed without ncclMemFree: the memory goes with its last mapping. Device mode (a CUDA device or
- * the fake GPU): the device layer's allocation, which its IPC handles share. A process-wide registry remembers which
- * segment holds which addresses (windows may start inside an allocation).
+ * the fake GPU): the device layer's cuMem (VMM) allocation, rounded to its granularity (the multicast one where the
+ * device has multicast, so windows of it can be bound to a multicast object: win_mc.c), which peers map through its
+ * exported descriptor; where cuMem is missing or NCCL_CUMEM_ENABLE=0, cudaMalloc (said at INFO), shared by CUDA IPC.
+ * A process-wide registry remembers which segment holds which addresses (windows may start inside an allocation).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 
 #include "base/api.h"
 #include "base/check.h"
+#include "base/param.h"
 #include "core/sym/sym.h"
 
 struct mem_entry {
@@ -26,7 +29,8 @@ struct mem_entry {
   char* ptr;
   size_t bytes;
   int on_device;
-  int fd; /* host mode: the memfd */
+  int vmm; /* device mode: the device layer's vmm_alloc (else its alloc: cudaMalloc) */
+  int fd;  /* host mode: the memfd */
 };
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -56,6 +60,25 @@ static ncclResult_t shm_segment(size_t bytes, struct mem_entry* e) {
   return ncclSuccess;
 }
 
+/* Device memory: cuMem where the device layer has it and NCCL_CUMEM_ENABLE is not 0. */
+static ncclResult_t device_segment(const struct braid_device_ops* dev, size_t size, struct mem_entry* e) {
+  int64_t cumem = braid_param_int(BRAID_PARAM_CUMEM_ENABLE);
+  size_t got = 0;
+  e->on_device = 1;
+  if (cumem != 0 && dev->vmm_alloc != NULL && dev->vmm_alloc(e->bytes, &got, (void**)&e->ptr) == ncclSuccess) {
+    e->vmm = 1;
+    e->bytes = got;
+    return ncclSuccess;
+  }
+  BRAID_INFO(BRAID_LOG_ALLOC,
+             "ncclMemAlloc: %zu bytes through cudaMalloc, not cuMem (%s): windows of it are shared by CUDA IPC and "
+             "have no multicast mapping",
+             size, cumem == 0 ? "NCCL_CUMEM_ENABLE=0" : "cuMem unavailable, as said above");
+  ncclResult_t res = dev->alloc((void**)&e->ptr, e->bytes);
+  if (res != ncclSuccess) BRAID_WARN("ncclMemAlloc: failed to allocate %zu bytes of device memory", size);
+  return res;
+}
+
 BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   if (ptr == NULL) {
     BRAID_WARN("ncclMemAlloc: ptr argument is NULL");
@@ -75,9 +98,7 @@ BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   e->bytes = (size + NCCL_WIN_REQUIRED_ALIGNMENT - 1) / NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
   ncclResult_t res;
   if (dev != NULL) {
-    e->on_device = 1;
-    res = dev->alloc((void**)&e->ptr, e->bytes);
-    if (res != ncclSuccess) BRAID_WARN("ncclMemAlloc: failed to allocate %zu bytes of device memory", size);
+    res = device_segment(dev, size, e);
   } else {
     res = shm_segment(e->bytes, e);
   }
@@ -91,7 +112,9 @@ BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   mem_live += e->bytes;
   pthread_mutex_unlock(&mem_lock);
   BRAID_INFO(BRAID_LOG_ALLOC, "ncclMemAlloc: %zu bytes at %p (%s)", e->bytes, (void*)e->ptr,
-             e->on_device ? "device" : "host, shared");
+             e->vmm         ? "device, cuMem"
+             : e->on_device ? "device"
+                            : "host, shared");
   *ptr = e->ptr;
   return ncclSuccess;
 }
@@ -116,7 +139,10 @@ BRAID_API ncclResult_t ncclMemFree(void* ptr) {
   }
   if (e->on_device) {
     const struct braid_device_ops* dev = braid_device();
-    if (dev != NULL) dev->free(e->ptr);
+    if (dev != NULL && e->vmm)
+      dev->vmm_free(e->ptr);
+    else if (dev != NULL)
+      dev->free(e->ptr);
   } else {
     munmap(e->ptr, e->bytes);
     close(e->fd);
@@ -141,7 +167,12 @@ ncclResult_t braid_mem_share(const void* ptr, size_t size, int on_device, struct
   for (struct mem_entry* e = mem_list; e != NULL; e = e->next) {
     if (p < e->ptr || p + size > e->ptr + e->bytes) continue;
     out->offset = (size_t)(p - e->ptr);
-    if (e->on_device) {
+    if (e->vmm) {
+      /* the whole allocation, by its exported descriptor (below, outside the lock) */
+      out->kind = BRAID_SHARE_VMM;
+      out->seg_bytes = e->bytes;
+      base = e->ptr;
+    } else if (e->on_device) {
       base = e->ptr;
     } else {
       out->kind = BRAID_SHARE_SHM;
@@ -151,6 +182,11 @@ ncclResult_t braid_mem_share(const void* ptr, size_t size, int on_device, struct
     break;
   }
   pthread_mutex_unlock(&mem_lock);
+  if (out->kind == BRAID_SHARE_VMM) {
+    const struct braid_device_ops* dev = braid_device();
+    if (dev == NULL || dev->vmm_export((void*)base, &out->ipc) != ncclSuccess) out->kind = BRAID_SHARE_NONE;
+    return ncclSuccess;
+  }
   if (out->kind != BRAID_SHARE_NONE || !on_device) return ncclSuccess;
   /* Device memory: the device layer's IPC handle of its allocation (ncclMemAlloc's, or the
    * user's cudaMalloc, which must then start at the window: CUDA IPC maps whole allocations). */
@@ -180,14 +216,17 @@ ncclResult_t braid_mem_map(const struct braid_share* s, size_t size, void** ptr_
     *ptr_p = (char*)base + s->offset;
     return ncclSuccess;
   }
-  if (s->kind == BRAID_SHARE_DEVICE) {
+  if (s->kind == BRAID_SHARE_DEVICE || s->kind == BRAID_SHARE_VMM) {
     const struct braid_device_ops* dev = braid_device();
     void* d = NULL;
     if (dev == NULL) {
       BRAID_WARN("Window: a peer's window is device memory but this rank has no device");
       return ncclInvalidUsage;
     }
-    BRAID_CHECK(dev->ipc_import(&s->ipc, &d));
+    if (s->kind == BRAID_SHARE_VMM)
+      BRAID_CHECK(dev->vmm_import(&s->ipc, &d));
+    else
+      BRAID_CHECK(dev->ipc_import(&s->ipc, &d));
     *cookie_p = d;
     *ptr_p = (char*)d + s->offset;
     return ncclSuccess;
@@ -200,8 +239,11 @@ void braid_mem_unmap(const struct braid_share* s, void* cookie, size_t size) {
   if (cookie == NULL) return;
   if (s->kind == BRAID_SHARE_SHM) {
     munmap(cookie, s->seg_bytes);
-  } else if (s->kind == BRAID_SHARE_DEVICE) {
+  } else if (s->kind == BRAID_SHARE_DEVICE || s->kind == BRAID_SHARE_VMM) {
     const struct braid_device_ops* dev = braid_device();
-    if (dev != NULL) dev->ipc_close(cookie);
+    if (dev != NULL && s->kind == BRAID_SHARE_VMM)
+      dev->vmm_close(cookie);
+    else if (dev != NULL)
+      dev->ipc_close(cookie);
   }
 }

@@ -3,22 +3,29 @@
  * (other nodes; fake nodes of NCCL_HOSTID). The seam signal.c uses for every remote peer:
  * connect, put, signal, progress, and the message each carries.
  *
- * Carrier: the network transport's one-sided channels (transport/rma.h, net/net_rma.c): a
- * send and a receive connection of the collectives' net plugin (Socket, UCX, IB) per remote
- * pair, made collectively by the communicator's first ncclCommWindowRegister (as NCCL's
- * ncclRmaProxyConnectOnce) and again by ncclCommResume; the bootstrap only carries their
- * addresses. A put is one message (header + payload, fragmented by the channel), a signal a
- * header alone; one connection per direction, so they arrive in the order sent. The target
- * applies them as they arrive, from the progress engine's thread or from its own
- * ncclWaitSignal polling that origin: a put's fragments land in the window named by its
- * registration number, then, after its last fragment, its signal is counted (release order:
- * a wait that sees the signal sees the data). An origin never needs the target's attention.
+ * Carrier: the network transport's one-sided channels (transport/rma.h, net/net_rma*.c) over
+ * the collectives' net plugin (Socket, UCX, IB). The communicator's first
+ * ncclCommWindowRegister (as NCCL's ncclRmaProxyConnectOnce) and ncclCommResume open them
+ * collectively: a listen per remote peer, whose addresses the bootstrap allgathers; a pair's
+ * connection is made by its first put or signal (the target's progress engine accepts it).
+ * A put is one message (header + payload), a signal a header alone; one connection per
+ * direction, so they are handled in the order sent. The target applies them as they arrive,
+ * from the progress engine's thread or from its own ncclWaitSignal polling that origin:
+ *   - bounce path: a put's fragments are copied into the window named by its registration
+ *     number (under the windows lock), and after its last fragment its signal is counted;
+ *   - direct path (host window at both ends, a plugin that takes any host address): place
+ *     says where the put lands and holds the window (deregistration waits for it), the
+ *     plugin receives straight into it, landed counts the signal.
+ * Either way release order: a wait that sees the signal sees the data, and every put sent
+ * before it on that pair. An origin never needs the target's attention.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/check.h"
 #include "base/param.h"
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
 #include "core/sym/sym.h"
 #include "transport/rma.h"
@@ -40,6 +47,12 @@ static int has_remote(const struct braid_comm* comm) {
   return 0;
 }
 
+static ncclResult_t bad_hdr(const struct braid_comm* comm, int peer, const struct rma_hdr* h) {
+  BRAID_WARN("ncclWaitSignal: rank %d: malformed one-sided message from rank %d (kind %u, context %d, index %d)",
+             comm->rank, peer, h->kind, h->ctx, h->sig);
+  return ncclInternalError;
+}
+
 /* A fragment of a put, or a signal, from `peer` (the channel's thread or a waiter). */
 static ncclResult_t deliver(void* arg, int peer, const void* hdr_v, uint64_t frag_off, const void* data, size_t len,
                             int last) {
@@ -48,9 +61,7 @@ static ncclResult_t deliver(void* arg, int peer, const void* hdr_v, uint64_t fra
   memcpy(&h, hdr_v, sizeof(h));
   if ((h.kind != RMA_PUT && h.kind != RMA_SIGNAL) || h.ctx < 0 || h.ctx >= comm->sym->nctx || h.sig < 0 ||
       h.sig >= BRAID_SYM_NSIGNALS) {
-    BRAID_WARN("ncclWaitSignal: rank %d: malformed one-sided message from rank %d (kind %u, context %d, index %d)",
-               comm->rank, peer, h.kind, h.ctx, h.sig);
-    return ncclInternalError;
+    return bad_hdr(comm, peer, &h);
   }
   ncclResult_t res = ncclSuccess;
   if (h.kind == RMA_PUT && len > 0) {
@@ -80,6 +91,72 @@ static ncclResult_t deliver(void* arg, int peer, const void* hdr_v, uint64_t fra
   return ncclSuccess;
 }
 
+/* A direct put's header: its window (host memory, not closing), held until landed. */
+static ncclResult_t place(void* arg, int peer, const void* hdr_v, size_t bytes, void** dst) {
+  struct braid_comm* comm = arg;
+  struct rma_hdr h;
+  memcpy(&h, hdr_v, sizeof(h));
+  if (h.kind != RMA_PUT || h.ctx < 0 || h.ctx >= comm->sym->nctx || h.sig < 0 || h.sig >= BRAID_SYM_NSIGNALS ||
+      h.bytes != bytes)
+    return bad_hdr(comm, peer, &h);
+  pthread_mutex_lock(&comm->sym->lock);
+  struct ncclWindow_vidmem* w = comm->sym->windows;
+  while (w != NULL && w->id != h.win_id) w = w->next;
+  int ok = w != NULL && !w->rma_closing && !w->infos[comm->rank].on_device && h.offset <= w->size &&
+           h.bytes <= w->size - h.offset;
+  if (ok) {
+    w->rma_busy++;
+    *dst = (char*)w->user_ptr + h.offset;
+  }
+  pthread_mutex_unlock(&comm->sym->lock);
+  if (ok) return ncclSuccess;
+  BRAID_WARN(
+      "ncclWaitSignal: rank %d: a put from rank %d names window %llu (%llu bytes at %llu), which is not a host window "
+      "registered here (deregistered?): refused",
+      comm->rank, peer, (unsigned long long)h.win_id, (unsigned long long)h.bytes, (unsigned long long)h.offset);
+  return ncclInvalidUsage;
+}
+
+static void landed(void* arg, int peer, const void* hdr_v, int ok) {
+  struct braid_comm* comm = arg;
+  struct rma_hdr h;
+  memcpy(&h, hdr_v, sizeof(h));
+  pthread_mutex_lock(&comm->sym->lock);
+  struct ncclWindow_vidmem* w = comm->sym->windows;
+  while (w != NULL && w->id != h.win_id) w = w->next;
+  if (w != NULL && w->rma_busy > 0) w->rma_busy--; /* listed while held: deregistration waits */
+  pthread_mutex_unlock(&comm->sym->lock);
+  if (ok) __atomic_fetch_add(braid_sym_slot(comm->sym->inbox, comm, peer, h.ctx, h.sig), 1, __ATOMIC_RELEASE);
+}
+
+ncclResult_t braid_remote_win_quiesce(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  int64_t start = braid_socket_clock_ns();
+  int warned = 0;
+  pthread_mutex_lock(&comm->sym->lock);
+  w->rma_closing = 1; /* a direct put that comes now is refused (as one to an unknown window) */
+  while (w->rma_busy > 0) {
+    pthread_mutex_unlock(&comm->sym->lock);
+    if (__atomic_load_n(comm->tctx.abort_flag, __ATOMIC_ACQUIRE)) {
+      /* still registered: ncclCommDestroy / Abort close the connections, then free it */
+      BRAID_WARN(
+          "ncclCommWindowDeregister: rank %d: the communicator was aborted while puts from remote ranks were "
+          "landing in window %p; it stays registered until the communicator goes",
+          comm->rank, (void*)w);
+      return ncclInvalidUsage;
+    }
+    if (!warned && braid_socket_clock_ns() - start > 10000000000LL) {
+      BRAID_WARN(
+          "ncclCommWindowDeregister: rank %d: waiting for %d put(s) from remote ranks still landing in window %p",
+          comm->rank, w->rma_busy, (void*)w);
+      warned = 1;
+    }
+    usleep(100); /* the progress engine (or a waiter) completes them, or their origin fails */
+    pthread_mutex_lock(&comm->sym->lock);
+  }
+  pthread_mutex_unlock(&comm->sym->lock);
+  return ncclSuccess;
+}
+
 ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, const char* fn) {
   struct braid_sym* s = comm->sym;
   if (s->nctx <= 0 || s->rma != NULL || !has_remote(comm)) return ncclSuccess;
@@ -95,7 +172,8 @@ ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, con
   }
   for (int r = 0; r < n; r++) remote[r] = !s->peer_local[r];
   /* A rank whose open fails still takes part (its addresses say "none"): its peers fail at once. */
-  mine = braid_rma_open(&comm->tctx, remote, deliver, comm, &s->rma, all + (size_t)comm->rank * n);
+  struct braid_rma_sink sink = {deliver, place, landed, comm};
+  mine = braid_rma_open(&comm->tctx, remote, &sink, &s->rma, all + (size_t)comm->rank * n);
   free(remote);
   BRAID_CHECK_GOTO(braid_sym_allgather(comm, all, (size_t)n * sizeof(*all), deadline, fn), res, out);
   if (mine != ncclSuccess) {
@@ -108,12 +186,13 @@ ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, con
     goto out;
   }
   for (int r = 0; r < n; r++) theirs[r] = all[(size_t)r * n + comm->rank];
-  res = braid_rma_connect(s->rma, theirs, deadline);
+  res = braid_rma_connect(s->rma, theirs);
   free(theirs);
   s->rma_wanted = res == ncclSuccess;
   if (res == ncclSuccess)
-    BRAID_INFO(BRAID_LOG_NET, "%s: rank %d: one-sided connections to its remote peers via NET/%s", fn, comm->rank,
-               braid_rma_net_name(s->rma));
+    BRAID_INFO(BRAID_LOG_NET,
+               "%s: rank %d: one-sided connections to its remote peers via NET/%s, each made on first use", fn,
+               comm->rank, braid_rma_net_name(s->rma));
 out:
   free(all);
   if (res != ncclSuccess) {
@@ -144,12 +223,19 @@ static ncclResult_t need_rma(struct braid_comm* comm, int peer, const char* fn) 
 }
 
 /* A failure is WARNed where it is decided (net_rma.c, naming the peer and why). */
-static ncclResult_t send_hdr(struct braid_comm* comm, int peer, const struct rma_hdr* h, const void* src) {
-  return braid_rma_send(comm->sym->rma, peer, h, src, h->bytes);
+static ncclResult_t send_hdr(struct braid_comm* comm, int peer, const struct rma_hdr* h, const void* src, int direct) {
+  ncclResult_t res = braid_rma_send(comm->sym->rma, peer, h, src, h->bytes, direct), why = comm->async_error;
+  if (res == ncclInvalidUsage && comm->abort_reason[0] != '\0' && why != ncclSuccess && why != ncclInProgress) {
+    /* the abort flag stopped it, raised by braid (a peer died, seen first elsewhere): its cause */
+    BRAID_WARN("%s: rank %d: the communicator failed while sending to rank %d: %s",
+               h->kind == RMA_PUT ? "ncclPutSignal" : "ncclSignal", comm->rank, peer, comm->abort_reason);
+    return why;
+  }
+  return res;
 }
 
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
-                              size_t bytes, int src_on_device, int ctx, int sig) {
+                              size_t bytes, int src_on_device, int dst_on_device, int ctx, int sig) {
   const char* fn = "ncclPutSignal";
   struct rma_hdr h = {RMA_PUT, ctx, sig, 1, win_id, offset, bytes, 0};
   ncclResult_t res = ncclSuccess;
@@ -165,7 +251,7 @@ ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id
     BRAID_CHECK_GOTO(comm->device->memcpy_sync(staged, src, bytes), res, out);
     src = staged;
   }
-  res = send_hdr(comm, peer, &h, src);
+  res = send_hdr(comm, peer, &h, src, !dst_on_device); /* a staged source is host memory */
 out:
   free(staged);
   return res;
@@ -174,7 +260,7 @@ out:
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig) {
   struct rma_hdr h = {RMA_SIGNAL, ctx, sig, 1, 0, 0, 0, 0};
   BRAID_CHECK(need_rma(comm, peer, "ncclSignal"));
-  return send_hdr(comm, peer, &h, NULL);
+  return send_hdr(comm, peer, &h, NULL, 0);
 }
 
 ncclResult_t braid_remote_progress(struct braid_comm* comm, int peer, int sleep_us) {
@@ -188,4 +274,8 @@ ncclResult_t braid_remote_fail(struct braid_comm* comm, int peer) {
   ncclResult_t res = braid_rma_peer_error(comm->sym->rma, peer, &why);
   BRAID_WARN("ncclWaitSignal: rank %d: waiting for signals from rank %d: %s", comm->rank, peer, why);
   return res;
+}
+
+int braid_remote_connections(const struct braid_comm* comm) {
+  return comm->sym != NULL ? braid_rma_connections(comm->sym->rma) : 0;
 }

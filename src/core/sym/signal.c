@@ -273,7 +273,8 @@ static ncclResult_t put_run(const struct braid_sym_op* op) {
   struct ncclWindow_vidmem* w = op->win;
   int peer = op->peer;
   if (!comm->sym->peer_local[peer])
-    return braid_remote_put(comm, peer, w->id, op->offset, op->src, op->bytes, comm->device != NULL, op->ctx, op->sig);
+    return braid_remote_put(comm, peer, w->id, op->offset, op->src, op->bytes, comm->device != NULL,
+                            w->infos[peer].on_device, op->ctx, op->sig);
   if (w->peer_ptr[peer] == NULL) {
     BRAID_WARN("ncclPutSignal: rank %d: rank %d's window is not mapped here", comm->rank, peer);
     return ncclInternalError;
@@ -315,6 +316,13 @@ static ncclResult_t wait_slot(struct braid_comm* comm, int origin, uint64_t* slo
     if (!comm->sym->peer_local[origin] && braid_remote_progress(comm, origin, spins < 20 ? 0 : 100) != ncclSuccess)
       return __atomic_load_n(slot, __ATOMIC_ACQUIRE) >= target ? ncclSuccess : braid_remote_fail(comm, origin);
     if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE)) {
+      ncclResult_t why = comm->async_error;
+      if (comm->abort_reason[0] != '\0' && why != ncclSuccess && why != ncclInProgress) {
+        /* braid failed it (a peer died, seen first by another connection): its cause */
+        BRAID_WARN("ncclWaitSignal: rank %d: the communicator failed while waiting for rank %d: %s", comm->rank, origin,
+                   comm->abort_reason);
+        return why;
+      }
       BRAID_WARN("ncclWaitSignal: rank %d: communicator aborted while waiting for rank %d", comm->rank, origin);
       return ncclInvalidUsage;
     }

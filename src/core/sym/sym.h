@@ -30,14 +30,15 @@ enum braid_share_kind {
   BRAID_SHARE_NONE = 0,   /* only this process (plain host memory) */
   BRAID_SHARE_SHM = 1,    /* host mode: an ncclMemAlloc memfd, opened as /proc/<pid>/fd/<fd> */
   BRAID_SHARE_DEVICE = 2, /* device memory: an IPC handle of the device layer */
+  BRAID_SHARE_VMM = 3,    /* device memory of ncclMemAlloc through cuMem: the allocation's handle (vmm_export) */
 };
 
 struct braid_share {
   int kind;                      /* enum braid_share_kind */
   size_t offset;                 /* of the pointer inside the segment / allocation */
-  size_t seg_bytes;              /* BRAID_SHARE_SHM: the segment's size */
+  size_t seg_bytes;              /* BRAID_SHARE_SHM, BRAID_SHARE_VMM: the segment's / allocation's size */
   char name[BRAID_SYM_NAME_MAX]; /* BRAID_SHARE_SHM: the path that opens it */
-  struct braid_ipc_handle ipc;   /* BRAID_SHARE_DEVICE */
+  struct braid_ipc_handle ipc;   /* BRAID_SHARE_DEVICE, BRAID_SHARE_VMM */
 };
 
 /* How `ptr` (size bytes) can be shared: the ncclMemAlloc segment that holds it, the device
@@ -78,6 +79,9 @@ struct ncclWindow_vidmem {
   size_t mapped_bytes;          /* bytes of peer mappings this window holds (memory statistics) */
   int mapped;                   /* peer mappings present (0 while suspended) */
   int pinned;                   /* this struct (and view.lsaPtrs after it) is device-layer pinned memory */
+  int rma_busy, rma_closing;    /* remote puts landing in it directly; deregistration began (sym->lock) */
+  struct braid_nvls* nvls;      /* the multicast object this rank's buffer is bound to, or NULL (win_mc.c) */
+  char mc_why[160];             /* without one: why not (the multimem pointer queries' WARN) */
 };
 
 /* ncclCommWindowRegister without the communicator check (collective; init uses it too). */
@@ -88,6 +92,16 @@ struct ncclWindow_vidmem* braid_win_lookup(struct braid_comm* comm, ncclWindow_t
 void braid_win_unmap_all(struct braid_comm* comm);
 ncclResult_t braid_win_map_all(struct braid_comm* comm);
 void braid_win_free_all(struct braid_comm* comm);
+
+/* Collective, after every rank mapped its peers (win_mc.c): when the communicator has multicast
+ * (mc_capable) and every rank's window is cuMem memory of one size at a granule boundary of its
+ * allocation, bind each rank's window at offset 0 of a new multicast object, map it and set
+ * view.multimem; otherwise (or when a step fails on some rank) w->mc_why says why not, at
+ * INFO. Every rank ends the same way. An error only when the bootstrap failed. */
+struct braid_nvls;
+ncclResult_t braid_win_mc_bind(struct braid_comm* comm, struct ncclWindow_vidmem* w);
+/* Unbind this rank's window and release the object (deregistration; no-op without one). */
+void braid_win_mc_unbind(struct braid_comm* comm, struct ncclWindow_vidmem* w);
 
 /* ---- one-sided signals (signal.c, remote.c) ----------------------------------------------- */
 
@@ -108,6 +122,8 @@ struct braid_sym {
   int lsa0, lsa_size;             /* the LSA team: world ranks lsa0 .. lsa0 + lsa_size - 1 (devcomm.c) */
   struct braid_devcomm* devcomms; /* ncclDevCommCreate's resources (devcomm.c) */
   struct braid_lsa* lsa;          /* the NVLS-style all-reduce scratch, or NULL (lsa.c) */
+  int mc_capable;                 /* lsa.c made its multicast object: windows may be bound (win_mc.c) */
+  char mc_why[160];               /* when not: why (lsa.c; empty: no NVLS set-up was tried) */
   pthread_mutex_t lock;           /* windows list (remote puts land under it) */
   struct braid_rma* rma;          /* one-sided connections to remote ranks, or NULL (remote.c) */
   int rma_wanted;                 /* they were made: ncclCommResume makes them again */
@@ -137,7 +153,11 @@ ncclResult_t braid_remote_connect(struct braid_comm* comm, int64_t deadline, con
 void braid_remote_free(struct braid_comm* comm);
 size_t braid_remote_bytes(const struct braid_comm* comm); /* buffers the connections hold */
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
-                              size_t bytes, int src_on_device, int ctx, int sig);
+                              size_t bytes, int src_on_device, int dst_on_device, int ctx, int sig);
+/* Deregistration: refuse new direct puts into w, wait for those landing (remote.c). */
+ncclResult_t braid_remote_win_quiesce(struct braid_comm* comm, struct ncclWindow_vidmem* w);
+/* One-sided connections made (send + receive sides; tests, logs). */
+int braid_remote_connections(const struct braid_comm* comm);
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
 /* Apply what has arrived from `peer`; sleep_us > 0: when nothing had, sleep on the
  * connection's descriptors up to that long (microseconds). An error, not WARNed, when its

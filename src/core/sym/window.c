@@ -8,7 +8,8 @@
  * peers are reached through remote.c and need nothing mapped. A second allgather agrees on
  * success, so a rank that cannot map a peer fails the registration everywhere, with the same
  * result. What issue 19's device API needs is here: peer_ptr[] holds, per rank, the pointer
- * to its window that this rank can load from and store to (LSA peers).
+ * to its window that this rank can load from and store to (LSA peers). Windows of cuMem memory
+ * on every rank are also bound to a multicast object where the node has one (win_mc.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +115,8 @@ static ncclResult_t win_map(struct braid_comm* comm, struct ncclWindow_vidmem* w
       win_unmap(comm, w);
       return res;
     }
-    w->mapped_bytes += p->share.kind == BRAID_SHARE_SHM ? p->share.seg_bytes : p->size;
+    w->mapped_bytes +=
+        p->share.kind == BRAID_SHARE_SHM || p->share.kind == BRAID_SHARE_VMM ? p->share.seg_bytes : p->size;
   }
   win_view_fill(comm, w);
   w->mapped = 1;
@@ -219,6 +221,7 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
   oks[comm->rank] = mine;
   res = braid_sym_allgather(comm, oks, sizeof(*oks), deadline, fn);
   for (int r = 0; r < n && res == ncclSuccess; r++) res = oks[r] != ncclSuccess ? (ncclResult_t)oks[r] : res;
+  if (res == ncclSuccess) res = braid_win_mc_bind(comm, w); /* collective; an error only when the bootstrap failed */
   pthread_mutex_lock(&comm->sym->lock);
   if (res != ncclSuccess) {
     comm->sym->windows = w->next; /* nothing else registers on comm meanwhile (collective, ordered) */
@@ -258,6 +261,7 @@ BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t handle, void* buff, siz
 BRAID_PROFILE_ALIAS(ncclCommWindowRegister)
 
 static void win_destroy(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  braid_win_mc_unbind(comm, w);
   win_unmap(comm, w);
   w->magic = 0;
   win_struct_free(comm, w);
@@ -273,6 +277,7 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t 
                comm->rank, (void*)win);
     return ncclInvalidUsage;
   }
+  BRAID_CHECK(braid_remote_win_quiesce(comm, win)); /* remote puts landing in it directly */
   pthread_mutex_lock(&comm->sym->lock);
   for (struct ncclWindow_vidmem** p = &comm->sym->windows; *p != NULL; p = &(*p)->next) {
     if (*p == win) {

@@ -2,12 +2,13 @@
  * net_prof.c - ProxyOp / ProxyStep events of network connections (net_prof.h), under the
  * connection's lock, whoever moves it (the engine thread or an executor's kick).
  *
- * The core queues, before a group runs, one struct braid_prof_op per task and connection
- * end with the range of the connection's steps the task moves (core/profile_proxy.c). The
- * proxy looks each step it posts up in that queue: the first step of an op starts its
- * ProxyOp (parent: the task's Coll / P2p event), every step a ProxyStep (parent: the ProxyOp,
- * step number within the op, as NCCL counts them), and the last step done stops the ProxyOp
- * and takes it off the queue. States, as the ABI version defines them:
+ * The core queues, before a group runs (device mode: before each launch), one struct
+ * braid_prof_op per task and connection end with the range of the connection's steps the
+ * task moves (core/profile_proxy.c). The proxy looks each step it posts up in that queue:
+ * the first step of an op starts its ProxyOp (parent: the task's Coll / P2p event), every
+ * step a ProxyStep (parent: the ProxyOp, step number within the op, as NCCL counts them),
+ * and the last step done stops the ProxyOp and takes it off the queue. States, as the ABI
+ * version defines them:
  *   v4+  ProxyOp: InProgress once; ProxyStep, as NCCL's net proxy records them: send
  *        SendGPUWait then SendPeerWait at once (braid's proxy sees a step only when the
  *        executor has published it: the wait for data is not measured), SendWait (isend
@@ -18,7 +19,8 @@
  *   v1-3 on the ProxyOp with transSize and steps so far: SendPosted, SendTransmitted,
  *        SendDone; RecvPosted, RecvReceived, RecvTransmitted, RecvDone.
  * A receive posted before its op was queued (irecvs are pre-posted up to NSTEPS ahead) gets
- * its events when the op is there: at the push (steps already received) or at completion.
+ * its events when the op is there: at the push, in step order (received: all of them;
+ * posted: its start; so later steps, posted after the push, are numbered after it).
  */
 #include <string.h>
 #include <unistd.h>
@@ -175,10 +177,14 @@ void braid_net_prof_push(struct braid_connector* c, struct braid_prof_op* op) {
   if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != NET_STATE_ACTIVE) {
     op_finish(r, op); /* nothing will move: the op starts and stops empty */
   } else if (!r->is_send) {
-    /* Steps of this op the peer sent before it was queued (this rank was still in its
-     * previous call): received already, they get their events now. */
-    for (uint64_t s = op->first; s < r->done && s < op->first + op->nsteps; s++)
-      braid_net_prof_done(r, s, (size_t)r->ctrl->sizes[s % BRAID_NSTEPS]);
+    /* Steps of this op the proxy took before it was queued (irecvs are pre-posted; the peer
+     * may have sent them while this rank was still in its previous call or launch), in step
+     * order: received ones get their events now, posted ones their start. */
+    for (uint64_t s = op->first; s < r->posted && s < op->first + op->nsteps; s++)
+      if (s < r->done)
+        braid_net_prof_done(r, s, (size_t)r->ctrl->sizes[s % BRAID_NSTEPS]);
+      else if (braid_net_prof_begin(r, s) != NULL)
+        braid_net_prof_posted(r, s, r->stride);
   }
   pthread_mutex_unlock(&r->lock);
 }

@@ -7,7 +7,7 @@
  *   2. rank 0 creates the object, its handle travels with its status;
  *   3. the others import it; every rank adds its device (the object must have every device
  *      before memory is bound);
- *   4. every rank binds memory of its own GPU at offset 0;
+ *   4. every rank binds memory of its own GPU at offset 0 (new memory, or its window's);
  *   5. every rank maps the object: the multicast address.
  * A failed step (the device layer said why at INFO) releases what each rank made and reports
  * the first failing rank and step; the caller stays unicast and says so.
@@ -101,7 +101,18 @@ static ncclResult_t build(const struct braid_nvls_args* a, struct braid_nvls* nv
   BRAID_CHECK_GOTO(agree(a, ok, bad), res, out);
   if (*bad >= 0) goto out;
   *bad_step = "bind memory to the multicast object";
-  ok = d->mc_bind(nv->mc, a->cuda_dev, nv->bytes, &nv->local) == ncclSuccess;
+  if (a->bind_ptr == NULL) {
+    ok = d->mc_bind(nv->mc, a->cuda_dev, nv->bytes, &nv->local) == ncclSuccess;
+  } else if (nv->bytes > a->bind_room || a->bind_off % nv->gran != 0 || d->mc_bind_mem == NULL) {
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_REG,
+               "multicast: rank %d's window (offset %zu in its allocation, %zu bytes to its end) does not hold %zu "
+               "bytes at a multiple of the granularity %zu",
+               a->rank, a->bind_off, a->bind_room, nv->bytes, nv->gran);
+    ok = 0;
+  } else {
+    ok = d->mc_bind_mem(nv->mc, a->cuda_dev, a->bind_ptr, nv->bytes) == ncclSuccess;
+    if (ok) nv->local = a->bind_ptr;
+  }
   BRAID_CHECK_GOTO(agree(a, ok, bad), res, out);
   if (*bad >= 0) goto out;
   *bad_step = "map the multicast object";
@@ -143,6 +154,12 @@ ncclResult_t braid_nvls_setup(const struct braid_nvls_args* a, struct braid_nvls
   }
   *out = nv;
   return ncclSuccess;
+}
+
+void braid_nvls_release(const struct braid_device_ops* dev, struct braid_nvls* nv) {
+  if (nv == NULL) return;
+  dev->mc_release(nv->mc);
+  free(nv);
 }
 
 static double now(void) {

@@ -18,6 +18,12 @@ struct braid_nvls_args {
   const struct braid_peer_info* peers; /* [nranks] */
   struct braid_bootstrap* bs;
   size_t bytes; /* each rank's bound memory (rounded up to the granularity) */
+  /* NULL: each rank's memory is allocated for the object (mc_bind). Else this rank's memory to
+   * bind (a window of cuMem memory: mc_bind_mem): `bytes` rounded to the granularity must fit
+   * in bind_room bytes from bind_ptr, and bind_off (its offset in its allocation) be a multiple
+   * of the granularity, or this rank fails the bind step. */
+  void* bind_ptr;
+  size_t bind_off, bind_room;
 };
 
 struct braid_nvls {
@@ -34,6 +40,9 @@ struct braid_nvls {
  * that failed on some rank: granularity, create, import, join, bind, map). Returns an error
  * only when the bootstrap itself failed. */
 ncclResult_t braid_nvls_setup(const struct braid_nvls_args* a, struct braid_nvls** out, char* why, size_t why_len);
+
+/* Unmaps, unbinds and frees an object no kernel uses any more (a window's: deregistration). */
+void braid_nvls_release(const struct braid_device_ops* dev, struct braid_nvls* nv);
 
 /* Waits (bounded: 5 s) until every rank's done word in this rank's memory reached `calls`
  * (offset done_off + 8 r: kernels/multimem.h), then unmaps, unbinds and frees. */
