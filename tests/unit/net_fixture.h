@@ -39,8 +39,9 @@ const struct net_plugin_case* net_use_plugin(int p);
  * network goes over loopback. Call before ncclCommInitRank, in the rank's own process. */
 void net_fake_node(const struct harness_rank* r, int per_node);
 void net_apply_env(const char* env); /* "A=1 B=2" (NULL: nothing) */
-/* NET_CASE=i runs only loop case i of each TCase (debugging). */
+/* NET_CASE=i runs only loop case i of each TCase; NET_ONLY=<plugin> only that plugin (debugging). */
 int net_skip_case(int i);
+int net_skip_plugin(int p); /* NET_ONLY names another plugin */
 /* Rank `rank`'s value at i, a buffer of n, and a check against expect(). */
 int32_t net_val(int rank, size_t i);
 int32_t* net_ibuf(size_t n);

@@ -240,11 +240,6 @@ static int body_colls(struct harness_rank* r) {
   return 0;
 }
 
-static int skip_plugin(int p) {
-  const char* only = getenv("NET_ONLY");
-  return only != NULL && *only && strcasecmp(only, net_plugins[p].name) != 0;
-}
-
 /* (plugin, case) pairs of the colls TCase: every case over Socket, the every_net ones over the
  * other plugins too (filled by net_suite). */
 static struct { int plugin, kase; } coll_runs[NELEMS(coll_cases) * NET_MAX_PLUGINS];
@@ -252,7 +247,7 @@ static int ncoll_runs;
 
 START_TEST(test_colls) {
   const struct coll_case* k = &coll_cases[coll_runs[_i].kase];
-  if (net_skip_case(coll_runs[_i].kase) || skip_plugin(coll_runs[_i].plugin)) return;
+  if (net_skip_case(coll_runs[_i].kase) || net_skip_plugin(coll_runs[_i].plugin)) return;
   const struct net_plugin_case* p = net_use_plugin(coll_runs[_i].plugin);
   if (k->mode == HARNESS_THREADS) net_apply_env(k->env), braid_param_reload();
   int failed = harness_run(k->nranks, k->mode, body_colls, (void*)k, HARNESS_TIMEOUT_S);

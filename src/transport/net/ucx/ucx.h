@@ -29,6 +29,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <ucp/api/ucp.h>
 
 #include "base/socket.h"
@@ -46,6 +47,8 @@
 struct ucx_api {
   ucs_status_t (*config_read)(const char*, const char*, ucp_config_t**);
   void (*config_release)(ucp_config_t*);
+  ucs_status_t (*config_modify)(ucp_config_t*, const char*, const char*);
+  void (*config_print)(const ucp_config_t*, FILE*, const char*, ucs_config_print_flags_t);
   ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t*, const ucp_config_t*, ucp_context_h*);
   void (*cleanup)(ucp_context_h);
   void (*get_version)(unsigned*, unsigned*, unsigned*);

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/check.h"
@@ -40,6 +41,8 @@ static ncclResult_t ucx_load_locked(void) {
   }
   UCX_SYM(ucp, config_read, "ucp_config_read");
   UCX_SYM(ucp, config_release, "ucp_config_release");
+  UCX_SYM(ucp, config_modify, "ucp_config_modify");
+  UCX_SYM(ucp, config_print, "ucp_config_print");
   UCX_SYM(ucp, init_version, "ucp_init_version");
   UCX_SYM(ucp, cleanup, "ucp_cleanup");
   UCX_SYM(ucp, get_version, "ucp_get_version");
@@ -103,6 +106,53 @@ static void worker_destroy(void) {
   ucx.efd = -1;
 }
 
+/* UCX's value of one setting (environment or ucx.conf), as ucp_config_print writes it; 0 when
+ * this UCX has no such setting. */
+static int config_value(const ucp_config_t* config, const char* name, char* value, size_t len) {
+  char *text = NULL, key[64];
+  size_t size = 0;
+  FILE* f = open_memstream(&text, &size);
+  if (f == NULL) return 0;
+  ucx.api.config_print(config, f, NULL, UCS_CONFIG_PRINT_CONFIG);
+  fclose(f);
+  int n = snprintf(key, sizeof(key), "UCX_%s=", name), found = 0;
+  for (const char* line = text; line != NULL && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    if (strncmp(line, key, n) != 0) continue;
+    snprintf(value, len, "%.*s", (int)strcspn(line + n, "\n"), line + n);
+    found = 1;
+    break;
+  }
+  free(text);
+  return found;
+}
+
+/* Eager messages only (UCX_RNDV_THRESH=inf), unless the user set UCX_RNDV_THRESH (ucx.conf or
+ * the environment). A rendezvous request names the receiver's endpoint by its address (error
+ * mode NONE, ucx_conn.c: no indirect IDs). When a sender dies with requests still queued to a
+ * receiver, the receiver's first read of the dead sender's memory fails and UCX 1.13 destroys
+ * that endpoint (not exposed to the user: "destroy endpoint ... due to peer failure"); the next
+ * queued request then reads freed memory and aborts the process in ucp_rndv_receive
+ * ("(*ep_p)->worker == worker"). Eager messages name no endpoint. UCX_PROTO_INDIRECT_ID=on
+ * instead trades it for an assertion at ucp_worker_destroy (sends to a dead peer are never
+ * purged in mode NONE). docs/notes/2026-12-02-ucxkill.md has the evidence. */
+static void config_rndv(ucp_config_t* config) {
+  char v[32];
+  if (!config_value(config, "RNDV_THRESH", v, sizeof(v))) {
+    BRAID_WARN("NET/UCX : this UCX has no UCX_RNDV_THRESH: a peer's death may crash UCX in a survivor");
+  } else if (strcmp(v, "auto") != 0) {
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
+               "NET/UCX : UCX_RNDV_THRESH=%s (the user's): with rendezvous, a peer's "
+               "death can crash UCX 1.13 in a survivor (ucp_rndv_receive)",
+               v);
+  } else if (ucx.api.config_modify(config, "RNDV_THRESH", "inf") == UCS_OK) {
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_NET,
+               "NET/UCX : UCX_RNDV_THRESH=inf (set by braid: eager messages only, so "
+               "that a peer's death cannot crash UCX 1.13 in a survivor; set UCX_RNDV_THRESH to override)");
+  } else {
+    BRAID_WARN("NET/UCX : ucp_config_modify(RNDV_THRESH, inf) failed: a peer's death may crash UCX in a survivor");
+  }
+}
+
 static ncclResult_t ucx_check(ucs_status_t s, const char* call) {
   if (s == UCS_OK) return ncclSuccess;
   BRAID_WARN("NET/UCX : %s failed: %s", call, ucx_status_str(s));
@@ -118,6 +168,7 @@ ncclResult_t ucx_worker_get(void) {
   memset(&params, 0, sizeof(params));
   memset(&wp, 0, sizeof(wp));
   BRAID_CHECK_GOTO(ucx_check(ucx.api.config_read(NULL, NULL, &config), "ucp_config_read"), res, err);
+  config_rndv(config);
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   res = ucx_check(ucx.api.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &ucx.context), "ucp_init");
