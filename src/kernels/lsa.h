@@ -173,13 +173,9 @@ HD uint64_t braid_lsa_line_word(uint32_t seq, size_t bytes) {
 HD int braid_lsa_line_wait(const struct braid_lsa_view* v, int r, uint32_t seq, size_t i, size_t bytes,
                            const volatile uint32_t* abort_flag) {
   const volatile uint64_t* w = (const volatile uint64_t*)(braid_lsa_line(v, r, seq, i) + BRAID_LSA_LINE_PAYLOAD);
-  uint32_t spins = 0;
-  uint64_t word; /* seq itself once it arrives: the slot's next call is seq + 2, after ours */
-  while ((int32_t)((uint32_t)(word = simt_ld_acquire_u64(w)) - seq) < 0) {
-    int st = braid_spin_check(&spins, abort_flag);
-    if (st) return st;
-  }
-  return i == 0 && (word >> 32) != (uint64_t)bytes ? BRAID_EXEC_MISMATCH : 0;
+  int st = braid_lsa_wait(w, seq, abort_flag);
+  if (st == 0 && i == 0 && (simt_ld_acquire_u64(w) >> 32) != (uint64_t)bytes) st = BRAID_EXEC_MISMATCH;
+  return st;
 }
 
 /* Rank r's payload of call seq into g: wait for each line's number, copy what precedes it. */
