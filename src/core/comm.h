@@ -99,7 +99,6 @@ struct braid_comm {
   int trees_connected;                 /* tree connections are made the first time a call uses a tree */
   size_t buff_bytes[BRAID_NUM_PROTOS]; /* per-connection FIFO bytes, each protocol */
   uint8_t* locality;                   /* [nranks] enum braid_locality of each local peer (core/locality.h) */
-  int locality_far;                    /* some local pair of the communicator is far */
   struct braid_transport_ctx tctx;     /* what the transports see of this communicator (connect.c) */
   struct braid_watchdog* watchdog;     /* dead peers, BRAID_TIMEOUT (core/watchdog.c) */
   struct braid_flight* flight;         /* its last calls (core/flight.c), from its first call */

@@ -218,24 +218,6 @@ out:
   return res;
 }
 
-/* Host mode with a far local pair (core/locality.h) and NCCL_BUFFSIZE not set: 2 MiB slots,
- * where a far pair's large transfers run at up to 2.5x the speed of the default's 512 KiB
- * (docs/notes/2026-12-02-nearfar.md). Every rank sees the same locality_far (set only where
- * every rank's /dev/shm has room), so the sizes and the schedules built from them agree. */
-#define FAR_BUFFSIZE (16 << 20)
-static int64_t far_buffsize(const struct braid_comm* comm, int64_t simple) {
-  static int told;
-  if (!comm->host_mode || !comm->locality_far || simple >= FAR_BUFFSIZE ||
-      strcmp(braid_param_source(BRAID_PARAM_BUFFSIZE), "default") != 0)
-    return simple;
-  if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM,
-               "SHM: cores of local ranks are far apart: Simple buffers of %d MiB per connection (NCCL_BUFFSIZE "
-               "sets them)",
-               FAR_BUFFSIZE >> 20);
-  return FAR_BUFFSIZE;
-}
-
 /* FIFO sizes per connection (NCCL_BUFFSIZE for Simple; LL and LL128 scaled for host memory). */
 static ncclResult_t setup_buffers(struct braid_comm* comm) {
   int64_t simple = braid_param_int(BRAID_PARAM_BUFFSIZE);
@@ -251,7 +233,6 @@ static ncclResult_t setup_buffers(struct braid_comm* comm) {
         (long long)simple, (long long)ll, (long long)ll128, (long long)min_bytes, (long long)max_bytes);
     return ncclInvalidArgument;
   }
-  simple = far_buffsize(comm, simple);
   /* Whole lines per slot. */
   comm->buff_bytes[BRAID_PROTO_SIMPLE] = (size_t)simple / (BRAID_NSTEPS * 128) * (BRAID_NSTEPS * 128);
   comm->buff_bytes[BRAID_PROTO_LL] = (size_t)ll / (BRAID_NSTEPS * 4096) * (BRAID_NSTEPS * 4096);

@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/check.h"
@@ -35,7 +34,6 @@
 #define LOC_CACHE_S 5.0                    /* a figure for the same two processes is reused */
 #define LOC_BATCH 32                       /* round trips per timed batch */
 #define LOC_STOP UINT64_MAX
-#define LOC_SHM_FREE_MIN (1ull << 30) /* /dev/shm free on every rank for far FIFO sizes */
 
 enum { LOC_MODE_AUTO, LOC_MODE_NEAR, LOC_MODE_FAR };
 enum { HOW_FORCED, HOW_TOPOLOGY, HOW_CACHED, HOW_MEASURE, HOW_FAILED };
@@ -311,13 +309,12 @@ static int local_pair(const struct braid_comm* comm, int r) {
 }
 
 ncclResult_t braid_locality_decide(struct braid_comm* comm) {
-  int n = comm->nranks, me = comm->rank, far = 0;
+  int n = comm->nranks, me = comm->rank;
   comm->locality = calloc((size_t)n, 1);
   if (comm->locality == NULL) {
     BRAID_WARN("Failed to allocate %d bytes of locality information", n);
     return ncclSystemError;
   }
-  comm->locality_far = 0;
   if (!comm->host_mode || n == 1) return ncclSuccess;
   /* pairs (a, b), a < b, in order: mine are (r, me) for r < me, then (me, r) for r > me */
   for (int r = 0; r < n; r++) {
@@ -329,28 +326,6 @@ ncclResult_t braid_locality_decide(struct braid_comm* comm) {
     else
       BRAID_CHECK(pair_follow(comm, a, tag, &loc));
     comm->locality[r] = (uint8_t)loc;
-    far |= loc == BRAID_LOCALITY_FAR;
   }
-  int* all = calloc((size_t)n, sizeof(int));
-  if (all == NULL) {
-    BRAID_WARN("Failed to allocate %zu bytes of locality information", (size_t)n * sizeof(int));
-    return ncclSystemError;
-  }
-  struct statvfs vfs; /* room for the far pairs' larger FIFOs (core/init.c) */
-  int room = statvfs("/dev/shm", &vfs) == 0 && (unsigned long long)vfs.f_bavail * vfs.f_frsize >= LOC_SHM_FREE_MIN;
-  all[me] = far | room << 1;
-  ncclResult_t res = braid_bootstrap_allgather(comm->bootstrap, all, sizeof(int));
-  int any_far = 0, all_room = 1;
-  for (int r = 0; r < n && res == ncclSuccess; r++) {
-    any_far |= all[r] & 1;
-    all_room &= all[r] >> 1;
-  }
-  free(all);
-  comm->locality_far = any_far && all_room;
-  if (res == ncclSuccess && any_far && !all_room && me == 0)
-    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM,
-               "SHM: local pairs are far apart but /dev/shm has less than %llu MiB free on some rank: default FIFO "
-               "sizes",
-               LOC_SHM_FREE_MIN >> 20);
-  return res;
+  return ncclSuccess;
 }

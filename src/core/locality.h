@@ -24,9 +24,8 @@ enum braid_locality { BRAID_LOCALITY_UNKNOWN = 0, BRAID_LOCALITY_NEAR = 1, BRAID
 struct braid_comm;
 struct braid_peer_info;
 
-/* Every rank of comm (collective: bootstrap messages between local pairs, one allgather):
- * fills comm->locality[nranks] (this rank's view of each peer; UNKNOWN for remote ones and
- * itself) and comm->locality_far (1 when any local pair anywhere in comm is far). */
+/* Every rank of comm (collective: bootstrap messages between local pairs): fills
+ * comm->locality[nranks] (this rank's view of each peer; UNKNOWN for remote ones and itself). */
 ncclResult_t braid_locality_decide(struct braid_comm* comm);
 
 /* The pieces, for tests. */
