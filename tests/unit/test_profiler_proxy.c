@@ -3,7 +3,7 @@
  * transport/net/net_prof.c): 2 ranks on 2 fake nodes (Socket over loopback, one channel, Ring,
  * Simple), each running a 1 MiB AllReduce and a group of a 1 MiB Send and Recv with the test
  * profiler of tests/plugins/test_profiler.c asking for Group, Coll, P2p, ProxyOp, ProxyStep,
- * ProxyCtrl (the progress thread's idle / active, sleep / wake-up: at least one sleep).
+ * ProxyCtrl (Append once per group; the progress thread's idle / active, sleep / wake-up as they happen).
  *
  * Per rank: one send and one receive ProxyOp under the AllReduce's Coll event, one of each
  * under the Send / Recv P2p events, peer the other rank, channel 0; nSteps as the schedules
@@ -106,9 +106,10 @@ static int body(struct harness_rank* r) {
   REXPECT(r, res.starts[1] == 1 && res.starts[2] == 2 && res.starts[3] == 4 && res.stops[3] == 4,
           "v%d: Coll %d P2p %d ProxyOp %d/%d, expected 1, 2, 4", version, res.starts[1], res.starts[2], res.starts[3],
           res.stops[3]);
-  /* The progress thread slept at least once while the communicator lived (it does whenever
-   * nothing moves: BRAID_PROXY_SPIN_US is 0); each ProxyCtrl's states the profiler checked. */
-  REXPECT(r, res.starts[5] >= 1 + res.ctrl_appends && res.starts[5] == res.stops[5],
+  /* ProxyCtrl: the Appends below, plus the progress thread's sleeps, whose states the profiler
+   * checked. How often it sleeps is timing (it spins while a posted receive is pending: a
+   * fresh-clone run saw none), so no count of sleeps is asserted. */
+  REXPECT(r, res.starts[5] >= res.ctrl_appends && res.starts[5] == res.stops[5],
           "v%d: ProxyCtrl %d started (%d Append), %d stopped", version, res.starts[5], res.ctrl_appends, res.stops[5]);
   /* ProxyCtrl Append ... AppendEnd: once per group whose ops were handed to the proxies. */
   REXPECT(r, res.ctrl_appends == 2, "v%d: %d ProxyCtrl Append events, expected 2", version, res.ctrl_appends);
