@@ -27,6 +27,7 @@
 #include "base/check.h"
 #include "core/profile.h"
 #include "device/device.h"
+#include "device/launch.h" /* the kernels' order */
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
 #include "transport/prof_op.h"
@@ -240,27 +241,13 @@ static int channel_conns(const struct braid_dev_channel* ch, int nranks, struct 
   return n;
 }
 
-/* The order of the plan's kernels: one per datatype, by first appearance (device/launch.c). */
-static int plan_dtypes(const struct braid_plan* plan, int* out) {
-  uint32_t seen = 0;
-  int n = 0;
-  for (int j = 0; j < plan->njobs; j++)
-    for (int i = 0; i < plan->jobs[j].nworks; i++) {
-      int dtype = plan->jobs[j].works[i].dtype;
-      if (dtype < 0 || dtype >= BRAID_NUM_DTYPES || (seen >> dtype & 1)) continue;
-      seen |= 1u << dtype;
-      out[n++] = dtype;
-    }
-  return n;
-}
-
 /* Every item of the plan on every connection end of its channel: host mode in item order,
  * device mode kernel by kernel (the items of one datatype each). `item_task` has room for
  * every item; conns / is_send for one channel's ends. */
 static void queue_plan(struct proxy_ops* q, struct braid_plan* plan, struct braid_task* tasks, int mask,
                        struct braid_task** item_task, struct braid_conn** conns, int* is_send) {
   struct braid_comm* comm = plan->comm;
-  int dtypes[BRAID_NUM_DTYPES], ndt = q->device ? plan_dtypes(plan, dtypes) : 1;
+  int dtypes[BRAID_NUM_DTYPES], ndt = q->device ? braid_launch_dtypes(plan, dtypes) : 1;
   for (int j = 0, at = 0; j < plan->njobs; at += plan->jobs[j++].nworks) {
     struct braid_task* cursor = tasks; /* a channel's items: the tasks in order */
     for (int i = 0; i < plan->jobs[j].nworks; i++) {

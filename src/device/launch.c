@@ -420,7 +420,7 @@ static size_t buf_bytes(const struct braid_plan* plan, int dtype, int* inline_p)
 
 /* The datatypes of the plan's kernels, in order of first appearance: every rank derives the
  * same order from the same calls, so connections stay in lock-step across the launches. */
-static int plan_dtypes(const struct braid_plan* plan, int* out) {
+int braid_launch_dtypes(const struct braid_plan* plan, int* out) {
   uint32_t seen = 0;
   int n = 0;
   for (int j = 0; j < plan->njobs; j++)
@@ -528,7 +528,7 @@ ncclResult_t braid_launch_prepare(struct braid_plan* plan, struct braid_task* ta
   BRAID_CHECK(s->dev->get_current(&cur));
   if (cur != comm->cuda_dev) BRAID_CHECK(s->dev->set_current(comm->cuda_dev));
   BRAID_CHECK_GOTO(plan_capturing(plan, tasks, &s->capturing), res, out);
-  int n = plan_dtypes(plan, dtypes);
+  int n = braid_launch_dtypes(plan, dtypes);
   pthread_mutex_lock(&comm->mutex);
   for (int k = 0; k < n && res == ncclSuccess; k++) {
     int inline_ok = 0;
@@ -562,7 +562,7 @@ ncclResult_t braid_launch_plan(struct braid_plan* plan, struct braid_task* tasks
     if (plan->copies[i].dst != plan->copies[i].src)
       BRAID_CHECK_GOTO(dev->memcpy_async(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes, plan->stream),
                        res, out);
-  int n = plan->njobs > 0 ? plan_dtypes(plan, dtypes) : 0;
+  int n = plan->njobs > 0 ? braid_launch_dtypes(plan, dtypes) : 0;
   if (n != s->nprepared) {
     BRAID_WARN("rank %d: launch of %d kernels with %d prepared buffers (braid_launch_prepare not called)", comm->rank,
                n, s->nprepared);

@@ -30,6 +30,9 @@ ncclResult_t braid_launch_prepare(struct braid_plan* plan, struct braid_task* ta
  * tasks name: those streams' prior work before the kernel, their later work after it. Returns
  * once launched; makes no call that waits for the device. */
 ncclResult_t braid_launch_plan(struct braid_plan* plan, struct braid_task* tasks);
+/* The datatypes of plan's kernels in launch order (one kernel each), into out
+ * (BRAID_NUM_DTYPES); returns how many. */
+int braid_launch_dtypes(const struct braid_plan* plan, int* out);
 /* Kernel statuses of finished launches: the first failure becomes comm->async_error (WARN
  * naming the rank). Returns that error, or ncclSuccess. */
 ncclResult_t braid_launch_poll(struct braid_comm* comm);
