@@ -197,13 +197,17 @@ static ncclResult_t node_trees(int nnodes, struct node_tree* t0, struct node_tre
   return ncclSuccess;
 }
 
-/* Ranks of one node sharing a GPU (BRAID_GPU_SHARING=1; NCCL refuses it): the most on any one
- * GPU, 1 when none share (and in host mode). */
+/* Ranks per GPU where every node's ranks share one GPU (BRAID_GPU_SHARING=1; NCCL refuses it):
+ * 1 when any node has several GPUs or a GPU of its own per rank, and in host mode. */
 static int gpu_sharing(int nranks, const struct braid_topo_rank* ranks, int host) {
   int most = 1;
   for (int i = 0; i < nranks && !host; i++) {
     int n = 0;
-    for (int j = 0; j < nranks; j++) n += ranks[j].node == ranks[i].node && ranks[j].bus_id == ranks[i].bus_id;
+    for (int j = 0; j < nranks; j++) {
+      if (ranks[j].node != ranks[i].node) continue;
+      if (ranks[j].bus_id != ranks[i].bus_id) return 1;
+      n++;
+    }
     if (n > most) most = n;
   }
   return most;
@@ -215,6 +219,11 @@ static int gpu_sharing(int nranks, const struct braid_topo_rank* ranks, int host
  * its SMs too, so the GPU's SHARED_GPU_CHANNELS blocks are split between them (16 each for 2
  * ranks, 8 for 4), never under the fallback's 2; NCCL_MAX_NCHANNELS still caps them. */
 #define SHARED_GPU_CHANNELS 32
+/* What the tuner prices one such channel at (GB/s): the fallback's 0.1 GB/s over SYS made it
+ * pick Simple from 4 KiB and 256 threads. The ring never leaves the GPU (LOC, priced as
+ * NVLink); one block of a Hopper copy loop moves some tens of GB/s: an estimate until
+ * tests/gpu/run.sh measures it. */
+#define SHARED_GPU_CHANNEL_BW 20.0f
 static int shared_gpu_floor(int sharing) {
   if (sharing < 2) return 0;
   int n = SHARED_GPU_CHANNELS / sharing;
@@ -376,8 +385,13 @@ ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
   g->host_mode = l.host;
   merge_nodes(g, &l, infos);
   int sm90_multi = !l.host && g->min_sm >= 90 && l.nnodes > 1 && g->bw_intra > 45.0f;
-  g->nchannels =
-      channel_plan(g->nrings, sm90_multi, shared_gpu_floor(gpu_sharing(nranks, ranks, l.host)), search, tree);
+  int sharing = gpu_sharing(nranks, ranks, l.host);
+  g->nchannels = channel_plan(g->nrings, sm90_multi, shared_gpu_floor(sharing), search, tree);
+  if (sharing > 1 && g->nrings == 1 && g->type_intra == BRAID_PATH_SYS) {
+    /* the model's bandwidth is search channels x speed: the one search channel carries them all */
+    g->type_intra = g->tree_type_intra = BRAID_PATH_LOC;
+    g->bw_intra = g->tree_bw_intra = SHARED_GPU_CHANNEL_BW * (float)g->nchannels;
+  }
 
   size_t cells = (size_t)g->nchannels * nranks;
   BRAID_CALLOC_GOTO(g->ring, cells, res, out);

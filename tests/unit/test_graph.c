@@ -300,8 +300,8 @@ START_TEST(test_bad_input) {
 END_TEST
 
 /* Ranks sharing a GPU (BRAID_GPU_SHARING=1): the search's fallback channel, copied up to
- * 32 / (ranks per GPU) channels, under NCCL_MAX_NCHANNELS; ranks on GPUs of their own keep the
- * search's count. */
+ * 32 / (ranks per GPU) channels, under NCCL_MAX_NCHANNELS, priced as local memory at 20 GB/s a
+ * channel; ranks on GPUs of their own keep the search's count. */
 START_TEST(test_shared_gpu) {
   env_reset();
   setenv("BRAID_GPU_SHARING", "1", 1);
@@ -317,6 +317,8 @@ START_TEST(test_shared_gpu) {
     ck_assert_int_eq(braid_graph_compute(sys, n, r, &g), ncclSuccess);
     ck_assert_int_eq(g->nrings, 1);
     ck_assert_int_eq(g->nchannels, want[n]);
+    ck_assert_int_eq(g->type_intra, BRAID_PATH_LOC); /* priced as the GPU's own memory, not SYS at 0.1 GB/s */
+    ck_assert_float_eq_tol(g->bw_intra, 20.0f * (float)want[n], 1e-3f);
     check_graph(sys, r, g, &k);
     for (int c = 1; c < g->nchannels; c++) ck_assert_mem_eq(&g->ring[c * n], &g->ring[0], n * sizeof(int));
     braid_graph_free(g);
