@@ -573,9 +573,14 @@ static int one_rank_body(struct harness_rank* r) {
   d->stream_sync(s);
   braid_device_fake_counts(&l1, &c1, NULL, NULL);
   if (l1 != l0 || c1 != c0 + 3) bad = harness_fail(r, "copies: %d launches, %d copies (want 0, 3)", l1 - l0, c1 - c0);
+  /* into a capturing stream: the copy is legal there (a memcpy node) and no graph buffer */
+  braid_device_fake_capture(s, 1);
+  if (ncclAllReduce(in, out, n, ncclFloat32, ncclMin, comm, s) != ncclSuccess) bad = harness_fail(r, "captured");
+  if (braid_device_fake_capture(s, 0) != ncclSuccess) bad = harness_fail(r, "the capture was invalidated");
+  d->stream_sync(s);
   int g = -1, o = -1;
   braid_launch_count_buffers(braid_comm_of(comm), &g, &o);
-  if (g + o != 0) bad = harness_fail(r, "copies took %d launch buffers", g + o);
+  if (g + o != 0) bad = harness_fail(r, "copies took %d launch buffers (%d of a graph)", g + o, g);
   d->memcpy_sync(host, out, n * sizeof(float));
   for (size_t i = 0; i < n && !bad; i++)
     if (host[i] != (float)in_val(0, i)) bad = harness_fail(r, "copy [%zu] = %g", i, host[i]);
