@@ -195,7 +195,7 @@ suite() {
 }
 
 # ---- 3. the suite without MPS: one process, and the kill case ----------------------------------
-suite oneproc 70 matrix:6-8
+suite oneproc 80 matrix:6-9
 suite nvls-oneproc 40 nvls:0-1
 suite abort 45 abort:0-1
 

@@ -616,6 +616,16 @@ static int one_rank_body(struct harness_rank* r) {
   d->memcpy_sync(host, out, n * sizeof(int32_t));
   for (size_t i = 0; i < n && !bad; i++)
     if (((int32_t*)host)[i] != (int32_t)in_val(0, i)) bad = harness_fail(r, "avg [%zu] = %d", i, ((int32_t*)host)[i]);
+  /* one byte elements (pieces of 64 bytes): AVG of one uint8 input is the input, 17 blocks */
+  char* want = malloc(n);
+  d->memcpy_sync(want, in, n);
+  if (ncclAllReduce(in, out, n, ncclUint8, ncclAvg, comm, s) != ncclSuccess) bad = harness_fail(r, "u8 avg");
+  d->stream_sync(s);
+  braid_device_fake_counts(NULL, NULL, &blocks, NULL);
+  if (blocks != (int)((n + (64 << 10) - 1) / (64 << 10))) bad = harness_fail(r, "u8 avg: %d blocks", blocks);
+  d->memcpy_sync(host, out, n);
+  if (memcmp(host, want, n) != 0) bad = harness_fail(r, "u8 avg: output differs from the input");
+  free(want);
   ncclRedOpDestroy(pms, comm);
   d->free(in);
   d->free(out);
