@@ -7,7 +7,8 @@
  * fixed slots: ring send/recv, tree up send/recv, tree down send/recv x3, then p2p send and
  * receive per peer.
  *
- * Launch: one kernel per communicator per group, grid = channels with work. Work items go
+ * Launch: one kernel per communicator per group, grid = channels with work (one rank: copies
+ * without a kernel, or up to 64 blocks per call, below: "one rank"). Work items go
  * inline in the kernel arguments when they fit; the kernel statuses, overflow items and p2p
  * ops go to a launch buffer in pinned, mapped host memory (as NCCL's work FIFO): written by
  * plain stores, read by the kernel. A buffer is reused only after the event recorded behind
