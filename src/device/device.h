@@ -208,6 +208,9 @@ ncclResult_t braid_device_fake_blocking(cudaStream_t stream, int on);
  * memory to device memory returns once staged, landing when the legacy stream runs it.
  * Off (the default): memcpy_sync copies at once. Not thread-safe. */
 void braid_device_fake_legacy_copies(int on);
+/* Test hook (fake GPU): kernel launches and copies this process queued so far, and the grid of
+ * the last launch (blocks, threads per block); any pointer may be NULL. */
+void braid_device_fake_counts(int* launches, int* copies, int* last_blocks, int* last_threads);
 
 /* Device memory for ncclMemAlloc/ncclMemFree: device->alloc on a device, page-aligned host
  * memory in host mode. */

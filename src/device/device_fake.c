@@ -401,6 +401,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t progress = PTHREAD_COND_INITIALIZER; /* some op completed */
 static struct fake_stream* streams;
 static int legacy_copies;                                /* test hook */
+static int count_launches, count_copies, last_grid[2];   /* test hook: braid_device_fake_counts */
 static __thread int capture_mode = BRAID_CAPTURE_GLOBAL; /* this thread's */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -598,6 +599,11 @@ static ncclResult_t fake_launch(const struct braid_kernel_args* args, int dtype,
   BRAID_CHECK(new_op(OP_LAUNCH, &op));
   op->args = *args;
   op->nblocks = nblocks;
+  pthread_mutex_lock(&mu);
+  count_launches++;
+  last_grid[0] = nblocks;
+  last_grid[1] = nthreads;
+  pthread_mutex_unlock(&mu);
   return enqueue(stream, op);
 }
 
@@ -612,6 +618,9 @@ static ncclResult_t fake_memcpy_async(void* dst, const void* src, size_t bytes, 
   op->dst = dst;
   op->src = src;
   op->bytes = bytes;
+  pthread_mutex_lock(&mu);
+  count_copies++;
+  pthread_mutex_unlock(&mu);
   return enqueue(stream, op);
 }
 
@@ -712,6 +721,14 @@ ncclResult_t braid_device_fake_blocking(cudaStream_t stream, int on) {
 }
 void braid_device_fake_legacy_copies(int on) {
   legacy_copies = on;
+}
+void braid_device_fake_counts(int* launches, int* copies, int* last_blocks, int* last_threads) {
+  pthread_mutex_lock(&mu);
+  if (launches) *launches = count_launches;
+  if (copies) *copies = count_copies;
+  if (last_blocks) *last_blocks = last_grid[0];
+  if (last_threads) *last_threads = last_grid[1];
+  pthread_mutex_unlock(&mu);
 }
 
 static ncclResult_t fake_stream_kind(cudaStream_t stream, int* kind) {

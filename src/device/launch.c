@@ -7,7 +7,8 @@
  * fixed slots: ring send/recv, tree up send/recv, tree down send/recv x3, then p2p send and
  * receive per peer.
  *
- * Launch: one kernel per communicator per group, grid = channels with work. Work items go
+ * Launch: one kernel per communicator per group, grid = channels with work (one rank: copies
+ * without a kernel, or up to 64 blocks per call, below: "one rank"). Work items go
  * inline in the kernel arguments when they fit; the kernel statuses, overflow items and p2p
  * ops go to a launch buffer in pinned, mapped host memory (as NCCL's work FIFO): written by
  * plain stores, read by the kernel. A buffer is reused only after the event recorded behind
@@ -361,8 +362,95 @@ static int plan_streams(const struct braid_plan* plan, struct braid_task* tasks,
   return n;
 }
 
+/* ---- one rank -----------------------------------------------------------------------------
+ * A collective on one rank moves bytes only, unless its operator computes (PreMulSum, and
+ * SumPostDiv, integer AVG); SUM, PROD, MIN and MAX of one input are the input. As NCCL does,
+ * a plan whose collectives all only move bytes runs no kernel: each call is one
+ * cudaMemcpyAsync on the kernel's stream (a memcpy node under capture), in call order, none
+ * where sendbuff == recvbuff. A plan with a computing call keeps every call in the kernel (so
+ * the calls stay in order, as they were), and each call is cut into up to
+ * BRAID_MAX_CHANNELS pieces of at least ONE_RANK_PIECE bytes, one block each: one block is a
+ * small fraction of a GPU's copy bandwidth. Every call has its first channel share on channel
+ * 0 (plan.c add_coll), covering `count`: channel 0's items are the calls, in call order; the
+ * other channels' items are shares of the same calls and are not used. */
+#define ONE_RANK_PIECE (64 << 10)
+
+static int one_rank(const struct braid_plan* plan) {
+  return plan->comm->nranks == 1 && plan->njobs > 0 && plan->jobs[0].ch == &plan->comm->channels[0].dev;
+}
+
+static int computes(const struct braid_work* w) {
+  return w->redop.kind == BRAID_RED_PREMULSUM || w->redop.kind == BRAID_RED_SUMPOSTDIV;
+}
+
+/* One rank, no call computes: the plan is copies. */
+static int one_rank_copies(const struct braid_plan* plan) {
+  if (!one_rank(plan)) return 0;
+  for (int j = 0; j < plan->njobs; j++)
+    for (int i = 0; i < plan->jobs[j].nworks; i++)
+      if (plan->jobs[j].works[i].func == BRAID_FUNC_SendRecv || computes(&plan->jobs[j].works[i])) return 0;
+  return 1;
+}
+
+/* One rank with a computing call: blocks of the kernel for one datatype. */
+static int one_rank_nblocks(const struct braid_plan* plan, int dtype) {
+  size_t most = 0;
+  const struct braid_host_job* job = &plan->jobs[0];
+  for (int i = 0; i < job->nworks; i++) {
+    const struct braid_work* w = &job->works[i];
+    size_t bytes = w->count * (size_t)braid_dtype_size(w->dtype);
+    if (w->dtype == dtype && bytes > most) most = bytes;
+  }
+  size_t n = (most + ONE_RANK_PIECE - 1) / ONE_RANK_PIECE;
+  return n < 1 ? 1 : n > BRAID_MAX_CHANNELS ? BRAID_MAX_CHANNELS : (int)n;
+}
+
+/* Piece b of nb of one call: 64-byte multiples (16-byte vectors stay aligned), 0 if empty. */
+static int one_rank_piece(const struct braid_work* w, int nb, int b, size_t* off, size_t* count) {
+  size_t es = (size_t)braid_dtype_size(w->dtype), unit = 64 / es, per = (w->count + nb - 1) / nb;
+  per = (per + unit - 1) / unit * unit;
+  *off = (size_t)b * per;
+  if (*off >= w->count) return 0;
+  *count = w->count - *off < per ? w->count - *off : per;
+  return 1;
+}
+
+/* One rank's kernel items of one datatype: *nblocks_p blocks, the total returned. */
+static int one_rank_count(const struct braid_plan* plan, int dtype, int* nblocks_p) {
+  int nb = one_rank_nblocks(plan, dtype), total = 0, nblocks = 0;
+  const struct braid_host_job* job = &plan->jobs[0];
+  for (int b = 0; b < nb; b++) {
+    int k = 0;
+    size_t off = 0, count = 0;
+    for (int i = 0; i < job->nworks; i++)
+      k += job->works[i].dtype == dtype && one_rank_piece(&job->works[i], nb, b, &off, &count);
+    total += k;
+    nblocks += k > 0;
+  }
+  *nblocks_p = nblocks;
+  return total;
+}
+
+/* The kernels' datatypes: none for a one-rank plan of copies. */
+static int kernel_dtypes(const struct braid_plan* plan, int* out) {
+  return one_rank_copies(plan) ? 0 : braid_launch_dtypes(plan, out);
+}
+
+/* A one-rank plan of copies, on the kernel's stream in call order. */
+static ncclResult_t one_rank_copy(struct braid_plan* plan) {
+  const struct braid_host_job* job = &plan->jobs[0];
+  for (int i = 0; i < job->nworks; i++) {
+    const struct braid_work* w = &job->works[i];
+    if (w->sendbuff != w->recvbuff)
+      BRAID_CHECK(plan->comm->launch->dev->memcpy_async(w->recvbuff, w->sendbuff,
+                                                        w->count * (size_t)braid_dtype_size(w->dtype), plan->stream));
+  }
+  return ncclSuccess;
+}
+
 /* Items of one datatype (a kernel is built per datatype: kernel.cuh), per channel in order. */
 static int count_dtype(const struct braid_plan* plan, int dtype, int* nblocks_p) {
+  if (one_rank(plan)) return one_rank_count(plan, dtype, nblocks_p);
   int total = 0, nblocks = 0;
   for (int j = 0; j < plan->njobs; j++) {
     int k = 0;
@@ -390,6 +478,29 @@ static void pack(struct braid_plan* plan, int dtype, struct launch_buf* b, int i
   a->status = (int*)b->dev;
   a->nblocks = nblocks;
   a->nworks = total;
+  if (one_rank(plan)) {
+    int nb = one_rank_nblocks(plan, dtype);
+    const struct braid_host_job* job = &plan->jobs[0];
+    for (int c = 0; c < nb; c++) {
+      int first = k;
+      for (int i = 0; i < job->nworks; i++) {
+        size_t off = 0, count = 0;
+        if (job->works[i].dtype != dtype || !one_rank_piece(&job->works[i], nb, c, &off, &count)) continue;
+        dst[k] = job->works[i];
+        dst[k].chan_off = off;
+        dst[k].chan_count = count;
+        k++;
+      }
+      if (k == first) continue;
+      a->block_channel[blk] = (uint8_t)job->ch->id; /* channel 0: one rank uses no connection */
+      a->block_first[blk] = (uint32_t)first;
+      a->block_nworks[blk] = (uint32_t)(k - first);
+      ((volatile int*)b->host)[blk] = BRAID_KERNEL_STATUS_QUEUED;
+      blk++;
+    }
+    b->nblocks = nblocks;
+    return;
+  }
   for (int j = 0; j < plan->njobs; j++) {
     const struct braid_host_job* job = &plan->jobs[j];
     int first = k;
@@ -447,7 +558,8 @@ static ncclResult_t launch_dtype(struct braid_plan* plan, int dtype, struct laun
   }
   pthread_mutex_lock(&comm->mutex);
   pack(plan, dtype, b, inline_ok, a);
-  ncclResult_t res = s->dev->launch(a, dtype, nblocks, braid_launch_threads(plan->nthreads), plan->stream);
+  int nthreads = braid_launch_threads(one_rank(plan) && nblocks > 1 ? BRAID_KERNEL_MAX_THREADS : plan->nthreads);
+  ncclResult_t res = s->dev->launch(a, dtype, nblocks, nthreads, plan->stream);
   b->reserved = 0;
   if (res == ncclSuccess) {
     b->busy = 1;
@@ -528,7 +640,7 @@ ncclResult_t braid_launch_prepare(struct braid_plan* plan, struct braid_task* ta
   BRAID_CHECK(s->dev->get_current(&cur));
   if (cur != comm->cuda_dev) BRAID_CHECK(s->dev->set_current(comm->cuda_dev));
   BRAID_CHECK_GOTO(plan_capturing(plan, tasks, &s->capturing), res, out);
-  int n = braid_launch_dtypes(plan, dtypes);
+  int n = kernel_dtypes(plan, dtypes);
   pthread_mutex_lock(&comm->mutex);
   for (int k = 0; k < n && res == ncclSuccess; k++) {
     int inline_ok = 0;
@@ -562,7 +674,8 @@ ncclResult_t braid_launch_plan(struct braid_plan* plan, struct braid_task* tasks
     if (plan->copies[i].dst != plan->copies[i].src)
       BRAID_CHECK_GOTO(dev->memcpy_async(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes, plan->stream),
                        res, out);
-  int n = plan->njobs > 0 ? braid_launch_dtypes(plan, dtypes) : 0;
+  if (one_rank_copies(plan)) BRAID_CHECK_GOTO(one_rank_copy(plan), res, out);
+  int n = plan->njobs > 0 ? kernel_dtypes(plan, dtypes) : 0;
   if (n != s->nprepared) {
     BRAID_WARN("rank %d: launch of %d kernels with %d prepared buffers (braid_launch_prepare not called)", comm->rank,
                n, s->nprepared);

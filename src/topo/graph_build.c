@@ -13,7 +13,8 @@
  *   tree, both on the first for a plain tree, first and second for a split tree;
  *   channels: the search channels, then their copy carrying tree 1; twice again for sm90+
  *   multi-node rings over 45 GB/s with fewer than 16; NCCL_MAX_NCHANNELS, then
- *   NCCL_MIN_NCHANNELS by copying the first channels.
+ *   NCCL_MIN_NCHANNELS by copying the first channels; ranks sharing a GPU (which NCCL
+ *   refuses) at least 32 / (ranks per GPU) channels the same way (shared_gpu_floor).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -196,8 +197,42 @@ static ncclResult_t node_trees(int nnodes, struct node_tree* t0, struct node_tre
   return ncclSuccess;
 }
 
-/* The channels' search channel and tree, NCCL's duplications and copies. */
-static int channel_plan(int n, int sm90_multi, int* search, int* tree) {
+/* Ranks per GPU where every node's ranks share one GPU (BRAID_GPU_SHARING=1; NCCL refuses it):
+ * 1 when any node has several GPUs or a GPU of its own per rank, and in host mode. */
+static int gpu_sharing(int nranks, const struct braid_topo_rank* ranks, int host) {
+  int most = 1;
+  for (int i = 0; i < nranks && !host; i++) {
+    int n = 0;
+    for (int j = 0; j < nranks; j++) {
+      if (ranks[j].node != ranks[i].node) continue;
+      if (ranks[j].bus_id != ranks[i].bus_id) return 1;
+      n++;
+    }
+    if (n > most) most = n;
+  }
+  return most;
+}
+
+/* Channels of ranks sharing a GPU. The search knows no such GPU and gives NCCL's fallback, one
+ * channel (two with the tree copy), while their rings never leave the GPU's memory: a rank's
+ * kernel of two blocks moves a small fraction of what the GPU can. Ranks sharing a GPU share
+ * its SMs too, so the GPU's SHARED_GPU_CHANNELS blocks are split between them (16 each for 2
+ * ranks, 8 for 4), never under the fallback's 2; NCCL_MAX_NCHANNELS still caps them. */
+#define SHARED_GPU_CHANNELS 32
+/* What the tuner prices one such channel at (GB/s): the fallback's 0.1 GB/s over SYS made it
+ * pick Simple from 4 KiB and 256 threads. The ring never leaves the GPU (LOC, priced as
+ * NVLink); one block of a Hopper copy loop moves some tens of GB/s: an estimate until
+ * tests/gpu/run.sh measures it. */
+#define SHARED_GPU_CHANNEL_BW 20.0f
+static int shared_gpu_floor(int sharing) {
+  if (sharing < 2) return 0;
+  int n = SHARED_GPU_CHANNELS / sharing;
+  return n < 2 ? 2 : n;
+}
+
+/* The channels' search channel and tree, NCCL's duplications and copies; `floor`: the fewest
+ * channels (copies of the first, as NCCL_MIN_NCHANNELS makes), under NCCL_MAX_NCHANNELS. */
+static int channel_plan(int n, int sm90_multi, int floor, int* search, int* tree) {
   int nch = 2 * n < BRAID_MAX_CHANNELS ? 2 * n : BRAID_MAX_CHANNELS;
   for (int c = 0; c < nch; c++) {
     search[c] = c % n;
@@ -210,6 +245,7 @@ static int channel_plan(int n, int sm90_multi, int* search, int* tree) {
   int hi = clamp_param(BRAID_PARAM_MAX_NCHANNELS, BRAID_MAX_CHANNELS), lo = clamp_param(BRAID_PARAM_MIN_NCHANNELS, 0);
   if (hi < 1) hi = 1;
   if (nch > hi) nch = hi;
+  if (lo < (floor < hi ? floor : hi)) lo = floor < hi ? floor : hi;
   int start = nch;
   for (int c = nch; c < lo; c++) search[c] = search[c - start], tree[c] = tree[c - start];
   if (lo > nch) nch = lo;
@@ -349,7 +385,13 @@ ncclResult_t braid_graph_build(int nranks, const struct braid_topo_rank* ranks,
   g->host_mode = l.host;
   merge_nodes(g, &l, infos);
   int sm90_multi = !l.host && g->min_sm >= 90 && l.nnodes > 1 && g->bw_intra > 45.0f;
-  g->nchannels = channel_plan(g->nrings, sm90_multi, search, tree);
+  int sharing = gpu_sharing(nranks, ranks, l.host);
+  g->nchannels = channel_plan(g->nrings, sm90_multi, shared_gpu_floor(sharing), search, tree);
+  if (sharing > 1 && g->nrings == 1 && g->type_intra == BRAID_PATH_SYS) {
+    /* the model's bandwidth is search channels x speed: the one search channel carries them all */
+    g->type_intra = g->tree_type_intra = BRAID_PATH_LOC;
+    g->bw_intra = g->tree_bw_intra = SHARED_GPU_CHANNEL_BW * (float)g->nchannels;
+  }
 
   size_t cells = (size_t)g->nchannels * nranks;
   BRAID_CALLOC_GOTO(g->ring, cells, res, out);

@@ -6,7 +6,8 @@
  * process (ncclCommInitAll), the overflow path for work items, asynchronous return (a held
  * stream runs nothing until released), two streams in one group, non-blocking communicators,
  * abort of a kernel that waits for an absent peer, buffers of captured launches (a stream the
- * fake reports as capturing), and the duplicate-GPU rule.
+ * fake reports as capturing), the duplicate-GPU rule, and one rank (copies without a kernel,
+ * computing operators over many blocks).
  *
  * Each case sets the environment first and calls braid_device_reset(): Check runs every test
  * in a forked child, and harness.h forks the ranks from there.
@@ -538,6 +539,107 @@ START_TEST(test_capture) {
 }
 END_TEST
 
+/* ---- one rank (launch.c): copies by memcpy_async, computing operators by a kernel of many blocks */
+
+/* One-rank collectives of count floats: the copy operators run no kernel (one queued copy
+ * per out-of-place call, none in place); PreMulSum and AVG run a kernel of
+ * min(64, bytes / 64 KiB) blocks of 512 threads; a group with a computing call keeps its
+ * copies in the kernel, in call order. */
+static int one_rank_body(struct harness_rank* r) {
+  const struct braid_device_ops* d = braid_device();
+  ncclComm_t comm = init_on_device(r, d, 1);
+  cudaStream_t s = (cudaStream_t)(uintptr_t)21;
+  size_t n = (1 << 20) + 3, small = 1000;
+  float *in = NULL, *out = NULL, *host = malloc(n * sizeof(float)), two = 2.0f;
+  int bad = 0, l0, c0, l1, c1, blocks = 0, threads = 0;
+  ncclRedOp_t pms;
+  if (comm == NULL) return 1;
+  d->alloc((void**)&in, n * sizeof(float));
+  d->alloc((void**)&out, n * sizeof(float));
+  fill(host, ncclFloat32, n, 0, 0);
+  d->memcpy_sync(in, host, n * sizeof(float));
+  /* copies: out of place, then in place, then a group of two */
+  braid_device_fake_counts(&l0, &c0, NULL, NULL);
+  braid_device_fake_hold(s, 1);
+  if (ncclAllReduce(in, out, n, ncclFloat32, ncclMax, comm, s) != ncclSuccess) bad = harness_fail(r, "allreduce");
+  d->memcpy_sync(host, out, sizeof(float));
+  if (host[0] == (float)in_val(0, 0)) bad = harness_fail(r, "the copy ran before the stream did");
+  braid_device_fake_hold(s, 0);
+  if (ncclAllReduce(out, out, n, ncclFloat32, ncclSum, comm, s) != ncclSuccess) bad = harness_fail(r, "in place");
+  ncclGroupStart();
+  ncclBroadcast(in, out, small, ncclFloat32, 0, comm, s);
+  ncclReduce(in, out + small, small, ncclFloat32, ncclMin, 0, comm, s);
+  if (ncclGroupEnd() != ncclSuccess) bad = harness_fail(r, "group of copies");
+  d->stream_sync(s);
+  braid_device_fake_counts(&l1, &c1, NULL, NULL);
+  if (l1 != l0 || c1 != c0 + 3) bad = harness_fail(r, "copies: %d launches, %d copies (want 0, 3)", l1 - l0, c1 - c0);
+  /* into a capturing stream: the copy is legal there (a memcpy node) and no graph buffer */
+  braid_device_fake_capture(s, 1);
+  if (ncclAllReduce(in, out, n, ncclFloat32, ncclMin, comm, s) != ncclSuccess) bad = harness_fail(r, "captured");
+  if (braid_device_fake_capture(s, 0) != ncclSuccess) bad = harness_fail(r, "the capture was invalidated");
+  d->stream_sync(s);
+  int g = -1, o = -1;
+  braid_launch_count_buffers(braid_comm_of(comm), &g, &o);
+  if (g + o != 0) bad = harness_fail(r, "copies took %d launch buffers (%d of a graph)", g + o, g);
+  d->memcpy_sync(host, out, n * sizeof(float));
+  for (size_t i = 0; i < n && !bad; i++)
+    if (host[i] != (float)in_val(0, i)) bad = harness_fail(r, "copy [%zu] = %g", i, host[i]);
+  /* PreMulSum by 2: one kernel over 64 blocks; a small one: one block */
+  ncclRedOpCreatePreMulSum(&pms, &two, ncclFloat32, ncclScalarHostImmediate, comm);
+  if (ncclAllReduce(in, out, n, ncclFloat32, pms, comm, s) != ncclSuccess) bad = harness_fail(r, "premulsum");
+  d->stream_sync(s);
+  braid_device_fake_counts(&l0, NULL, &blocks, &threads);
+  if (l0 != l1 + 1 || blocks != BRAID_MAX_CHANNELS || threads != 512)
+    bad = harness_fail(r, "premulsum: %d launches of %d x %d (want 1 of %d x 512)", l0 - l1, blocks, threads,
+                       BRAID_MAX_CHANNELS);
+  d->memcpy_sync(host, out, n * sizeof(float));
+  for (size_t i = 0; i < n && !bad; i++)
+    if (host[i] != 2.0f * (float)in_val(0, i)) bad = harness_fail(r, "premulsum [%zu] = %g", i, host[i]);
+  if (ncclAllReduce(in, out, small, ncclFloat32, pms, comm, s) != ncclSuccess) bad = harness_fail(r, "small");
+  d->stream_sync(s);
+  braid_device_fake_counts(NULL, NULL, &blocks, NULL);
+  if (blocks != 1) bad = harness_fail(r, "small premulsum: %d blocks (want 1)", blocks);
+  /* a group: a copy, then AVG of its output in place (int32: SumPostDiv by 1), in order */
+  int32_t* iv = (int32_t*)in;
+  fill(host, ncclInt32, n, 0, 0);
+  d->memcpy_sync(iv, host, n * sizeof(int32_t));
+  braid_device_fake_counts(&l0, &c0, NULL, NULL);
+  ncclGroupStart();
+  ncclAllReduce(iv, out, n, ncclInt32, ncclSum, comm, s);
+  ncclAllReduce(out, out, n, ncclInt32, ncclAvg, comm, s);
+  if (ncclGroupEnd() != ncclSuccess) bad = harness_fail(r, "group with AVG");
+  d->stream_sync(s);
+  braid_device_fake_counts(&l1, &c1, &blocks, NULL);
+  if (l1 != l0 + 1 || c1 != c0 || blocks != BRAID_MAX_CHANNELS)
+    bad = harness_fail(r, "group with AVG: %d launches of %d blocks, %d copies (want 1 of %d, 0)", l1 - l0, blocks,
+                       c1 - c0, BRAID_MAX_CHANNELS);
+  d->memcpy_sync(host, out, n * sizeof(int32_t));
+  for (size_t i = 0; i < n && !bad; i++)
+    if (((int32_t*)host)[i] != (int32_t)in_val(0, i)) bad = harness_fail(r, "avg [%zu] = %d", i, ((int32_t*)host)[i]);
+  /* one byte elements (pieces of 64 bytes): AVG of one uint8 input is the input, 17 blocks */
+  char* want = malloc(n);
+  d->memcpy_sync(want, in, n);
+  if (ncclAllReduce(in, out, n, ncclUint8, ncclAvg, comm, s) != ncclSuccess) bad = harness_fail(r, "u8 avg");
+  d->stream_sync(s);
+  braid_device_fake_counts(NULL, NULL, &blocks, NULL);
+  if (blocks != (int)((n + (64 << 10) - 1) / (64 << 10))) bad = harness_fail(r, "u8 avg: %d blocks", blocks);
+  d->memcpy_sync(host, out, n);
+  if (memcmp(host, want, n) != 0) bad = harness_fail(r, "u8 avg: output differs from the input");
+  free(want);
+  ncclRedOpDestroy(pms, comm);
+  d->free(in);
+  d->free(out);
+  free(host);
+  ncclCommDestroy(comm);
+  return bad;
+}
+
+START_TEST(test_one_rank) {
+  use_fake(1);
+  ck_assert_int_eq(harness_run(1, HARNESS_PROCS, one_rank_body, NULL, RANK_TIMEOUT_S), 0);
+}
+END_TEST
+
 /* ---- several ranks on one GPU --------------------------------------------------------------- */
 
 static int dup_body(struct harness_rank* r) {
@@ -587,6 +689,7 @@ Suite* device_suite(void) {
   tcase_add_test(tc, test_capture);
   tcase_add_loop_test(tc, test_abort, 0, 2);
   tcase_add_loop_test(tc, test_duplicate_gpu, 0, 2);
+  tcase_add_test(tc, test_one_rank);
   suite_add_tcase(s, tc);
   return s;
 }

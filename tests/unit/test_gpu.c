@@ -10,7 +10,8 @@
  *            send/recv) and a Send/Recv ring x f32 f16 bf16 i32 u8 f64 (f8e4m3 on sm_90 and
  *            later) x sum prod max min avg PreMulSum (host-immediate and device scalar) x
  *            NCCL_PROTO LL, LL128, Simple, on 2 processes, 4 processes and 2 ranks in one
- *            process (ncclCommInitAll with device 0 twice); counts 0, 1, 7, 1031, 65537 and,
+ *            process (ncclCommInitAll with device 0 twice), and one rank with Simple (copies
+ *            by cudaMemcpyAsync, AVG and PreMulSum by a kernel of many blocks); counts 0, 1, 7, 1031, 65537 and,
  *            with Simple, 1048583 (4 MiB of f32); in place at 1031 and 1048583. Checked against
  *            refdata's reference, with 64 guard bytes after every receive buffer and non-root
  *            Reduce buffers left untouched.
@@ -437,8 +438,8 @@ static int gcall_run(struct gctx* c, const struct gcall* k) {
   return 0;
 }
 
-enum gmode { GM_PROCS2, GM_PROCS4, GM_ONEPROC2 };
-static const char* const gmode_names[] = {"2 processes", "4 processes", "1 process x 2 ranks"};
+enum gmode { GM_PROCS2, GM_PROCS4, GM_ONEPROC2, GM_ONERANK };
+static const char* const gmode_names[] = {"2 processes", "4 processes", "1 process x 2 ranks", "1 rank"};
 static const char* const protos[] = {"LL", "LL128", "Simple"};
 
 struct matrix_case {
@@ -446,7 +447,7 @@ struct matrix_case {
 };
 static const struct matrix_case matrix_cases[] = {
     {GM_PROCS2, 0}, {GM_PROCS2, 1},   {GM_PROCS2, 2},   {GM_PROCS4, 0},   {GM_PROCS4, 1},
-    {GM_PROCS4, 2}, {GM_ONEPROC2, 0}, {GM_ONEPROC2, 1}, {GM_ONEPROC2, 2},
+    {GM_PROCS4, 2}, {GM_ONEPROC2, 0}, {GM_ONEPROC2, 1}, {GM_ONEPROC2, 2}, {GM_ONERANK, 2},
 };
 
 /* Run the call list of one case; stops at the first call that cannot go on. */

@@ -6,7 +6,7 @@
  * agree, everything reachable) whose node-level part is binary, and every node is a leaf in
  * at least one of the two trees (but node 0 of an odd node count: NCCL's double tree then
  * shifts the second tree by one, and node 0 is inner in both); NICs are set where rings leave or enter a node. Plus the
- * channel-count variables and bad input.
+ * channel-count variables, ranks sharing a GPU, and bad input.
  */
 #include <check.h>
 #include <stdio.h>
@@ -299,6 +299,49 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* Ranks sharing a GPU (BRAID_GPU_SHARING=1): the search's fallback channel, copied up to
+ * 32 / (ranks per GPU) channels, under NCCL_MAX_NCHANNELS, priced as local memory at 20 GB/s a
+ * channel; ranks on GPUs of their own keep the search's count. */
+START_TEST(test_shared_gpu) {
+  env_reset();
+  setenv("BRAID_GPU_SHARING", "1", 1);
+  braid_param_reload();
+  struct braid_topo_system* sys = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(braid_topo_load_xml(test_fixture("dgx-h100.xml"), &sys), ncclSuccess);
+  static const int want[] = {0, 0, 16, 0, 8};
+  for (int n = 2; n <= 4; n += 2) {
+    struct braid_topo_rank* r = make_ranks(sys, 1, n, 0);
+    struct gcase k = {"dgx-h100.xml", 1, n, 0, 0};
+    for (int i = 1; i < n; i++) r[i].bus_id = r[0].bus_id;
+    ck_assert_int_eq(braid_graph_compute(sys, n, r, &g), ncclSuccess);
+    ck_assert_int_eq(g->nrings, 1);
+    ck_assert_int_eq(g->nchannels, want[n]);
+    ck_assert_int_eq(g->type_intra, BRAID_PATH_LOC); /* priced as the GPU's own memory, not SYS at 0.1 GB/s */
+    ck_assert_float_eq_tol(g->bw_intra, 20.0f * (float)want[n], 1e-3f);
+    check_graph(sys, r, g, &k);
+    for (int c = 1; c < g->nchannels; c++) ck_assert_mem_eq(&g->ring[c * n], &g->ring[0], n * sizeof(int));
+    braid_graph_free(g);
+    setenv("NCCL_MAX_NCHANNELS", "4", 1);
+    braid_param_reload();
+    ck_assert_int_eq(braid_graph_compute(sys, n, r, &g), ncclSuccess);
+    ck_assert_int_eq(g->nchannels, 4);
+    braid_graph_free(g);
+    unsetenv("NCCL_MAX_NCHANNELS");
+    braid_param_reload();
+    for (int i = 1; i < n; i++) r[i].bus_id = sys->nodes[sys->gpus[i]].id; /* a GPU each: the search's */
+    ck_assert_int_eq(braid_graph_compute(sys, n, r, &g), ncclSuccess);
+    ck_assert_int_eq(g->nchannels, 2 * g->nrings);
+    ck_assert_int_gt(g->nrings, 1);
+    braid_graph_free(g);
+    free(r);
+  }
+  unsetenv("BRAID_GPU_SHARING");
+  braid_param_reload();
+  braid_topo_free(sys);
+}
+END_TEST
+
 /* A node whose GPUs are not in the local system (heterogeneous cluster) still gets rings. */
 START_TEST(test_unknown_gpus) {
   env_reset();
@@ -383,6 +426,7 @@ Suite* graph_suite(void) {
   tcase_add_test(tc, test_cross_nic);
   tcase_add_test(tc, test_bad_input);
   tcase_add_test(tc, test_unknown_gpus);
+  tcase_add_test(tc, test_shared_gpu);
   tcase_add_test(tc, test_node_search_and_build);
   tcase_add_test(tc, test_heterogeneous_hosts);
   suite_add_tcase(s, tc);
