@@ -69,9 +69,12 @@ int main(int argc, char** argv) {
   size_t mib = 64;
   int passes = 5, cpu_a = -1, cpu_b = -1, opt;
   while ((opt = getopt(argc, argv, "s:n:c:")) != -1) {
-    if (opt == 's') mib = strtoul(optarg, 0, 0);
-    else if (opt == 'n') passes = atoi(optarg);
-    else if (opt == 'c') sscanf(optarg, "%d,%d", &cpu_a, &cpu_b);
+    if (opt == 's')
+      mib = strtoul(optarg, 0, 0);
+    else if (opt == 'n')
+      passes = atoi(optarg);
+    else if (opt == 'c')
+      sscanf(optarg, "%d,%d", &cpu_a, &cpu_b);
     else {
       fprintf(stderr, "usage: %s [-s MIB] [-n PASSES] [-c CPU_A,CPU_B] [PIECE_KIB ...]\n", argv[0]);
       return 1;

@@ -182,10 +182,10 @@ START_TEST(test_direct) {
   /* Whole-slot send/recv steps: on every connection that copies by pointer (said once per
    * process), unless the user set the chunk size. */
   int want_whole = on && !k->deny && k->env == NULL;
-  ck_assert_msg(want_whole ? whole_procs == (k->hmode == HARNESS_THREADS ? 1 : k->nranks) && whole == whole_procs
-                           : whole == 0,
-                "%s%s%s: whole-slot send/recv steps said %d times by %d processes", k->mode, k->deny ? " denied" : "",
-                k->env ? " (chunk size set)" : "", whole, whole_procs);
+  ck_assert_msg(
+      want_whole ? whole_procs == (k->hmode == HARNESS_THREADS ? 1 : k->nranks) && whole == whole_procs : whole == 0,
+      "%s%s%s: whole-slot send/recv steps said %d times by %d processes", k->mode, k->deny ? " denied" : "",
+      k->env ? " (chunk size set)" : "", whole, whole_procs);
   if (k->hmode == HARNESS_THREADS) {
     ck_assert_msg(on ? pointer > 0 : pointer == 0, "%s: %d direct-pointer connections", k->mode, pointer);
     ck_assert_int_eq(cma, 0);
