@@ -168,7 +168,8 @@
   X(MAX_CTAS, "NCCL_MAX_CTAS", LIVE, INT(1, INT32_MAX), BRAID_PARAM_UNSET, "default of config.maxCTAs")                \
   X(MAX_P2P_NCHANNELS, "NCCL_MAX_P2P_NCHANNELS", ACCEPTED, INT(1, 64), 64, "most channels for send/recv")              \
   X(P2P_NET_CHUNKSIZE, "NCCL_P2P_NET_CHUNKSIZE", ACCEPTED, SIZE, 131072, "send/recv chunk over the network")           \
-  X(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", LIVE, SIZE, 131072, "send/recv chunk over PCIe/shared memory")        \
+  X(P2P_PCI_CHUNKSIZE, "NCCL_P2P_PCI_CHUNKSIZE", LIVE, SIZE, 131072,                                                   \
+    "send/recv chunk over PCIe/shared memory (unset: host-mode shm steps sent by pointer take whole slots)")           \
   X(P2P_NVL_CHUNKSIZE, "NCCL_P2P_NVL_CHUNKSIZE", ACCEPTED, SIZE, 524288, "send/recv chunk over NVLink")                \
   X(P2P_LL_THRESHOLD, "NCCL_P2P_LL_THRESHOLD", ACCEPTED, SIZE, 16384,                                                  \
     "send/recv bytes per channel up to which LL is used")                                                              \

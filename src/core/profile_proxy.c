@@ -122,7 +122,7 @@ static uint64_t work_steps(const struct braid_work* w, const struct braid_dev_ch
     for (int i = 0; i < w->nops; i++) {
       const struct braid_p2p_op* op = &w->ops[i];
       if (op->is_send != is_send || (is_send ? ch->p2p_send : ch->p2p_recv)[op->peer] != c) continue;
-      k += div_up(op->bytes, w->p2p_chunk_bytes), *peer_p = op->peer;
+      k += div_up(op->bytes, c->p2p_step ? c->p2p_step : w->p2p_chunk_bytes), *peer_p = op->peer;
     }
     return k;
   }

@@ -243,12 +243,18 @@ HD struct braid_p2p_op* braid_p2p_round_ops(struct braid_prims* p, struct braid_
   return r;
 }
 
+/* Bytes per step of a p2p op on connection c: the connection's own figure where it has one (a
+ * shm connection that copies by pointer takes whole slots: one copy per step, no pipeline to
+ * fill, so fewer, larger steps only save handshakes and system calls), else the work item's. */
+HD size_t braid_p2p_chunk(const struct braid_work* w, const struct braid_conn* c) {
+  return c->p2p_step ? c->p2p_step : w->p2p_chunk_bytes;
+}
+
 /* One pass over a round's ops: a step of each op whose connection is ready. *progressed_p:
  * some op moved. Returns 0 or an exec status. The block decides readiness by a vote of
  * thread 0's poll, and reads `done` only after the barrier that follows thread 0's update. */
 HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch,
                       struct braid_p2p_op* ops, int n, int* pending_p, int* progressed_p) {
-  size_t chunk = w->p2p_chunk_bytes;
   for (int k = 0; k < n; k++) {
     struct braid_p2p_op* op = &ops[k];
     if (op->done >= op->bytes) continue;
@@ -256,7 +262,7 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
     if (braid_p2p_blocked(ops, k)) continue;
     struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
     if (c == 0) return BRAID_EXEC_BAD_SCHEDULE; /* an op to a peer that was never connected */
-    size_t step = braid_min_sz(chunk, op->bytes - op->done);
+    size_t step = braid_min_sz(braid_p2p_chunk(w, c), op->bytes - op->done);
     if (!op->is_send) braid_direct_before_poll(p, c, op->buff + op->done, step);
     int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) : braid_conn_can_recv(c));
     if (!simt_bar_or(mine)) continue;

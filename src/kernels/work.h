@@ -103,6 +103,10 @@ struct braid_conn {
   /* Host executor only, with host_fetch and not host_load: bytes a one-pass reduction copies
    * out of the sender's memory at a time (0: kernels/direct.h's default). */
   uint32_t fetch_piece;
+  /* Host executor only, both ends of a shm connection whose sender sends by pointer: bytes per
+   * send/recv step on it (0: the work item's p2p_chunk_bytes). The receiver chooses it and tells
+   * the sender at connect, so both ends cut a message alike (coll.h braid_p2p_chunk). */
+  uint32_t p2p_step;
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

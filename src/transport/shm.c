@@ -66,6 +66,7 @@ struct shm_blob {
   size_t bytes;
   char name[96];       /* other process: the segment to map */
   uint32_t direct_min; /* send steps from this size by pointer; 0: never (cma.h) */
+  uint32_t p2p_step;   /* with direct_min: bytes per send/recv step (work.h braid_conn.p2p_step) */
   uint64_t local_id;   /* same process: the FIFO's entry in the untaken list */
 };
 
@@ -218,6 +219,23 @@ static uint32_t shm_fetch_piece(const struct braid_transport_ctx* t, int peer) {
   return loc == BRAID_LOCALITY_FAR ? SHM_PIECE_FAR : SHM_PIECE_NEAR;
 }
 
+/* Receive end of a direct connection: bytes per send/recv step on it. A step sent by pointer is
+ * one copy (the receiver's) with nothing to pipeline, so it takes a whole slot (the most a step
+ * may be: an in-place receive still lands in the slot); 128 KiB steps (NCCL_P2P_PCI_CHUNKSIZE's
+ * default) cost four handshakes and system calls per slot instead of one. A chunk size the user
+ * set is kept (0: the work item's). */
+static uint32_t shm_p2p_step(const struct braid_conn* conn) {
+  static atomic_int told;
+  const char* src = braid_param_source(BRAID_PARAM_P2P_PCI_CHUNKSIZE);
+  if (src != NULL && strcmp(src, "default") != 0) return 0;
+  uint32_t step = conn->slot_bytes[BRAID_PROTO_SIMPLE];
+  if (atomic_exchange(&told, 1) == 0)
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM,
+               "SHM: send/recv steps sent by pointer take whole slots (%u bytes; NCCL_P2P_PCI_CHUNKSIZE keeps its own)",
+               step);
+  return step;
+}
+
 /* Receive end of a direct connection: a step the sender left in its own memory (direct.h). */
 static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t bytes) {
   struct braid_connector* c = (struct braid_connector*)conn; /* conn is its first member */
@@ -303,6 +321,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     c->conn.host_load = r->same_process;
     c->conn.fetch_piece = r->same_process ? 0 : shm_fetch_piece(t, peer);
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
+    c->conn.p2p_step = blob->p2p_step = shm_p2p_step(&c->conn);
   }
   c->res = r;
   return ncclSuccess;
@@ -377,6 +396,7 @@ static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct
     r->direct = 1;
     c->conn.direct = 1;
     c->conn.direct_min = blob->direct_min;
+    c->conn.p2p_step = blob->p2p_step;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
   }
   c->res = r;

@@ -33,6 +33,7 @@ struct dcase {
   int deny;         /* seccomp: process_vm_readv fails with EPERM */
   int nranks;
   enum harness_mode hmode;
+  const char* env; /* more of it, or NULL */
 };
 
 static const size_t counts[] = {1000, 65537, 1048579};
@@ -134,10 +135,18 @@ static int count_logs(const char* needle, int* procs, int* most) {
 }
 
 static const struct dcase cases[] = {
-    {"AUTO", 0, 2, HARNESS_PROCS},  {"ON", 0, 2, HARNESS_PROCS},     {"OFF", 0, 2, HARNESS_PROCS},
-    {"AUTO", 1, 2, HARNESS_PROCS},  {"ON", 1, 3, HARNESS_PROCS},     {"AUTO", 0, 3, HARNESS_PROCS},
-    {"ON", 0, 3, HARNESS_PROCS},    {"AUTO", 0, 2, HARNESS_THREADS}, {"ON", 0, 3, HARNESS_THREADS},
-    {"OFF", 0, 2, HARNESS_THREADS},
+    {"AUTO", 0, 2, HARNESS_PROCS, NULL},
+    {"ON", 0, 2, HARNESS_PROCS, NULL},
+    {"OFF", 0, 2, HARNESS_PROCS, NULL},
+    {"AUTO", 1, 2, HARNESS_PROCS, NULL},
+    {"ON", 1, 3, HARNESS_PROCS, NULL},
+    {"AUTO", 0, 3, HARNESS_PROCS, NULL},
+    {"ON", 0, 3, HARNESS_PROCS, NULL},
+    {"AUTO", 0, 2, HARNESS_THREADS, NULL},
+    {"ON", 0, 3, HARNESS_THREADS, NULL},
+    {"OFF", 0, 2, HARNESS_THREADS, NULL},
+    /* a chunk size the user set: send/recv steps keep it (no whole-slot steps) */
+    {"AUTO", 0, 2, HARNESS_PROCS, "NCCL_P2P_PCI_CHUNKSIZE=131072"},
 };
 
 START_TEST(test_direct) {
@@ -150,11 +159,13 @@ START_TEST(test_direct) {
            "BRAID_HOST_MODE=1",
            k->mode, tmpdir);
   ref_env_apply(env);
+  if (k->env) ref_env_apply(k->env);
   ncclResetDebugInit();
   int failed = harness_run(k->nranks, k->hmode, body, (void*)k, RANK_TIMEOUT_S);
   int procs, most;
   int cma = count_logs("via SHM/shared memory/CMA", &procs, &most);
   int pointer = count_logs("via SHM/direct pointer/read", &procs, &most);
+  int whole = count_logs("send/recv steps sent by pointer take whole slots", &procs, &most), whole_procs = procs;
   int told = count_logs("cross-memory attach to", &procs, &most);
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
@@ -162,11 +173,19 @@ START_TEST(test_direct) {
   unsetenv("NCCL_DEBUG_FILE");
   unsetenv("NCCL_DEBUG");
   unsetenv("NCCL_DEBUG_SUBSYS");
+  unsetenv("NCCL_P2P_PCI_CHUNKSIZE");
   ref_env_apply("BRAID_SHM_DIRECT=AUTO");
   ncclResetDebugInit();
   ck_assert_msg(failed == 0, "%s%s, %d ranks (%s): %d rank(s) failed", k->mode, k->deny ? " denied" : "", k->nranks,
                 harness_mode_name(k->hmode), failed);
   int on = strcmp(k->mode, "OFF") != 0;
+  /* Whole-slot send/recv steps: on every connection that copies by pointer (said once per
+   * process), unless the user set the chunk size. */
+  int want_whole = on && !k->deny && k->env == NULL;
+  ck_assert_msg(
+      want_whole ? whole_procs == (k->hmode == HARNESS_THREADS ? 1 : k->nranks) && whole == whole_procs : whole == 0,
+      "%s%s%s: whole-slot send/recv steps said %d times by %d processes", k->mode, k->deny ? " denied" : "",
+      k->env ? " (chunk size set)" : "", whole, whole_procs);
   if (k->hmode == HARNESS_THREADS) {
     ck_assert_msg(on ? pointer > 0 : pointer == 0, "%s: %d direct-pointer connections", k->mode, pointer);
     ck_assert_int_eq(cma, 0);
