@@ -128,12 +128,13 @@ static void frame_done(struct braid_rma* rma, int r, uint64_t seq, int slot, siz
     if (res == ncclSuccess && f->frag_off > 0) {
       memcpy(p->dhdr, f->hdr, sizeof(p->dhdr));
       p->dheld = 1;
-      res = dst_mh(rma, r, &win, &p->dmh);
-      if (res == ncclSuccess) {
-        p->ddst = dst;
-        p->dleft = (size_t)f->frag_off;
-        __atomic_fetch_add(&rma->stats.direct_recv, 1, __ATOMIC_RELAXED);
+      if (dst_mh(rma, r, &win, &p->dmh) != ncclSuccess) {
+        rma_peer_fail(rma, r, NULL, ncclSystemError, "sent a put into a window this rank could not register");
+        return;
       }
+      p->ddst = dst;
+      p->dleft = (size_t)f->frag_off;
+      __atomic_fetch_add(&rma->stats.direct_recv, 1, __ATOMIC_RELAXED);
     } else if (res == ncclSuccess) {
       rma->sink.landed(rma->sink.arg, r, f->hdr, 1);
     }
