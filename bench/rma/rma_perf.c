@@ -8,7 +8,9 @@
  * trip, minus nothing, is reported as the put's latency (us, min and median of the iterations)
  * and size / round trip as bandwidth (GB/s). Size 0 is ncclSignal against ncclSignal.
  *
- *   rma_perf [-b MINBYTES] [-e MAXBYTES] [-n ITERS]
+ *   rma_perf [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-w]
+ * -w: the source is ncclMemAlloc memory registered as a window too (not malloc'd): over IB
+ * only puts from a window go without a copy (src/transport/net/net_rma.c).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -41,7 +43,7 @@ static int cmp(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-static void run(int rank, ncclUniqueId id, size_t minb, size_t maxb, int iters) {
+static void run(int rank, ncclUniqueId id, size_t minb, size_t maxb, int iters, int src_win) {
   char host[32];
   snprintf(host, sizeof(host), "rma-perf-node-%d", rank);
   setenv("NCCL_HOSTID", host, 1);
@@ -51,9 +53,15 @@ static void run(int rank, ncclUniqueId id, size_t minb, size_t maxb, int iters) 
   void* buf = NULL;
   CHECK(ncclMemAlloc(&buf, maxb));
   memset(buf, 1, maxb);
-  void* src = malloc(maxb);
+  void* src = NULL;
+  ncclWindow_t swin = NULL;
+  if (src_win)
+    CHECK(ncclMemAlloc(&src, maxb));
+  else
+    src = malloc(maxb);
   memset(src, 2, maxb);
   CHECK(ncclCommWindowRegister(comm, buf, maxb, &win, 0));
+  if (src_win) CHECK(ncclCommWindowRegister(comm, src, maxb, &swin, 0));
   double* t = malloc(sizeof(double) * (size_t)iters);
   if (rank == 0) printf("%12s %10s %10s %12s\n", "bytes", "min_us", "median_us", "GB/s(median)");
   for (size_t size = minb;; size = size ? size * 4 : 8) {
@@ -82,33 +90,38 @@ static void run(int rank, ncclUniqueId id, size_t minb, size_t maxb, int iters) 
     }
     if (size == maxb) break;
   }
+  if (src_win) CHECK(ncclCommWindowDeregister(comm, swin));
   CHECK(ncclCommWindowDeregister(comm, win));
   CHECK(ncclCommDestroy(comm));
   CHECK(ncclMemFree(buf));
-  free(src);
+  if (src_win)
+    CHECK(ncclMemFree(src));
+  else
+    free(src);
   free(t);
 }
 
 int main(int argc, char** argv) {
   size_t minb = 0, maxb = 16u << 20;
-  int iters = 50, c;
-  while ((c = getopt(argc, argv, "b:e:n:")) != -1) {
+  int iters = 50, c, src_win = 0;
+  while ((c = getopt(argc, argv, "b:e:n:w")) != -1) {
+    if (c == 'w') src_win = 1;
     if (c == 'b') minb = strtoull(optarg, NULL, 0);
     if (c == 'e') maxb = strtoull(optarg, NULL, 0);
     if (c == 'n') iters = atoi(optarg);
   }
   if (iters < 1 || maxb < 1 || minb > maxb) {
-    fprintf(stderr, "usage: rma_perf [-b MINBYTES] [-e MAXBYTES] [-n ITERS]\n");
+    fprintf(stderr, "usage: rma_perf [-b MINBYTES] [-e MAXBYTES] [-n ITERS] [-w]\n");
     return 2;
   }
   ncclUniqueId id;
   CHECK(ncclGetUniqueId(&id));
   pid_t pid = fork();
   if (pid == 0) {
-    run(1, id, minb, maxb, iters);
+    run(1, id, minb, maxb, iters, src_win);
     _exit(0);
   }
-  run(0, id, minb, maxb, iters);
+  run(0, id, minb, maxb, iters, src_win);
   int st = 0;
   waitpid(pid, &st, 0);
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;

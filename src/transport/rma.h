@@ -14,15 +14,18 @@
  * A message is a fixed header of BRAID_RMA_HDR_BYTES (the core's) and a payload of any size.
  * Bounce path: fragments of at most 256 KiB, copied into registered buffers on both sides; the
  * receiving side hands every fragment, in the order sent, to the sink's deliver callback.
- * Direct path (a put the core allows it for, on a plugin with BRAID_NET_PTR_HOST_ANY, at least
- * RMA_DIRECT_MIN bytes): the header goes alone, the sink's place callback says where the
+ * Direct path (a put the core allows it for, at least RMA_DIRECT_MIN bytes, on a plugin with
+ * BRAID_NET_PTR_HOST_ANY, or on one that registers host memory (IB) when the source lies in a
+ * window the core named): the header goes alone, the sink's place callback says where the
  * payload lands (and holds that memory), the payload is sent from the caller's buffer and
- * received there, then landed is called. Messages from one peer are handled in the order they
- * were sent (one plugin connection, whose requests complete in order): a later message is not
- * handled before an earlier direct put's landed.
- * braid_rma_send returns once the plugin has completed every send (the payload is no longer
- * read). A peer whose connection breaks is failed: its sends and polls return ncclRemoteError
- * and braid_rma_peer_error says why.
+ * received there, then landed is called. On a plugin without HOST_ANY both ends register the
+ * window (per connection, once: a cache keyed by the window's span) and the core drops those
+ * registrations with braid_rma_win_drop before the window's memory can go (deregistration);
+ * any other source goes by the bounce path, so no registration outlives its memory. Messages from one peer are handled
+ * in the order they were sent (one plugin connection, whose requests complete in order): a later message is not handled
+ * before an earlier direct put's landed. braid_rma_send returns once the plugin has completed every send (the payload
+ * is no longer read). A peer whose connection breaks is failed: its sends and polls return ncclRemoteError and
+ * braid_rma_peer_error says why.
  */
 #ifndef BRAID_RMA_H
 #define BRAID_RMA_H
@@ -34,8 +37,15 @@
 
 #define BRAID_RMA_HDR_BYTES 48
 #define BRAID_RMA_ADDR_BYTES 136
+#define BRAID_RMA_DIRECT_MIN (64u << 10) /* smaller puts go inline: one message */
 
 struct braid_rma;
+
+/* A registered window's memory: what a direct put's registrations are keyed by. */
+struct braid_rma_span {
+  void* base;
+  size_t size;
+};
 
 /* What a receiver tells one sender (allgathered by the core). */
 struct braid_rma_addr {
@@ -48,11 +58,12 @@ typedef ncclResult_t (*braid_rma_deliver_fn)(void* arg, int peer, const void* hd
                                              size_t len, int last);
 
 /* What the core does with what arrives (see above). place: where a direct put of `bytes`
- * lands (host memory), held until landed (an error fails the peer); landed: ok = 1 when
- * every byte arrived, 0 when the peer failed first (release only). */
+ * lands (host memory) and the window that holds it (*win), held until landed (an error fails
+ * the peer); landed: ok = 1 when every byte arrived, 0 when the peer failed first (release
+ * only). */
 struct braid_rma_sink {
   braid_rma_deliver_fn deliver;
-  ncclResult_t (*place)(void* arg, int peer, const void* hdr, size_t bytes, void** dst);
+  ncclResult_t (*place)(void* arg, int peer, const void* hdr, size_t bytes, void** dst, struct braid_rma_span* win);
   void (*landed)(void* arg, int peer, const void* hdr, int ok);
   void* arg;
 };
@@ -63,9 +74,20 @@ ncclResult_t braid_rma_open(const struct braid_transport_ctx* t, const int* remo
 /* theirs[r]: the address rank r made for this rank; nothing connects until used. */
 ncclResult_t braid_rma_connect(struct braid_rma* rma, const struct braid_rma_addr* theirs);
 /* Send header + payload (host memory) to peer; blocking (BRAID_TIMEOUT, abort flag). direct:
- * the target's memory is host memory too, the payload may go by the direct path. */
+ * the target's memory is host memory too, the payload may go by the direct path. src_win: NULL,
+ * or a window of this communicator that holds the payload and stays until braid_rma_win_drop
+ * (the caller keeps it from being dropped during the call). */
 ncclResult_t braid_rma_send(struct braid_rma* rma, int peer, const void* hdr, const void* data, size_t bytes,
-                            int direct);
+                            int direct, const struct braid_rma_span* src_win);
+/* The window at `base` (`size` bytes) goes: drop every registration of it (both ends' caches),
+ * after no put from or into it is in flight. NULL rma: nothing. */
+void braid_rma_win_drop(struct braid_rma* rma, const void* base, size_t size);
+/* What the direct path did (tests): puts sent / received direct, registrations made for
+ * sources / targets, and sources served by the cache. */
+struct braid_rma_stats {
+  uint64_t direct_sent, direct_recv, src_regs, src_hits, dst_regs;
+};
+void braid_rma_get_stats(const struct braid_rma* rma, struct braid_rma_stats* st);
 /* Deliver what has arrived from peer, if nobody else is doing so now. ncclRemoteError when
  * the peer's connection failed or closed. */
 ncclResult_t braid_rma_poll(struct braid_rma* rma, int peer);

@@ -92,7 +92,8 @@ static ncclResult_t deliver(void* arg, int peer, const void* hdr_v, uint64_t fra
 }
 
 /* A direct put's header: its window (host memory, not closing), held until landed. */
-static ncclResult_t place(void* arg, int peer, const void* hdr_v, size_t bytes, void** dst) {
+static ncclResult_t place(void* arg, int peer, const void* hdr_v, size_t bytes, void** dst,
+                          struct braid_rma_span* win) {
   struct braid_comm* comm = arg;
   struct rma_hdr h;
   memcpy(&h, hdr_v, sizeof(h));
@@ -107,6 +108,7 @@ static ncclResult_t place(void* arg, int peer, const void* hdr_v, size_t bytes, 
   if (ok) {
     w->rma_busy++;
     *dst = (char*)w->user_ptr + h.offset;
+    *win = (struct braid_rma_span){w->user_ptr, w->size};
   }
   pthread_mutex_unlock(&comm->sym->lock);
   if (ok) return ncclSuccess;
@@ -154,6 +156,8 @@ ncclResult_t braid_remote_win_quiesce(struct braid_comm* comm, struct ncclWindow
     pthread_mutex_lock(&comm->sym->lock);
   }
   pthread_mutex_unlock(&comm->sym->lock);
+  /* nothing sends from or lands in it now: its registrations go before its memory can */
+  if (comm->sym->rma != NULL) braid_rma_win_drop(comm->sym->rma, w->user_ptr, w->size);
   return ncclSuccess;
 }
 
@@ -222,9 +226,37 @@ static ncclResult_t need_rma(struct braid_comm* comm, int peer, const char* fn) 
   return ncclInvalidUsage;
 }
 
+/* The host window of this rank that holds [src, src + bytes), held (rma_busy: its
+ * deregistration waits, and then drops its registrations) until src_release; NULL if none. */
+static struct ncclWindow_vidmem* src_hold(struct braid_comm* comm, const void* src, size_t bytes) {
+  const char* s = src;
+  pthread_mutex_lock(&comm->sym->lock);
+  struct ncclWindow_vidmem* w = comm->sym->windows;
+  for (; w != NULL; w = w->next) {
+    const char* b = w->user_ptr;
+    if (w->magic == BRAID_WIN_MAGIC && !w->rma_closing && !w->infos[comm->rank].on_device && s >= b &&
+        bytes <= w->size && (size_t)(s - b) <= w->size - bytes)
+      break;
+  }
+  if (w != NULL) w->rma_busy++;
+  pthread_mutex_unlock(&comm->sym->lock);
+  return w;
+}
+
+static void src_release(struct braid_comm* comm, struct ncclWindow_vidmem* w) {
+  pthread_mutex_lock(&comm->sym->lock);
+  w->rma_busy--;
+  pthread_mutex_unlock(&comm->sym->lock);
+}
+
 /* A failure is WARNed where it is decided (net_rma.c, naming the peer and why). */
 static ncclResult_t send_hdr(struct braid_comm* comm, int peer, const struct rma_hdr* h, const void* src, int direct) {
-  ncclResult_t res = braid_rma_send(comm->sym->rma, peer, h, src, h->bytes, direct), why = comm->async_error;
+  /* a large put from a window may go without a copy on plugins that need registered memory */
+  struct ncclWindow_vidmem* sw = direct && h->bytes >= BRAID_RMA_DIRECT_MIN ? src_hold(comm, src, h->bytes) : NULL;
+  struct braid_rma_span span = {sw != NULL ? sw->user_ptr : NULL, sw != NULL ? sw->size : 0};
+  ncclResult_t res = braid_rma_send(comm->sym->rma, peer, h, src, h->bytes, direct, sw != NULL ? &span : NULL),
+               why = comm->async_error;
+  if (sw != NULL) src_release(comm, sw);
   if (res == ncclInvalidUsage && comm->abort_reason[0] != '\0' && why != ncclSuccess && why != ncclInProgress) {
     /* the abort flag stopped it, raised by braid (a peer died, seen first elsewhere): its cause */
     BRAID_WARN("%s: rank %d: the communicator failed while sending to rank %d: %s",
@@ -278,4 +310,8 @@ ncclResult_t braid_remote_fail(struct braid_comm* comm, int peer) {
 
 int braid_remote_connections(const struct braid_comm* comm) {
   return comm->sym != NULL ? braid_rma_connections(comm->sym->rma) : 0;
+}
+
+void braid_remote_rma_stats(const struct braid_comm* comm, struct braid_rma_stats* st) {
+  braid_rma_get_stats(comm->sym != NULL ? comm->sym->rma : NULL, st);
 }

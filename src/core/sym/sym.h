@@ -154,10 +154,14 @@ void braid_remote_free(struct braid_comm* comm);
 size_t braid_remote_bytes(const struct braid_comm* comm); /* buffers the connections hold */
 ncclResult_t braid_remote_put(struct braid_comm* comm, int peer, uint64_t win_id, size_t offset, const void* src,
                               size_t bytes, int src_on_device, int dst_on_device, int ctx, int sig);
-/* Deregistration: refuse new direct puts into w, wait for those landing (remote.c). */
+/* Deregistration: refuse new direct puts into and from w, wait for those in flight, drop its
+ * registrations (remote.c). */
 ncclResult_t braid_remote_win_quiesce(struct braid_comm* comm, struct ncclWindow_vidmem* w);
 /* One-sided connections made (send + receive sides; tests, logs). */
 int braid_remote_connections(const struct braid_comm* comm);
+/* What the one-sided channels' direct path did (transport/rma.h; tests). */
+struct braid_rma_stats;
+void braid_remote_rma_stats(const struct braid_comm* comm, struct braid_rma_stats* st);
 ncclResult_t braid_remote_signal(struct braid_comm* comm, int peer, int ctx, int sig);
 /* Apply what has arrived from `peer`; sleep_us > 0: when nothing had, sleep on the
  * connection's descriptors up to that long (microseconds). An error, not WARNed, when its

@@ -12,6 +12,15 @@
  * allocated and registered when a side is made, so memory statistics count what exists.
  * A failed request (the peer died, reset, aborted) fails the peer: what is in flight is
  * dropped, later sends and polls return ncclRemoteError, the reason names the rank.
+ *
+ * Window registrations (plugins without HOST_ANY: IB): a direct put's chunks are sent from and
+ * received into memory registered with the comm. Both ends register the whole window the put
+ * comes from / lands in, once per connection side (rma_reg_get: a small cache keyed by the
+ * window's span), and the core drops them (braid_rma_win_drop) at the window's deregistration,
+ * after no put from or into it is in flight. Only windows are cached, because only their
+ * lifetime is known: an arbitrary source may be freed and its address handed out again with
+ * other pages behind it, and a registration kept from before would send the old pages. Those
+ * sources take the bounce path.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -65,6 +74,66 @@ static ncclResult_t buf_alloc(char** p, size_t bytes) {
   return ncclSystemError;
 }
 
+/* ---- window registrations ----------------------------------------------------------------- */
+
+ncclResult_t rma_reg_get(struct braid_rma* rma, void* comm, struct rma_peer* p, struct rma_reg* regs,
+                         const struct braid_rma_span* win, void** mh, int* hit) {
+  int victim = 0;
+  *hit = 0;
+  for (int i = 0; i < RMA_NREGS; i++) {
+    if (regs[i].mh != NULL && regs[i].base == win->base && regs[i].size == win->size) {
+      regs[i].used = ++p->reg_clock;
+      *mh = regs[i].mh;
+      *hit = 1;
+      return ncclSuccess;
+    }
+    if (regs[victim].mh != NULL && (regs[i].mh == NULL || regs[i].used < regs[victim].used)) victim = i;
+  }
+  struct rma_reg* e = &regs[victim];
+  if (e->mh != NULL) rma->net->deregMr(comm, e->mh);
+  e->mh = NULL;
+  BRAID_CHECK(rma->net->regMr(comm, win->base, win->size, BRAID_NET_PTR_HOST, &e->mh));
+  e->base = win->base;
+  e->size = win->size;
+  e->used = ++p->reg_clock;
+  *mh = e->mh;
+  return ncclSuccess;
+}
+
+void rma_reg_drop(struct braid_rma* rma, void* comm, struct rma_reg* regs, const void* base, size_t size) {
+  const char* b = base;
+  for (int i = 0; i < RMA_NREGS; i++) {
+    struct rma_reg* e = &regs[i];
+    if (e->mh == NULL || (size > 0 && (e->base >= b + size || e->base + e->size <= b))) continue;
+    rma->net->deregMr(comm, e->mh);
+    e->mh = NULL;
+  }
+}
+
+void braid_rma_win_drop(struct braid_rma* rma, const void* base, size_t size) {
+  if (rma == NULL || rma->peers == NULL || rma->direct || size == 0) return; /* HOST_ANY: none made */
+  for (int r = 0; r < rma->t->nranks; r++) {
+    struct rma_peer* p = &rma->peers[r];
+    if (!p->remote) continue;
+    pthread_mutex_lock(&p->send_lock);
+    rma_reg_drop(rma, p->send_comm, p->sregs, base, size);
+    pthread_mutex_unlock(&p->send_lock);
+    pthread_mutex_lock(&p->recv_lock);
+    rma_reg_drop(rma, p->recv_comm, p->dregs, base, size);
+    pthread_mutex_unlock(&p->recv_lock);
+  }
+}
+
+void braid_rma_get_stats(const struct braid_rma* rma, struct braid_rma_stats* st) {
+  memset(st, 0, sizeof(*st));
+  if (rma == NULL) return;
+  st->direct_sent = __atomic_load_n(&rma->stats.direct_sent, __ATOMIC_RELAXED);
+  st->direct_recv = __atomic_load_n(&rma->stats.direct_recv, __ATOMIC_RELAXED);
+  st->src_regs = __atomic_load_n(&rma->stats.src_regs, __ATOMIC_RELAXED);
+  st->src_hits = __atomic_load_n(&rma->stats.src_hits, __ATOMIC_RELAXED);
+  st->dst_regs = __atomic_load_n(&rma->stats.dst_regs, __ATOMIC_RELAXED);
+}
+
 /* ---- a pair's connection, on first use ----------------------------------------------------- */
 
 int rma_recv_ready(struct braid_rma* rma, int r) {
@@ -79,7 +148,7 @@ int rma_recv_ready(struct braid_rma* rma, int r) {
   if (p->recv_comm == NULL) return 0;
   rma->net->closeListen(p->listen_comm);
   p->listen_comm = NULL;
-  p->nrslots = rma->direct ? 1 : RMA_NRECV; /* direct: frames are posted one at a time */
+  p->nrslots = rma->direct ? 1 : RMA_NRECV; /* HOST_ANY: frames are posted one at a time */
   size_t bytes = (size_t)p->nrslots * RMA_FRAG_BYTES;
   res = buf_alloc(&p->recv_buf, bytes);
   if (res == ncclSuccess) res = rma->net->regMr(p->recv_comm, p->recv_buf, bytes, BRAID_NET_PTR_HOST, &p->recv_mh);
@@ -87,7 +156,7 @@ int rma_recv_ready(struct braid_rma* rma, int r) {
     rma_peer_fail(rma, r, NULL, res, "could not get receive buffers");
     return 0;
   }
-  p->frame_next = 1;
+  p->known_end = 1; /* the first message is a frame */
   BRAID_INFO(BRAID_LOG_NET, "NET/%s : rank %d: one-sided connection from rank %d accepted", rma->net->name,
              rma->t->rank, r);
   return 1;
@@ -142,6 +211,7 @@ ncclResult_t braid_rma_open(const struct braid_transport_ctx* t, const int* remo
   memset(&props, 0, sizeof(props));
   BRAID_CHECK_GOTO(rma->net->getProperties(rma->dev, &props), res, out);
   rma->direct = (props.ptrSupport & BRAID_NET_PTR_HOST_ANY) != 0;
+  rma->onecopy = rma->direct || (props.ptrSupport & BRAID_NET_PTR_HOST) != 0;
   BRAID_CHECK_GOTO(braid_net_ctx_get(t, rma->net, &rma->ctx), res, out);
   for (int r = 0; r < t->nranks; r++) {
     struct rma_addr_in* a = (struct rma_addr_in*)mine[r].data;
@@ -208,6 +278,8 @@ void braid_rma_close(struct braid_rma* rma) {
     int ok = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PEER_OK;
     if (p->send_comm != NULL && ok && !aborted && rma->net->finishSend != NULL) rma->net->finishSend(p->send_comm);
     if (p->send_comm != NULL && ok && aborted && rma->net->abortSend != NULL) rma->net->abortSend(p->send_comm, 0);
+    if (p->send_comm != NULL) rma_reg_drop(rma, p->send_comm, p->sregs, NULL, 0);
+    if (p->recv_comm != NULL) rma_reg_drop(rma, p->recv_comm, p->dregs, NULL, 0);
     if (p->send_mh != NULL) rma->net->deregMr(p->send_comm, p->send_mh);
     if (p->recv_mh != NULL) rma->net->deregMr(p->recv_comm, p->recv_mh);
     if (p->send_comm != NULL) rma->net->closeSend(p->send_comm);

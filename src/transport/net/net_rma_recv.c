@@ -9,11 +9,15 @@
  * needs no thread hand-off). Either one also accepts the peer's first connect.
  *   bounce path (a plugin without BRAID_NET_PTR_HOST_ANY): RMA_NRECV frames kept posted into
  *     the registered buffer, each handed to the sink's deliver and posted again;
- *   direct-capable plugin: what the next message is depends on the one before (a direct
- *     put's header is followed by its chunks), so one frame is posted at a time; a direct
- *     header asks the sink where the put lands (place), the chunks are posted there (up to
- *     RMA_NRECV in flight, then the next frame behind them), and the last chunk's completion
- *     calls landed. A message after the put is tested only after the put's chunks completed.
+ *   onecopy plugin (HOST_ANY, or one that registers host memory: IB): what the next message
+ *     is depends on the one before (a direct put's header is followed by its chunks), so only
+ *     frames known to come are posted: the next message after a put or signal, and the frames a
+ *     bounce frame says follow it (into up to nrslots slots: 1 on HOST_ANY, RMA_NRECV on IB); a
+ *     direct header asks the sink where the put lands (place), the chunks are posted there (up
+ *     to RMA_NRECV in flight, then the next frame behind them; without HOST_ANY with the
+ *     target window's registration, made once per receive comm), and the last chunk's
+ *     completion calls landed. A message after the put is tested only after the put's chunks
+ *     completed.
  */
 #include <poll.h>
 #include <sched.h>
@@ -37,6 +41,7 @@ void rma_recv_drop(struct braid_rma* rma, int r) {
 static void recv_abandon(struct braid_rma* rma, int r) {
   struct rma_peer* p = &rma->peers[r];
   if (!p->dheld) return;
+  rma_reg_drop(rma, p->recv_comm, p->dregs, NULL, 0);
   if (p->recv_mh != NULL) rma->net->deregMr(p->recv_comm, p->recv_mh);
   rma->net->closeRecv(p->recv_comm);
   p->recv_mh = NULL;
@@ -45,12 +50,13 @@ static void recv_abandon(struct braid_rma* rma, int r) {
   rma_recv_drop(rma, r);
 }
 
-/* Post one receive (kind, into data, size bytes); 0 when the plugin has no room now. */
-static int post(struct braid_rma* rma, int r, int kind, int last, void* data, size_t size) {
+/* Post one receive (kind, into data, size bytes, with mh; a frame: its slot); 0 when the
+ * plugin has no room now. */
+static int post(struct braid_rma* rma, int r, int kind, int last, int slot, void* data, size_t size, void* mh) {
   struct rma_peer* p = &rma->peers[r];
   int tag = 0;
   void* req = NULL;
-  ncclResult_t res = rma->net->irecv(p->recv_comm, 1, &data, &size, &tag, &p->recv_mh, &req);
+  ncclResult_t res = rma->net->irecv(p->recv_comm, 1, &data, &size, &tag, &mh, &req);
   if (res != ncclSuccess) {
     rma_peer_fail(rma, r, p->recv_comm, res, "failed to post a receive");
     return 0;
@@ -60,6 +66,7 @@ static int post(struct braid_rma* rma, int r, int kind, int last, void* data, si
   q->req = req;
   q->kind = kind;
   q->last = last;
+  q->slot = slot;
   p->rposted++;
   return 1;
 }
@@ -68,45 +75,66 @@ static int post(struct braid_rma* rma, int r, int kind, int last, void* data, si
 static void post_all(struct braid_rma* rma, int r) {
   struct rma_peer* p = &rma->peers[r];
   while (p->rposted - p->rdone < RMA_QMAX && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == PEER_OK) {
-    if (!rma->direct) { /* bounce: every message is a frame */
-      if (p->rposted - p->rdone >= (uint64_t)p->nrslots) return;
-      int slot = (int)(p->frames_posted % (uint64_t)p->nrslots);
-      if (!post(rma, r, RQ_FRAME, 0, p->recv_buf + (size_t)slot * RMA_FRAG_BYTES, RMA_FRAG_BYTES)) return;
-      p->frames_posted++;
-    } else if (p->dleft > 0) {
+    if (p->dleft > 0) { /* onecopy: a direct put's chunks */
       if (p->rposted - p->rdone >= RMA_NRECV) return;
       size_t len = p->dleft < RMA_CHUNK_BYTES ? p->dleft : RMA_CHUNK_BYTES;
-      if (!post(rma, r, RQ_CHUNK, len == p->dleft, p->ddst, len)) return;
+      if (!post(rma, r, RQ_CHUNK, len == p->dleft, -1, p->ddst, len, p->dmh)) return;
       p->ddst += len;
       p->dleft -= len;
-    } else if (p->frame_next) {
-      if (!post(rma, r, RQ_FRAME, 0, p->recv_buf, RMA_FRAG_BYTES)) return;
+      if (p->dleft == 0) p->known_end = p->rposted + 1;      /* a frame follows the put */
+    } else if (!rma->onecopy || p->rposted < p->known_end) { /* bounce: every message is a frame */
+      if (p->frames_posted - p->frames_done >= (uint64_t)p->nrslots) return;
+      int slot = (int)(p->frames_posted % (uint64_t)p->nrslots);
+      if (!post(rma, r, RQ_FRAME, 0, slot, p->recv_buf + (size_t)slot * RMA_FRAG_BYTES, RMA_FRAG_BYTES, p->recv_mh))
+        return;
       p->frames_posted++;
-      p->frame_next = 0;
     } else {
       return;
     }
   }
 }
 
-/* A completed frame (in slot `slot`, `got` bytes). */
-static void frame_done(struct braid_rma* rma, int r, int slot, size_t got) {
+/* The registration a direct put into `win` is received with (caller holds recv_lock). */
+static ncclResult_t dst_mh(struct braid_rma* rma, int r, const struct braid_rma_span* win, void** mh) {
+  struct rma_peer* p = &rma->peers[r];
+  if (rma->direct) {
+    *mh = p->recv_mh; /* HOST_ANY: any host address with the comm's handle */
+    return ncclSuccess;
+  }
+  int hit = 0;
+  BRAID_CHECK(rma_reg_get(rma, p->recv_comm, p, p->dregs, win, mh, &hit));
+  if (!hit) __atomic_fetch_add(&rma->stats.dst_regs, 1, __ATOMIC_RELAXED);
+  return ncclSuccess;
+}
+
+/* A completed frame (message `seq` of the queue, in slot `slot`, `got` bytes). */
+static void frame_done(struct braid_rma* rma, int r, uint64_t seq, int slot, size_t got) {
   struct rma_peer* p = &rma->peers[r];
   const struct rma_frame* f = (const struct rma_frame*)(p->recv_buf + (size_t)slot * RMA_FRAG_BYTES);
-  p->frame_next = 1; /* direct-capable: a frame follows, unless a direct put's chunks do */
-  if (got < sizeof(*f) || f->len > got - sizeof(*f) || ((f->flags & RMA_F_DIRECT) && (!rma->direct || f->len != 0))) {
+  if (got < sizeof(*f) || f->len > got - sizeof(*f) || ((f->flags & RMA_F_DIRECT) && (!rma->onecopy || f->len != 0))) {
     rma_peer_fail(rma, r, NULL, ncclInternalError, "sent a malformed fragment");
     return;
   }
+  /* onecopy: what is known to come next. A bounce frame: the frames it says follow, then a
+   * frame (the next message). A direct header: its chunks, then a frame (post_all). */
+  uint64_t known =
+      (f->flags & RMA_F_DIRECT) ? (f->frag_off == 0 ? seq + 2 : 0) : seq + 2 + (f->flags >> RMA_F_MORE_SHIFT);
+  if (known > p->known_end) p->known_end = known;
   ncclResult_t res;
   if (f->flags & RMA_F_DIRECT) {
     void* dst = NULL;
-    res = rma->sink.place(rma->sink.arg, r, f->hdr, (size_t)f->frag_off, &dst);
+    struct braid_rma_span win = {NULL, 0};
+    res = rma->sink.place(rma->sink.arg, r, f->hdr, (size_t)f->frag_off, &dst, &win);
     if (res == ncclSuccess && f->frag_off > 0) {
       memcpy(p->dhdr, f->hdr, sizeof(p->dhdr));
       p->dheld = 1;
+      if (dst_mh(rma, r, &win, &p->dmh) != ncclSuccess) {
+        rma_peer_fail(rma, r, NULL, ncclSystemError, "sent a put into a window this rank could not register");
+        return;
+      }
       p->ddst = dst;
       p->dleft = (size_t)f->frag_off;
+      __atomic_fetch_add(&rma->stats.direct_recv, 1, __ATOMIC_RELAXED);
     } else if (res == ncclSuccess) {
       rma->sink.landed(rma->sink.arg, r, f->hdr, 1);
     }
@@ -138,7 +166,7 @@ static int recv_move(struct braid_rma* rma, int r) {
     }
     if (!done) return moved;
     q->req = NULL;
-    uint64_t frame_seq = p->frames_posted - (uint64_t)(p->rposted - p->rdone);
+    uint64_t seq = p->rdone;
     p->rdone++;
     moved = 1;
     if (q->kind == RQ_CHUNK) {
@@ -148,8 +176,8 @@ static int recv_move(struct braid_rma* rma, int r) {
       }
       continue;
     }
-    /* frames still posted after this one are all frames too (bounce) or none (direct) */
-    frame_done(rma, r, rma->direct ? 0 : (int)(frame_seq % (uint64_t)p->nrslots), got);
+    frame_done(rma, r, seq, q->slot, got);
+    p->frames_done++; /* its slot may be posted again */
   }
 }
 
