@@ -103,6 +103,10 @@ struct braid_conn {
   /* Host executor only, with host_fetch and not host_load: bytes a one-pass reduction copies
    * out of the sender's memory at a time (0: kernels/direct.h's default). */
   uint32_t fetch_piece;
+  /* Host executor only, shm between processes (both ends): the two ranks' cores were found far
+   * apart at init (core/locality.h), where a line written in one core's cache crosses to the
+   * other slower than from memory: large all-reduce outputs go to memory (kernels/direct.h). */
+  int far;
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */
