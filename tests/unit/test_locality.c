@@ -169,8 +169,8 @@ static int body(struct harness_rank* r) {
   const struct braid_channel* ch = &c->channels[0];
   int want_far = loc == BRAID_LOCALITY_FAR && k->hmode == HARNESS_PROCS && ch->ring_recv.conn.host_fetch != NULL;
   if (ch->ring_send.conn.far != want_far || ch->ring_recv.conn.far != want_far)
-    bad |= harness_fail(r, "ring send far %d, receive far %d, want %d", ch->ring_send.conn.far,
-                        ch->ring_recv.conn.far, want_far);
+    bad |= harness_fail(r, "ring send far %d, receive far %d, want %d", ch->ring_send.conn.far, ch->ring_recv.conn.far,
+                        want_far);
   free(a);
   free(b);
   RCHECK(r, ncclCommDestroy(comm));
