@@ -365,7 +365,12 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
     }
     /* An output the peer reads next from here (sent by pointer) is written through the cache:
      * streaming it out to memory would make the peer's read a memory read. */
-    int fwd = src != NULL && src == out;
+    int fwd = src != NULL && src == out, far = ns > 0 && p->direct->scratch_out;
+    /* ... unless it is an all-reduce's and every peer reading it is far (braid_conn.far): there
+     * the lines cross between the cores' caches no faster than from memory (issue 20), and the
+     * streaming stores read nothing for ownership (docs/notes/2026-12-02-far20.md). */
+    for (int i = 0; i < ns; i++) far = far && p->send[i]->far;
+    if (far) fwd = 0;
     if (fwd) braid_reduce_stream_hold(1);
     int st = braid_direct_compute(&q, prim, in, out, peer, sbuf, nelem, post);
     if (fwd) braid_reduce_stream_hold(0);

@@ -107,6 +107,10 @@ struct braid_conn {
    * send/recv step on it (0: the work item's p2p_chunk_bytes). The receiver chooses it and tells
    * the sender at connect, so both ends cut a message alike (coll.h braid_p2p_chunk). */
   uint32_t p2p_step;
+  /* Host executor only, shm between processes (both ends): the two ranks' cores were found far
+   * apart at init (core/locality.h), where a line written in one core's cache crosses to the
+   * other slower than from memory: large all-reduce outputs go to memory (kernels/direct.h). */
+  int far;
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

@@ -24,6 +24,7 @@
  * braid_conn.host_load) or from cache-sized pieces copied out of it (kernels/direct.h). A
  * denied probe is said once per process (INFO) and leaves the FIFO path. A one-pass step copies
  * pieces of braid_conn.fetch_piece bytes per process_vm_readv: larger for far pairs (core/locality.h).
+ * Both ends of a far pair between processes say so (braid_conn.far, through the blob).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -67,6 +68,7 @@ struct shm_blob {
   char name[96];       /* other process: the segment to map */
   uint32_t direct_min; /* send steps from this size by pointer; 0: never (cma.h) */
   uint32_t p2p_step;   /* with direct_min: bytes per send/recv step (work.h braid_conn.p2p_step) */
+  uint32_t far;        /* the pair's cores are far apart (core/locality.h): braid_conn.far */
   uint64_t local_id;   /* same process: the FIFO's entry in the untaken list */
 };
 
@@ -311,6 +313,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
   blob->bytes = r->bytes;
   memcpy(blob->name, r->name, sizeof(blob->name));
   blob->direct_min = shm_direct_min(t, peer, r->same_process);
+  blob->far = !r->same_process && t->locality != NULL && t->locality[peer] == BRAID_LOCALITY_FAR;
   braid_transport_fifo_layout(t, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
   if (blob->direct_min) {
     r->direct = 1;
@@ -320,6 +323,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     c->conn.host_fetch = shm_fetch;
     c->conn.host_load = r->same_process;
     c->conn.fetch_piece = r->same_process ? 0 : shm_fetch_piece(t, peer);
+    c->conn.far = (int)blob->far;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
     c->conn.p2p_step = blob->p2p_step = shm_p2p_step(&c->conn);
   }
@@ -397,6 +401,7 @@ static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct
     c->conn.direct = 1;
     c->conn.direct_min = blob->direct_min;
     c->conn.p2p_step = blob->p2p_step;
+    c->conn.far = (int)blob->far;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
   }
   c->res = r;

@@ -165,6 +165,12 @@ static int body(struct harness_rank* r) {
   RCHECK(r, ncclAllReduce(a, b, n, ncclFloat, ncclSum, comm, NULL));
   for (size_t i = 0; i < n && !bad; i++)
     if (b[i] != (float)(3 * (int)(i % 89))) bad = harness_fail(r, "all-reduce: element %zu is %g", i, b[i]);
+  /* both ends of a direct connection between processes know a far pair (kernels/direct.h) */
+  const struct braid_channel* ch = &c->channels[0];
+  int want_far = loc == BRAID_LOCALITY_FAR && k->hmode == HARNESS_PROCS && ch->ring_recv.conn.host_fetch != NULL;
+  if (ch->ring_send.conn.far != want_far || ch->ring_recv.conn.far != want_far)
+    bad |= harness_fail(r, "ring send far %d, receive far %d, want %d", ch->ring_send.conn.far, ch->ring_recv.conn.far,
+                        want_far);
   free(a);
   free(b);
   RCHECK(r, ncclCommDestroy(comm));
