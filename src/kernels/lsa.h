@@ -145,6 +145,9 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
 }
 
 #if !BRAID_DEVICE_COMPILE
+#if defined(__x86_64__) && !defined(__CUDACC__)
+#include <emmintrin.h>
+#endif
 /* ---- host mode's one-line one-shot (calls up to BRAID_LSA_LINE_MAX_BYTES) ----------------
  * Rank r's call seq is the lines of slot seq & 1 of r's line region: each holds 56 bytes of r's
  * staged input (its pre-op applied) and then the call number, stored last with release. A peer
@@ -200,6 +203,61 @@ HD const char* braid_lsa_line_operand(const struct braid_lsa_view* v, int me, in
   return one ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
 }
 
+/* ---- a call of at most 8 bytes: one word, and one store ----------------------------------
+ * Its staged word sits at BRAID_LSA_WORD_AT, just before the call number, and both go out in
+ * one 16-byte store (x86-64; elsewhere two stores, payload first): the line becomes visible to
+ * the peer polling it in one piece, so a peer's poll that lands between two stores of the
+ * line cannot take it away before the call number is in (which would cost this rank another
+ * ownership request and the peer another transfer). The word is reduced with
+ * braid_reduce_pack64 (the LL lines' operator: the loops' semantics and operand order, so the
+ * same bits); the reduce loops' dispatch and set-up cost more than the whole reduction here.
+ * Split in two so that the lone path (core/sym/lsa.c) publishes before its bookkeeping. */
+#define BRAID_LSA_WORD_AT 48
+#define BRAID_LSA_WORD_MAX 8 /* the largest one-word call */
+
+/* The call number this rank's next call takes (its executor's count + 1). */
+HD uint32_t braid_lsa_next_seq(const struct braid_lsa_view* v, int me) {
+  return (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+}
+
+/* Stage and publish this rank's word of call seq (0 < bytes <= BRAID_LSA_WORD_MAX). */
+HD void braid_lsa_word_publish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
+                               const void* sendbuff, size_t bytes) {
+  uint64_t x = 0;
+  memcpy(&x, sendbuff, bytes);
+  x = BRAID_REDUCE_PACK64(op, x, 1, NULL, 0, 0);
+  char* l = braid_lsa_line(v, me, seq, 0);
+  const uint64_t word = braid_lsa_line_word(seq, bytes);
+#if defined(__x86_64__) && !defined(__CUDACC__)
+  __atomic_thread_fence(__ATOMIC_RELEASE); /* the loads of call seq-2's lines first (a compiler barrier) */
+  _mm_store_si128((__m128i*)(void*)(l + BRAID_LSA_WORD_AT), _mm_set_epi64x((long long)word, (long long)x));
+#else
+  simt_st_volatile_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_WORD_AT), x);
+  simt_st_release_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_LINE_PAYLOAD), word);
+#endif
+}
+
+/* Wait for every peer's word of call seq, reduce them in rank order into recvbuff (`bytes` of
+ * it written), then arrive and done as the other variants: 0 or a status. */
+HD int braid_lsa_word_finish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
+                             void* recvbuff, size_t bytes, const volatile uint32_t* abort_flag) {
+  const int n = v->nranks;
+  for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
+    int st = braid_lsa_line_wait(v, (me + k) % n, seq, 0, bytes, abort_flag);
+    if (st) return st;
+  }
+  const uint64_t* w1 = (const uint64_t*)(void*)(braid_lsa_line(v, 1, seq, 0) + BRAID_LSA_WORD_AT);
+  uint64_t r = BRAID_REDUCE_PACK64(op, *(const uint64_t*)(void*)(braid_lsa_line(v, 0, seq, 0) + BRAID_LSA_WORD_AT), 0,
+                                   w1, 0, n == 2);
+  for (int k = 2; k < n; k++)
+    r = BRAID_REDUCE_PACK64(op, r, 0, (const uint64_t*)(void*)(braid_lsa_line(v, k, seq, 0) + BRAID_LSA_WORD_AT), 0,
+                            k == n - 1);
+  memcpy(recvbuff, &r, bytes);
+  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
+  braid_lsa_done(v, me, seq);
+  return 0;
+}
+
 /* The whole call (one host thread): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
 HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
                                 const void* sendbuff, void* recvbuff, size_t count, int es,
@@ -207,7 +265,11 @@ HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid
   const int n = v->nranks;
   const size_t bytes = count * (size_t)es;
   const int one = bytes <= BRAID_LSA_LINE_PAYLOAD;
-  const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+  const uint32_t seq = braid_lsa_next_seq(v, me);
+  if (bytes > 0 && bytes <= BRAID_LSA_WORD_MAX) {
+    braid_lsa_word_publish(op, v, me, seq, sendbuff, bytes);
+    return braid_lsa_word_finish(op, v, me, seq, recvbuff, bytes, abort_flag);
+  }
   char* mine = (char*)braid_lsa_line_operand(v, me, me, seq, one);
   braid_lsa_stage(op, mine, sendbuff, count);
   for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
