@@ -258,7 +258,8 @@ HD int braid_lsa_word_finish(const struct braid_redop* op, const struct braid_ls
   return 0;
 }
 
-/* The whole call (one host thread): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
+/* The whole call (one host thread), of more than BRAID_LSA_WORD_MAX bytes (callers send the
+ * smaller ones to the one-word path): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
 HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
                                 const void* sendbuff, void* recvbuff, size_t count, int es,
                                 const volatile uint32_t* abort_flag) {
@@ -266,10 +267,6 @@ HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid
   const size_t bytes = count * (size_t)es;
   const int one = bytes <= BRAID_LSA_LINE_PAYLOAD;
   const uint32_t seq = braid_lsa_next_seq(v, me);
-  if (bytes > 0 && bytes <= BRAID_LSA_WORD_MAX) {
-    braid_lsa_word_publish(op, v, me, seq, sendbuff, bytes);
-    return braid_lsa_word_finish(op, v, me, seq, recvbuff, bytes, abort_flag);
-  }
   char* mine = (char*)braid_lsa_line_operand(v, me, me, seq, one);
   braid_lsa_stage(op, mine, sendbuff, count);
   for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
@@ -315,6 +312,11 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
 #if !BRAID_DEVICE_COMPILE
   if (w->lsa_mode == BRAID_LSA_ONELINE) {
     if (n < 2 || w->count * es > BRAID_LSA_LINE_MAX_BYTES) return BRAID_EXEC_BAD_SCHEDULE;
+    if (w->count > 0 && w->count * es <= BRAID_LSA_WORD_MAX) {
+      const uint32_t seq = braid_lsa_next_seq(v, me);
+      braid_lsa_word_publish(&p->op, v, me, seq, w->sendbuff, w->count * es);
+      return braid_lsa_word_finish(&p->op, v, me, seq, w->recvbuff, w->count * es, p->abort_flag);
+    }
     return braid_lsa_line_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
   }
 #endif
