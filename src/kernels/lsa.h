@@ -220,8 +220,9 @@ HD uint32_t braid_lsa_next_seq(const struct braid_lsa_view* v, int me) {
   return (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
 }
 
-/* Stage and publish this rank's word of call seq (0 < bytes <= BRAID_LSA_WORD_MAX). */
-HD void braid_lsa_word_publish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
+/* Stage and publish this rank's word of call seq (0 < bytes <= BRAID_LSA_WORD_MAX); returns
+ * the staged word, this rank's operand (see braid_lsa_word_finish). */
+HD uint64_t braid_lsa_word_publish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
                                const void* sendbuff, size_t bytes) {
   uint64_t x = 0;
   memcpy(&x, sendbuff, bytes);
@@ -235,23 +236,29 @@ HD void braid_lsa_word_publish(const struct braid_redop* op, const struct braid_
   simt_st_volatile_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_WORD_AT), x);
   simt_st_release_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_LINE_PAYLOAD), word);
 #endif
+  return x;
 }
 
 /* Wait for every peer's word of call seq, reduce them in rank order into recvbuff (`bytes` of
- * it written), then arrive and done as the other variants: 0 or a status. */
+ * it written), then arrive and done as the other variants: 0 or a status. This rank's operand
+ * is `mine` (what braid_lsa_word_publish returned), not its line: a peer that read the line may
+ * have taken it away (measured: reading it back cost a far transfer, ~150 ns, on most calls). */
+HD uint64_t braid_lsa_word_at(const struct braid_lsa_view* v, int me, uint64_t mine, int r, uint32_t seq) {
+  return r == me ? mine : *(const uint64_t*)(void*)(braid_lsa_line(v, r, seq, 0) + BRAID_LSA_WORD_AT);
+}
 HD int braid_lsa_word_finish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
-                             void* recvbuff, size_t bytes, const volatile uint32_t* abort_flag) {
+                             uint64_t mine, void* recvbuff, size_t bytes, const volatile uint32_t* abort_flag) {
   const int n = v->nranks;
   for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
     int st = braid_lsa_line_wait(v, (me + k) % n, seq, 0, bytes, abort_flag);
     if (st) return st;
   }
-  const uint64_t* w1 = (const uint64_t*)(void*)(braid_lsa_line(v, 1, seq, 0) + BRAID_LSA_WORD_AT);
-  uint64_t r = BRAID_REDUCE_PACK64(op, *(const uint64_t*)(void*)(braid_lsa_line(v, 0, seq, 0) + BRAID_LSA_WORD_AT), 0,
-                                   w1, 0, n == 2);
-  for (int k = 2; k < n; k++)
-    r = BRAID_REDUCE_PACK64(op, r, 0, (const uint64_t*)(void*)(braid_lsa_line(v, k, seq, 0) + BRAID_LSA_WORD_AT), 0,
-                            k == n - 1);
+  uint64_t w = braid_lsa_word_at(v, me, mine, 1, seq);
+  uint64_t r = BRAID_REDUCE_PACK64(op, braid_lsa_word_at(v, me, mine, 0, seq), 0, &w, 0, n == 2);
+  for (int k = 2; k < n; k++) {
+    w = braid_lsa_word_at(v, me, mine, k, seq);
+    r = BRAID_REDUCE_PACK64(op, r, 0, &w, 0, k == n - 1);
+  }
   memcpy(recvbuff, &r, bytes);
   simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
   braid_lsa_done(v, me, seq);
@@ -314,8 +321,8 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
     if (n < 2 || w->count * es > BRAID_LSA_LINE_MAX_BYTES) return BRAID_EXEC_BAD_SCHEDULE;
     if (w->count > 0 && w->count * es <= BRAID_LSA_WORD_MAX) {
       const uint32_t seq = braid_lsa_next_seq(v, me);
-      braid_lsa_word_publish(&p->op, v, me, seq, w->sendbuff, w->count * es);
-      return braid_lsa_word_finish(&p->op, v, me, seq, w->recvbuff, w->count * es, p->abort_flag);
+      uint64_t mine = braid_lsa_word_publish(&p->op, v, me, seq, w->sendbuff, w->count * es);
+      return braid_lsa_word_finish(&p->op, v, me, seq, mine, w->recvbuff, w->count * es, p->abort_flag);
     }
     return braid_lsa_line_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
   }

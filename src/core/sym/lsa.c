@@ -313,9 +313,9 @@ int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
   int st;
   if (bytes <= BRAID_LSA_WORD_MAX) { /* publish first: the peers wait for it, the bookkeeping can wait */
     uint32_t call = braid_lsa_next_seq(v, comm->rank);
-    braid_lsa_word_publish(&op, v, comm->rank, call, t->sendbuff, bytes);
+    uint64_t mine = braid_lsa_word_publish(&op, v, comm->rank, call, t->sendbuff, bytes);
     braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
-    st = braid_lsa_word_finish(&op, v, comm->rank, call, t->recvbuff, bytes, &comm->abort_flag);
+    st = braid_lsa_word_finish(&op, v, comm->rank, call, mine, t->recvbuff, bytes, &comm->abort_flag);
   } else {
     braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
     st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
