@@ -196,11 +196,12 @@ HD int braid_lsa_line_fetch(const struct braid_lsa_view* v, int r, uint32_t seq,
   return 0;
 }
 
-/* Operand r of call seq: a one-line call reduces straight from the lines (its payload is
+/* Operand r of call seq: a one-line call reduces straight from a peer's line (its payload is
  * contiguous there, and stays until this rank publishes its next call), a longer one from the
- * gather area. */
+ * gather area; this rank's own operand is always its staged copy in the gather area, never
+ * read back from its line (a peer that read the line may have taken it away: a far transfer). */
 HD const char* braid_lsa_line_operand(const struct braid_lsa_view* v, int me, int r, uint32_t seq, int one) {
-  return one ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
+  return one && r != me ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
 }
 
 /* ---- a call of at most 8 bytes: one word, and one store ----------------------------------
@@ -278,9 +279,7 @@ HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid
   braid_lsa_stage(op, mine, sendbuff, count);
   for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
     char* l = braid_lsa_line(v, me, seq, i);
-    if (one)
-      ; /* staged in place */
-    else if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
+    if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
       memcpy(l, mine + off, BRAID_LSA_LINE_PAYLOAD);
     else
       memcpy(l, mine + off, bytes - off);
