@@ -224,7 +224,7 @@ HD uint32_t braid_lsa_next_seq(const struct braid_lsa_view* v, int me) {
 /* Stage and publish this rank's word of call seq (0 < bytes <= BRAID_LSA_WORD_MAX); returns
  * the staged word, this rank's operand (see braid_lsa_word_finish). */
 HD uint64_t braid_lsa_word_publish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
-                               const void* sendbuff, size_t bytes) {
+                                   const void* sendbuff, size_t bytes) {
   uint64_t x = 0;
   memcpy(&x, sendbuff, bytes);
   x = BRAID_REDUCE_PACK64(op, x, 1, NULL, 0, 0);
