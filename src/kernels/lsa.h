@@ -157,7 +157,9 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
  * reduces the staged inputs (same operands, same order: the same bits on every rank).
  * No wait before staging: this rank finished call seq-1, so every peer published seq-1 (in
  * any variant), which it did after reading everything of call seq-2, the slot rewritten here.
- * It publishes arrive = seq and done[] too, so a call of another variant may follow. */
+ * It publishes arrive = seq and done[] too, so a call of another variant may follow.
+ * A rank stages into its gather area and copies into its lines; it never reads its own lines
+ * back (braid_lsa_line_operand). Calls of up to 8 bytes take the one-word path below. */
 HD char* braid_lsa_line(const struct braid_lsa_view* v, int r, uint32_t seq, size_t i) {
   return v->seg[r] + BRAID_LSA_LINES_OFF(v->slot_bytes) + (size_t)(seq & 1) * BRAID_LSA_LINE_SLOT_BYTES + 64 * i;
 }
