@@ -145,6 +145,9 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
 }
 
 #if !BRAID_DEVICE_COMPILE
+#if defined(__x86_64__) && !defined(__CUDACC__)
+#include <emmintrin.h>
+#endif
 /* ---- host mode's one-line one-shot (calls up to BRAID_LSA_LINE_MAX_BYTES) ----------------
  * Rank r's call seq is the lines of slot seq & 1 of r's line region: each holds 56 bytes of r's
  * staged input (its pre-op applied) and then the call number, stored last with release. A peer
@@ -154,7 +157,9 @@ HD void braid_lsa_chunk(size_t count, int nranks, int r, int es, size_t* lo, siz
  * reduces the staged inputs (same operands, same order: the same bits on every rank).
  * No wait before staging: this rank finished call seq-1, so every peer published seq-1 (in
  * any variant), which it did after reading everything of call seq-2, the slot rewritten here.
- * It publishes arrive = seq and done[] too, so a call of another variant may follow. */
+ * It publishes arrive = seq and done[] too, so a call of another variant may follow.
+ * A rank stages into its gather area and copies into its lines; it never reads its own lines
+ * back (braid_lsa_line_operand). Calls of up to 8 bytes take the one-word path below. */
 HD char* braid_lsa_line(const struct braid_lsa_view* v, int r, uint32_t seq, size_t i) {
   return v->seg[r] + BRAID_LSA_LINES_OFF(v->slot_bytes) + (size_t)(seq & 1) * BRAID_LSA_LINE_SLOT_BYTES + 64 * i;
 }
@@ -193,28 +198,90 @@ HD int braid_lsa_line_fetch(const struct braid_lsa_view* v, int r, uint32_t seq,
   return 0;
 }
 
-/* Operand r of call seq: a one-line call reduces straight from the lines (its payload is
+/* Operand r of call seq: a one-line call reduces straight from a peer's line (its payload is
  * contiguous there, and stays until this rank publishes its next call), a longer one from the
- * gather area. */
+ * gather area; this rank's own operand is always its staged copy in the gather area, never
+ * read back from its line (a peer that read the line may have taken it away: a far transfer). */
 HD const char* braid_lsa_line_operand(const struct braid_lsa_view* v, int me, int r, uint32_t seq, int one) {
-  return one ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
+  return one && r != me ? braid_lsa_line(v, r, seq, 0) : braid_lsa_gather(v, me, r);
 }
 
-/* The whole call (one host thread): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
+/* ---- a call of at most 8 bytes: one word, and one store ----------------------------------
+ * Its staged word sits at BRAID_LSA_WORD_AT, just before the call number, and both go out in
+ * one 16-byte store (x86-64; elsewhere two stores, payload first): the line becomes visible to
+ * the peer polling it in one piece, so a peer's poll that lands between two stores of the
+ * line cannot take it away before the call number is in (which would cost this rank another
+ * ownership request and the peer another transfer). The word is reduced with
+ * braid_reduce_pack64 (the LL lines' operator: the loops' semantics and operand order, so the
+ * same bits); the reduce loops' dispatch and set-up cost more than the whole reduction here.
+ * Split in two so that the lone path (core/sym/lsa.c) publishes before its bookkeeping. */
+#define BRAID_LSA_WORD_AT 48
+#define BRAID_LSA_WORD_MAX 8 /* the largest one-word call */
+
+/* The call number this rank's next call takes (its executor's count + 1). */
+HD uint32_t braid_lsa_next_seq(const struct braid_lsa_view* v, int me) {
+  return (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+}
+
+/* Stage and publish this rank's word of call seq (0 < bytes <= BRAID_LSA_WORD_MAX); returns
+ * the staged word, this rank's operand (see braid_lsa_word_finish). */
+HD uint64_t braid_lsa_word_publish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
+                                   const void* sendbuff, size_t bytes) {
+  uint64_t x = 0;
+  memcpy(&x, sendbuff, bytes);
+  x = BRAID_REDUCE_PACK64(op, x, 1, NULL, 0, 0);
+  char* l = braid_lsa_line(v, me, seq, 0);
+  const uint64_t word = braid_lsa_line_word(seq, bytes);
+#if defined(__x86_64__) && !defined(__CUDACC__)
+  __atomic_thread_fence(__ATOMIC_RELEASE); /* the loads of call seq-2's lines first (a compiler barrier) */
+  _mm_store_si128((__m128i*)(void*)(l + BRAID_LSA_WORD_AT), _mm_set_epi64x((long long)word, (long long)x));
+#else
+  simt_st_volatile_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_WORD_AT), x);
+  simt_st_release_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_LINE_PAYLOAD), word);
+#endif
+  return x;
+}
+
+/* Wait for every peer's word of call seq, reduce them in rank order into recvbuff (`bytes` of
+ * it written), then arrive and done as the other variants: 0 or a status. This rank's operand
+ * is `mine` (what braid_lsa_word_publish returned), not its line: a peer that read the line may
+ * have taken it away (measured: reading it back cost a far transfer, ~150 ns, on most calls). */
+HD uint64_t braid_lsa_word_at(const struct braid_lsa_view* v, int me, uint64_t mine, int r, uint32_t seq) {
+  return r == me ? mine : *(const uint64_t*)(void*)(braid_lsa_line(v, r, seq, 0) + BRAID_LSA_WORD_AT);
+}
+HD int braid_lsa_word_finish(const struct braid_redop* op, const struct braid_lsa_view* v, int me, uint32_t seq,
+                             uint64_t mine, void* recvbuff, size_t bytes, const volatile uint32_t* abort_flag) {
+  const int n = v->nranks;
+  for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
+    int st = braid_lsa_line_wait(v, (me + k) % n, seq, 0, bytes, abort_flag);
+    if (st) return st;
+  }
+  uint64_t w = braid_lsa_word_at(v, me, mine, 1, seq);
+  uint64_t r = BRAID_REDUCE_PACK64(op, braid_lsa_word_at(v, me, mine, 0, seq), 0, &w, 0, n == 2);
+  for (int k = 2; k < n; k++) {
+    w = braid_lsa_word_at(v, me, mine, k, seq);
+    r = BRAID_REDUCE_PACK64(op, r, 0, &w, 0, k == n - 1);
+  }
+  memcpy(recvbuff, &r, bytes);
+  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
+  braid_lsa_done(v, me, seq);
+  return 0;
+}
+
+/* The whole call (one host thread), of more than BRAID_LSA_WORD_MAX bytes (callers send the
+ * smaller ones to the one-word path): 0, or the abort flag's value (BRAID_TIMEOUT, abort). */
 HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
                                 const void* sendbuff, void* recvbuff, size_t count, int es,
                                 const volatile uint32_t* abort_flag) {
   const int n = v->nranks;
   const size_t bytes = count * (size_t)es;
   const int one = bytes <= BRAID_LSA_LINE_PAYLOAD;
-  const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+  const uint32_t seq = braid_lsa_next_seq(v, me);
   char* mine = (char*)braid_lsa_line_operand(v, me, me, seq, one);
   braid_lsa_stage(op, mine, sendbuff, count);
   for (size_t i = 0, off = 0; off < bytes; i++, off += BRAID_LSA_LINE_PAYLOAD) {
     char* l = braid_lsa_line(v, me, seq, i);
-    if (one)
-      ; /* staged in place */
-    else if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
+    if (bytes - off >= BRAID_LSA_LINE_PAYLOAD)
       memcpy(l, mine + off, BRAID_LSA_LINE_PAYLOAD);
     else
       memcpy(l, mine + off, bytes - off);
@@ -253,6 +320,11 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
 #if !BRAID_DEVICE_COMPILE
   if (w->lsa_mode == BRAID_LSA_ONELINE) {
     if (n < 2 || w->count * es > BRAID_LSA_LINE_MAX_BYTES) return BRAID_EXEC_BAD_SCHEDULE;
+    if (w->count > 0 && w->count * es <= BRAID_LSA_WORD_MAX) {
+      const uint32_t seq = braid_lsa_next_seq(v, me);
+      uint64_t mine = braid_lsa_word_publish(&p->op, v, me, seq, w->sendbuff, w->count * es);
+      return braid_lsa_word_finish(&p->op, v, me, seq, mine, w->recvbuff, w->count * es, p->abort_flag);
+    }
     return braid_lsa_line_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
   }
 #endif

@@ -7,7 +7,11 @@
  *   timeout  BRAID_TIMEOUT=2 and a rank that skips an 8-byte call: the waiting rank's call
  *            fails within a few seconds and says BRAID_TIMEOUT;
  *   sizes    two ranks call with different line-sized counts (mismatch checker off, no
- *            BRAID_TIMEOUT): both calls fail with ncclInvalidUsage saying so, not a hang.
+ *            BRAID_TIMEOUT): both calls fail with ncclInvalidUsage saying so, not a hang;
+ *   slow     3000 calls of up to 8 bytes (one word and one store: lsa.h), in several datatypes,
+ *            with a line-sized call now and then and rank 0 grouping some, while one rank
+ *            or another sleeps before a call: both slots of every rank are reused ~1500 times
+ *            with a peer that is late, early, or still reading; every result exact.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -70,6 +74,59 @@ START_TEST(test_mixed) {
 }
 END_TEST
 
+#define NSLOW 3000
+
+/* Call k's input of rank `rank` (small integers: every sum is exact in every type). */
+static int slow_value(int rank, int k, int i) {
+  return (rank + 1) * ((k + 3 * i) % 29 + 1);
+}
+
+static int body_slow(struct harness_rank* r) {
+  ncclComm_t comm;
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  const int tri = r->nranks * (r->nranks + 1) / 2;
+  for (int k = 0; k < NSLOW; k++) {
+    /* who is slow: the last rank every 61st call, rank 0 every 47th, everyone else never */
+    if ((r->rank == r->nranks - 1 && k % 61 == 5) || (r->rank == 0 && k % 47 == 3)) usleep(300);
+    int grouped = r->rank == 0 && k % 7 == 1, kind = k % 5;
+    if (grouped) RCHECK(r, ncclGroupStart());
+    if (kind == 0 || kind == 1) { /* 1 or 2 floats: 4 or 8 bytes */
+      float in[14], out[14];
+      int n = k % 100 == 50 ? 14 : kind + 1; /* now and then a line-sized call between */
+      for (int i = 0; i < n; i++) in[i] = (float)slow_value(r->rank, k, i);
+      RCHECK(r, ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm, NULL));
+      if (grouped) RCHECK(r, ncclGroupEnd());
+      for (int i = 0; i < n; i++)
+        REXPECT(r, out[i] == (float)(tri * slow_value(0, k, i)), "call %d (%d floats): element %d is %g, expected %d",
+                k, n, i, out[i], tri * slow_value(0, k, i));
+    } else if (kind == 2) { /* one double, in place */
+      double x = slow_value(r->rank, k, 0);
+      RCHECK(r, ncclAllReduce(&x, &x, 1, ncclDouble, ncclSum, comm, NULL));
+      if (grouped) RCHECK(r, ncclGroupEnd());
+      REXPECT(r, x == tri * slow_value(0, k, 0), "call %d (double): %g, expected %d", k, x, tri * slow_value(0, k, 0));
+    } else { /* 3 or 5 int8 (not a whole word), max */
+      int8_t in[5], out[5];
+      int n = kind == 3 ? 3 : 5;
+      for (int i = 0; i < n; i++) in[i] = (int8_t)slow_value(r->rank, k, i);
+      RCHECK(r, ncclAllReduce(in, out, n, ncclInt8, ncclMax, comm, NULL));
+      if (grouped) RCHECK(r, ncclGroupEnd());
+      for (int i = 0; i < n; i++)
+        REXPECT(r, out[i] == slow_value(r->nranks - 1, k, i), "call %d (%d int8): element %d is %d, expected %d", k, n,
+                i, out[i], slow_value(r->nranks - 1, k, i));
+    }
+  }
+  RCHECK(r, ncclCommDestroy(comm));
+  return 0;
+}
+
+START_TEST(test_slow) {
+  ck_assert_int_eq(harness_run(mixed_runs[_i].nranks, mixed_runs[_i].mode, body_slow, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 static volatile int* waiter_done; /* shared: rank 0 finished its failing call */
 
 static double now_s(void) {
@@ -113,8 +170,9 @@ START_TEST(test_timeout) {
 }
 END_TEST
 
-/* Rank 0's and rank 1's counts of floats: one line against several, several against more. */
-static const size_t size_pairs[][2] = {{10, 100}, {100, 200}, {1000, 14}};
+/* Rank 0's and rank 1's counts of floats: one line against several, several against more,
+ * one word against another, one word against a line. */
+static const size_t size_pairs[][2] = {{10, 100}, {100, 200}, {1000, 14}, {1, 2}, {2, 3}};
 
 static int body_sizes(struct harness_rank* r) {
   ncclComm_t comm;
@@ -149,6 +207,10 @@ Suite* lsa_line_suite(void) {
   TCase* tc = tcase_create("mixed");
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_loop_test(tc, test_mixed, 0, sizeof(mixed_runs) / sizeof(mixed_runs[0]));
+  suite_add_tcase(s, tc);
+  tc = tcase_create("slow");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_slow, 0, sizeof(mixed_runs) / sizeof(mixed_runs[0]));
   suite_add_tcase(s, tc);
   tc = tcase_create("timeout");
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);

@@ -310,9 +310,17 @@ int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
   }
   struct braid_redop op;
   braid_work_redop(&t->redop, &op);
-  braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
-  int st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
-                                    &comm->abort_flag);
+  int st;
+  if (bytes <= BRAID_LSA_WORD_MAX) { /* publish first: the peers wait for it, the bookkeeping can wait */
+    uint32_t call = braid_lsa_next_seq(v, comm->rank);
+    uint64_t mine = braid_lsa_word_publish(&op, v, comm->rank, call, t->sendbuff, bytes);
+    braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
+    st = braid_lsa_word_finish(&op, v, comm->rank, call, mine, t->recvbuff, bytes, &comm->abort_flag);
+  } else {
+    braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
+    st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
+                                  &comm->abort_flag);
+  }
   ncclResult_t res = st == BRAID_EXEC_OK ? ncclSuccess : braid_exec_status_error(comm, st, "operation", -1);
   braid_flight_set_direct(comm, t->flight_id, res == ncclSuccess ? BRAID_FLIGHT_DONE : BRAID_FLIGHT_FAILED);
   __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL); /* last touch: abort may free it now */
