@@ -208,7 +208,7 @@ HD const char* braid_lsa_line_operand(const struct braid_lsa_view* v, int me, in
 
 /* ---- a call of at most 8 bytes: one word, and one store ----------------------------------
  * Its staged word sits at BRAID_LSA_WORD_AT, just before the call number, and both go out in
- * one 16-byte store (x86-64; elsewhere two stores, payload first): the line becomes visible to
+ * one 16-byte store (x86-64 with AVX; elsewhere two stores, payload first): the line becomes visible to
  * the peer polling it in one piece, so a peer's poll that lands between two stores of the
  * line cannot take it away before the call number is in (which would cost this rank another
  * ownership request and the peer another transfer). The word is reduced with
@@ -233,12 +233,17 @@ HD uint64_t braid_lsa_word_publish(const struct braid_redop* op, const struct br
   char* l = braid_lsa_line(v, me, seq, 0);
   const uint64_t word = braid_lsa_line_word(seq, bytes);
 #if defined(__x86_64__) && !defined(__CUDACC__)
-  __atomic_thread_fence(__ATOMIC_RELEASE); /* the loads of call seq-2's lines first (a compiler barrier) */
-  _mm_store_si128((__m128i*)(void*)(l + BRAID_LSA_WORD_AT), _mm_set_epi64x((long long)word, (long long)x));
-#else
+  /* One store is one piece only where the CPU says so: aligned 16-byte SSE stores are
+   * single-copy atomic on CPUs with AVX (Intel SDM vol. 3 8.1.1; AMD APM vol. 2 7.3.2); before
+   * AVX a peer could see the call number with the old word. A cached feature bit: one load. */
+  if (__builtin_cpu_supports("avx")) {
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* the loads of call seq-2's lines first (a compiler barrier) */
+    _mm_store_si128((__m128i*)(void*)(l + BRAID_LSA_WORD_AT), _mm_set_epi64x((long long)word, (long long)x));
+    return x;
+  }
+#endif
   simt_st_volatile_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_WORD_AT), x);
   simt_st_release_u64((volatile uint64_t*)(void*)(l + BRAID_LSA_LINE_PAYLOAD), word);
-#endif
   return x;
 }
 
