@@ -200,6 +200,10 @@ static struct param_state* param_state(void) {
   return st;
 }
 
+const char* braid_param_env_raw(const char* name) {
+  return getenv(name);
+}
+
 /* The state to read row `id` from: for a row read at each use, one whose value is what the
  * plugin and the environment say now (conf files are read once, as NCCL does). */
 static struct param_state* state_of(int id) {

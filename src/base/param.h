@@ -265,6 +265,9 @@ const char* braid_param_str(enum braid_param id);
  * path. */
 const char* braid_param_source(enum braid_param id);
 const char* braid_param_name(enum braid_param id);
+/* A variable outside the table that braid reads as NCCL does (TMPDIR, HOME, NCCL_CONF_FILE):
+ * the environment's value or NULL. Keeps every read of the environment in param.c. */
+const char* braid_param_env_raw(const char* name);
 const char* braid_param_doc(enum braid_param id);
 /* The default as text ("auto" for unset). Fills buf. */
 const char* braid_param_default_str(enum braid_param id, char* buf, int len);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/env_plugin.h"
+#include "base/param.h"
 #include "base/param_state.h"
 
 extern char** environ;
@@ -249,7 +250,7 @@ static void load_plugin(struct param_state* st) {
   const char* source = braid_env_plugin_source();
   if (source == NULL) return;
   for (int id = 0; id < BRAID_PARAM_COUNT; id++) {
-    if (id == BRAID_PARAM_ENV_PLUGIN || id == BRAID_PARAM_CONF_FILE) continue; /* NCCL: getenv only */
+    if (id == BRAID_PARAM_ENV_PLUGIN || id == BRAID_PARAM_CONF_FILE) continue; /* NCCL: the environment only */
     char* text = braid_env_plugin_dup(braid_param_rows[id].name);
     if (text != NULL) state_set(st, id, text, source, SRC_PLUGIN);
     free(text);
@@ -362,8 +363,8 @@ struct param_state* braid_param_state_load(void) {
   braid_param_state_defaults(st);
   load_plugin(st);
   load_environment(st);
-  const char* conf = getenv("NCCL_CONF_FILE");
-  const char* home = getenv("HOME");
+  const char* conf = braid_param_env_raw("NCCL_CONF_FILE");
+  const char* home = braid_param_env_raw("HOME");
   char path[4096];
   if (conf && conf[0])
     load_conf(st, conf, 1);

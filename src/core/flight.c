@@ -271,7 +271,7 @@ static void* sig_thread(void* arg) {
     ssize_t r = read(rfd, &c, 1);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break; /* the write end closed: no communicator left */
-    const char* dir = getenv("TMPDIR");
+    const char* dir = braid_param_env_raw("TMPDIR");
     snprintf(path, sizeof(path), "%s/braid-flight-%d.txt", dir != NULL && dir[0] ? dir : "/tmp", (int)getpid());
     snprintf(tmp, sizeof(tmp), "%s.part", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
