@@ -18,8 +18,11 @@
 #define BRAID_MAX_CALL_BYTES ((size_t)1 << 57)
 
 /* Checks common to every call (the communicator first: nothing else is read before it is
- * known to be live). `per_rank`: a buffer holds nranks times `count` elements. */
-static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count, ncclDataType_t dtype, int per_rank) {
+ * known to be live). `per_rank`: a buffer holds nranks times `count` elements. Inlined, as
+ * add_task: every call runs both, and their calls and frames were a tenth of a small host-mode
+ * all-reduce's instructions outside the data path. */
+static inline __attribute__((always_inline)) ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count,
+                                                                       ncclDataType_t dtype, int per_rank) {
   BRAID_CHECK(braid_comm_check(handle, fn));
   size_t scale = per_rank ? (size_t)braid_comm_of(handle)->nranks : 1;
   if ((int)dtype < 0 || (int)dtype >= ncclNumTypes) {
@@ -56,9 +59,10 @@ static ncclResult_t check_root(const char* fn, const char* name, int root, int n
   return ncclSuccess;
 }
 
-static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const void* sendbuff, void* recvbuff,
-                             size_t count, ncclDataType_t dtype, struct braid_redop redop, int op, int root,
-                             cudaStream_t stream) {
+static inline __attribute__((always_inline)) ncclResult_t add_task(int kind, int func, struct braid_comm* comm,
+                                                                   const void* sendbuff, void* recvbuff, size_t count,
+                                                                   ncclDataType_t dtype, struct braid_redop redop,
+                                                                   int op, int root, cudaStream_t stream) {
   struct braid_task lone = {0};
   struct braid_task* t = &lone;
   /* Outside a group the task runs before this returns: no allocation needed. */
