@@ -251,6 +251,33 @@ int64_t braid_param_int(enum braid_param id) {
   return state_of(id)->v[id].i;
 }
 
+/* braid_param_int_memo's miss: out of line, so the hit saves no registers. */
+static __attribute__((noinline)) int64_t memo_fill(enum braid_param id, struct braid_param_memo* memo) {
+  int64_t v = braid_param_int(id); /* the slow path's work: first load, fork, messages, fresh rows */
+  struct param_state* st;
+  memo->state = NULL;
+  if (!param_valid(id, "braid_param_int_memo") || braid_param_rows[id].type == BRAID_PARAM_T_STR) return v;
+  st = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE);
+  if (!__atomic_load_n(&param_ready, __ATOMIC_ACQUIRE) || __atomic_load_n(&param_stale, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) < 0 || !__atomic_load_n(&st->reported, __ATOMIC_ACQUIRE) ||
+      st->v[id].fresh)
+    return v;
+  memo->value = st->v[id].i; /* this table's value (v may come from the one before a swap) */
+  memo->state = st;
+  return memo->value;
+}
+
+int64_t braid_param_int_memo(enum braid_param id, struct braid_param_memo* memo) {
+  /* States are retired, never freed: a pointer is never reused for another table. */
+  const struct param_state* st = __atomic_load_n(&param_current, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(st != NULL && st == memo->state && __atomic_load_n(&param_ready, __ATOMIC_ACQUIRE) &&
+                           !__atomic_load_n(&param_stale, __ATOMIC_ACQUIRE) &&
+                           __atomic_load_n(&braid_debug_level, __ATOMIC_ACQUIRE) >= 0,
+                       1))
+    return memo->value;
+  return memo_fill(id, memo);
+}
+
 const char* braid_param_str(enum braid_param id) {
   if (!param_valid(id, "braid_param_str")) return NULL;
   enum braid_param_type t = braid_param_rows[id].type;

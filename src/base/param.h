@@ -261,6 +261,15 @@ struct braid_param_row {
  * BOOL, ENUM and LIST rows have an int; STR, ENUM and LIST rows a string (NULL: unset). */
 int64_t braid_param_int(enum braid_param id);
 const char* braid_param_str(enum braid_param id);
+/* braid_param_int for a read on every call: the answer kept in *memo stands while the table
+ * does (no reload, fork or first read since; a row read at each use, PER_USE or named by
+ * NCCL_NO_CACHE, is looked up every time). A memo is a thread's own (two words, not shared):
+ * `static __thread struct braid_param_memo m;`. */
+struct braid_param_memo {
+  const void* state; /* the table it was read from; NULL: none yet */
+  int64_t value;
+};
+int64_t braid_param_int_memo(enum braid_param id, struct braid_param_memo* memo);
 /* Where the value came from: "default", "environment", "env plugin <name>" or a conf file's
  * path. */
 const char* braid_param_source(enum braid_param id);

@@ -18,8 +18,11 @@
 #define BRAID_MAX_CALL_BYTES ((size_t)1 << 57)
 
 /* Checks common to every call (the communicator first: nothing else is read before it is
- * known to be live). `per_rank`: a buffer holds nranks times `count` elements. */
-static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count, ncclDataType_t dtype, int per_rank) {
+ * known to be live). `per_rank`: a buffer holds nranks times `count` elements. Inlined, as
+ * add_task: every call runs both, and their calls and frames were a tenth of a small host-mode
+ * all-reduce's instructions outside the data path. */
+static inline __attribute__((always_inline)) ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count,
+                                                                       ncclDataType_t dtype, int per_rank) {
   BRAID_CHECK(braid_comm_check(handle, fn));
   size_t scale = per_rank ? (size_t)braid_comm_of(handle)->nranks : 1;
   if ((int)dtype < 0 || (int)dtype >= ncclNumTypes) {
@@ -28,8 +31,11 @@ static ncclResult_t check_common(const char* fn, ncclComm_t handle, size_t count
   }
   size_t es = (size_t)braid_dtype_size(dtype);
   /* Past BRAID_MAX_CALL_BYTES no buffer can exist, and sizes computed from the count (chunks
-   * rounded up, offsets) stay far from wrapping around. */
-  if (count > BRAID_MAX_CALL_BYTES / es / scale) {
+   * rounded up, offsets) stay far from wrapping around. count * es * scale > the limit, without
+   * wrapping (count <= 2^57 and es <= 16 first) and with a division only for per-rank buffers
+   * (two 64-bit divisions on every call were a measurable part of a small call). */
+  size_t bytes = count * es;
+  if (count > BRAID_MAX_CALL_BYTES || bytes > (per_rank ? BRAID_MAX_CALL_BYTES / scale : BRAID_MAX_CALL_BYTES)) {
     BRAID_WARN("%s: count %zu of datatype %d (%zu bytes) times %zu is more than any address space holds (%llu bytes)",
                fn, count, (int)dtype, es, scale, (unsigned long long)BRAID_MAX_CALL_BYTES);
     return ncclInvalidArgument;
@@ -53,9 +59,10 @@ static ncclResult_t check_root(const char* fn, const char* name, int root, int n
   return ncclSuccess;
 }
 
-static ncclResult_t add_task(int kind, int func, struct braid_comm* comm, const void* sendbuff, void* recvbuff,
-                             size_t count, ncclDataType_t dtype, struct braid_redop redop, int op, int root,
-                             cudaStream_t stream) {
+static inline __attribute__((always_inline)) ncclResult_t add_task(int kind, int func, struct braid_comm* comm,
+                                                                   const void* sendbuff, void* recvbuff, size_t count,
+                                                                   ncclDataType_t dtype, struct braid_redop redop,
+                                                                   int op, int root, cudaStream_t stream) {
   struct braid_task lone = {0};
   struct braid_task* t = &lone;
   /* Outside a group the task runs before this returns: no allocation needed. */

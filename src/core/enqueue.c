@@ -155,13 +155,12 @@ static void flight_set_all(struct braid_plan* plans, int nplans, struct braid_ta
   }
 }
 
-ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
+/* The plan's path: everything but the lone one-line all-reduce. Out of line, so that call
+ * does not pay for this one's frame. */
+static __attribute__((noinline)) ncclResult_t run_planned(struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_plan* plans = NULL;
   int nplans = 0, profiled = 0;
-  /* A lone small all-reduce the tuner sends to the one-line one-shot runs without a plan (the
-   * profiler's events come from the plan's path: not when it is on). */
-  if (tasks->next == NULL && !braid_profile_on && braid_lsa_lone(tasks, &res)) goto out_tasks;
   BRAID_CHECK_GOTO(collect_comms(tasks, &plans, &nplans), res, out_tasks);
   for (int i = 0; i < nplans; i++) __atomic_add_fetch(&plans[i].comm->inflight, 1, __ATOMIC_ACQ_REL);
   /* BRAID_CHECK_MISMATCH: the ranks agree on what the group does before anything moves */
@@ -201,4 +200,15 @@ out_tasks:
     if (!t->on_stack) free(t);
   }
   return res;
+}
+
+ncclResult_t braid_enqueue_run(struct braid_task* tasks) {
+  ncclResult_t res = ncclSuccess;
+  /* A lone small all-reduce the tuner sends to the one-line one-shot runs without a plan (the
+   * profiler's events come from the plan's path: not when it is on). */
+  if (tasks->next == NULL && !braid_profile_on && braid_lsa_lone(tasks, &res)) {
+    if (!tasks->on_stack) free(tasks);
+    return res;
+  }
+  return run_planned(tasks);
 }

@@ -33,11 +33,15 @@ struct flight_entry {
   volatile int state;
   volatile int nchannels;
   int64_t t_queued, t_started, t_ended; /* ns, CLOCK_MONOTONIC */
-  /* Host mode: braid_watchdog_steps when it started, and the steps its group moved (sent +
-   * consumed on this rank's connections) once it ended; -1 while unknown. */
+  /* Host mode: braid_watchdog_steps when it started (FLIGHT_NO_STEPS: a call that moves
+   * nothing on connections, the direct path), and the steps its group moved (sent + consumed
+   * on this rank's connections) once it ended; -1 while unknown. */
   uint64_t steps0;
   volatile int64_t steps;
 };
+
+/* steps0 of a call run without connections: its steps so far are 0, with no counter read. */
+#define FLIGHT_NO_STEPS UINT64_MAX
 
 /* The counters braid_watchdog_steps sums, kept while comm->conn_gen stays: a call's two
  * readings then cost a load per connection, not a walk over every channel's ring, tree and
@@ -151,8 +155,8 @@ void braid_flight_set_direct(struct braid_comm* comm, uint64_t id, int state) {
   struct flight_entry* e = &f->e[(id - 1) & f->mask];
   if (e->id != id) return; /* overwritten by a newer call */
   if (state == BRAID_FLIGHT_RUNNING) {
-    e->t_started = e->t_queued; /* the same coarse tick: nothing ran in between */
-    e->steps0 = steps_now(comm, &f->ctr);
+    e->t_started = e->t_queued;  /* the same coarse tick: nothing ran in between */
+    e->steps0 = FLIGHT_NO_STEPS; /* it moves no connection's steps: no counter to read */
     e->nchannels = 1;
   } else {
     e->t_ended = now_ns();
@@ -204,8 +208,9 @@ size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, 
       if (has_root) snprintf(root, sizeof(root), "%d", c.root);
       if (c.steps >= 0) /* its group's steps: the calls of a group run together */
         snprintf(steps, sizeof(steps), "%lld", (long long)c.steps);
-      else if (c.state == BRAID_FLIGHT_RUNNING && comm->device == NULL)
-        snprintf(steps, sizeof(steps), "%lld+", (long long)(braid_watchdog_steps(comm) - c.steps0)); /* so far */
+      else if (c.state == BRAID_FLIGHT_RUNNING && comm->device == NULL) /* so far */
+        snprintf(steps, sizeof(steps), "%lld+",
+                 c.steps0 == FLIGHT_NO_STEPS ? 0LL : (long long)(braid_watchdog_steps(comm) - c.steps0));
       APPEND("  %-6llu %-13s %9zu  %-9s %-8s %9s %9d  %-9s %-8s %.1f/%.1f/%.1f%s\n", (unsigned long long)id,
              call_name(c.kind, c.func), c.count, braid_dtype_name(c.dtype), has_op ? braid_op_name(c.op) : "-", root,
              c.nchannels, state_name(c.state), steps, ms_ago(now, c.t_queued), ms_ago(now, c.t_started),

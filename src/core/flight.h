@@ -29,7 +29,8 @@ uint64_t braid_flight_add(struct braid_task* task);
 void braid_flight_set(struct braid_comm* comm, uint64_t id, int state, int nchannels);
 /* The same for a call that runs on the calling thread as soon as it is queued and moves no
  * connection's steps (the lone one-line all-reduce, core/sym/lsa.c): RUNNING takes the queued
- * time as its start (one channel), DONE / FAILED record 0 steps without reading the counters. */
+ * time as its start (one channel) and 0 steps so far, DONE / FAILED record 0 steps: neither
+ * reads the connection counters. */
 void braid_flight_set_direct(struct braid_comm* comm, uint64_t id, int state);
 /* The block (why: what triggered it) into buf; returns its length. */
 size_t braid_flight_format(struct braid_comm* comm, const char* why, char* buf, size_t len);

@@ -48,7 +48,8 @@ struct fp {
 };
 
 int braid_mismatch_enabled(void) {
-  return braid_param_int(BRAID_PARAM_CHECK_MISMATCH) == 1;
+  static __thread struct braid_param_memo memo; /* asked on every call (the lone path's too) */
+  return braid_param_int_memo(BRAID_PARAM_CHECK_MISMATCH, &memo) == 1;
 }
 
 static struct fp_call fp_of(const struct braid_task* t) {

@@ -345,6 +345,7 @@ ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, i
       t->max_threads[a][p] = g->host_mode ? 1 : v;
     }
   build_model(t, g);
+  braid_tuner_memo_clear(&t->memo); /* empty already: starts the epoch (braid_tuner_epoch) */
   *t_p = t;
   return ncclSuccess;
 err_free:
@@ -481,6 +482,11 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
   }
   *out = best;
   return ncclSuccess;
+}
+
+uint32_t braid_tuner_epoch(const struct braid_tuner* t) {
+  if (t == NULL || t->plugin != NULL || (t->log && BRAID_LOG_ENABLED(BRAID_LOG_INFO, BRAID_LOG_TUNING))) return 0;
+  return __atomic_load_n(&t->memo.epoch, __ATOMIC_ACQUIRE);
 }
 
 ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out) {

@@ -52,6 +52,11 @@ struct braid_tuner_plugin* braid_tuner_plugin_of(const struct braid_tuner* t);
  * "AllReduce: 1048576 Bytes -> Algo Ring proto LL128 channel{Lo..Hi}={0..15}" unless
  * logging was turned off. None allowed: WARN and ncclInvalidUsage. */
 ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t bytes, struct braid_tuner_choice* out);
+/* For a caller that keeps an answer of braid_tuner_choose per call shape (the lone all-reduce,
+ * core/sym/lsa.c): an answer got while this returns a value stands while it returns the same;
+ * 0: ask every time (a tuner plugin is asked on every call; TUNING lines are printed for every
+ * call while logged). Changes with whatever changes choices (tuner_memo.h). */
+uint32_t braid_tuner_epoch(const struct braid_tuner* t);
 /* Predicted microseconds, -1 when the model has no value (unsupported here, or excluded by
  * NCCL_ALGO/NCCL_PROTO). Model-only algorithms (NVLS, PAT) do get a value. */
 float braid_tuner_predict(const struct braid_tuner* t, int func, int algo, int proto, size_t bytes);

@@ -61,4 +61,6 @@ void braid_tuner_memo_put(struct braid_tuner_memo* m, int func, size_t bytes, co
 
 void braid_tuner_memo_clear(struct braid_tuner_memo* m) {
   for (int s = 0; s < BRAID_TUNER_MEMO_SLOTS; s++) __atomic_store_n(&m->slot[s].key, 0, __ATOMIC_RELEASE);
+  uint32_t e = __atomic_load_n(&m->epoch, __ATOMIC_RELAXED) + 1;
+  __atomic_store_n(&m->epoch, e != 0 ? e : 1, __ATOMIC_RELEASE);
 }

@@ -21,6 +21,7 @@ struct braid_tuner_memo {
     uint64_t key; /* 0: empty or being written */
     uint64_t w0, w1;
   } slot[BRAID_TUNER_MEMO_SLOTS];
+  uint32_t epoch; /* bumped by every clear, never 0 after the first (braid_tuner_epoch) */
 };
 
 /* 1 and *out when (func, bytes) is remembered; 0 otherwise. */

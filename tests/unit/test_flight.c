@@ -8,7 +8,11 @@
  *   sigusr1  SIGUSR1 dumps every communicator of the process into
  *            $TMPDIR/braid-flight-<pid>.txt (what braid-info --dump PID prints);
  *   braid_info  `braid-info --dump PID` (next to this runner) on a rank's own process prints
- *            that dump: its calls, done.
+ *            that dump: its calls, done;
+ *   timeout_lone  the same for the lone one-line all-reduce (core/sym/lsa.c, no plan): rank 1
+ *            skips the fourth 8-byte call; rank 0's dump shows three calls done with 0 steps
+ *            and the fourth running with 0 steps so far ("0+": it moves none on connections,
+ *            and its entry says so without reading their counters).
  */
 #include <check.h>
 #include <fcntl.h>
@@ -106,6 +110,67 @@ static int body_timeout(struct harness_rank* r) {
   free(buf);
   return 0;
 }
+
+/* Rows of the dump in `state` whose steps column reads exactly `steps`. */
+static int rows_with_steps_text(const char* dump, const char* state, const char* want) {
+  int rows = 0;
+  for (const char* line = dump; line != NULL && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char fn[32], type[32], op[32], root[32], st[32], steps[32];
+    unsigned long long id;
+    size_t count;
+    int nch;
+    if (sscanf(line, " %llu %31s %zu %31s %31s %31s %d %31s %31s", &id, fn, &count, type, op, root, &nch, st, steps) !=
+        9)
+      continue;
+    rows += strcmp(st, state) == 0 && strcmp(steps, want) == 0;
+  }
+  return rows;
+}
+
+static int body_timeout_lone(struct harness_rank* r) {
+  ncclComm_t comm;
+  char path[64];
+  float x[2] = {1, 1};
+  setenv("BRAID_TIMEOUT", "2", 1);
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 3; i++) RCHECK(r, ncclAllReduce(x, x, 2, ncclFloat, ncclSum, comm, NULL));
+  if (r->rank == 1) { /* never joins the fourth */
+    for (int i = 0; i < 6000 && __atomic_load_n(others_done, __ATOMIC_ACQUIRE) < 1; i++) usleep(10000);
+    ncclCommAbort(comm);
+    return 0;
+  }
+  snprintf(path, sizeof(path), "/tmp/braid-test-flight-lone-%d.err", (int)getpid());
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REXPECT(r, fd >= 0, "cannot open %s", path);
+  int saved = dup(2);
+  dup2(fd, 2);
+  ncclResult_t res = ncclAllReduce(x, x, 2, ncclFloat, ncclSum, comm, NULL);
+  dup2(saved, 2);
+  close(fd);
+  __atomic_add_fetch(others_done, 1, __ATOMIC_ACQ_REL);
+  char* dump = slurp(path);
+  unlink(path);
+  REXPECT(r, res != ncclSuccess, "the all-reduce without rank 1 succeeded");
+  REXPECT(r, dump != NULL && strstr(dump, "braid flight recorder") != NULL, "no flight recorder block on stderr");
+  fprintf(stderr, "rank %d dump:\n%s", r->rank, dump);
+  REXPECT(r, rows_with_steps_text(dump, "done", "0") == 3 && rows_with_steps_text(dump, "running", "0+") == 1,
+          "the dump does not show 3 lone calls done with 0 steps and one running with 0 so far:\n%s", dump);
+  free(dump);
+  ncclCommAbort(comm);
+  return 0;
+}
+
+START_TEST(test_flight_timeout_lone) {
+  others_done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert_ptr_ne((void*)others_done, MAP_FAILED);
+  *others_done = 0;
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_timeout_lone, NULL, HARNESS_TIMEOUT_S), 0);
+  munmap((void*)others_done, sizeof(int));
+}
+END_TEST
 
 START_TEST(test_flight_timeout) {
   others_done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -247,6 +312,7 @@ Suite* flight_suite(void) {
   TCase* tc = tcase_create("dump");
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_test(tc, test_flight_timeout);
+  tcase_add_test(tc, test_flight_timeout_lone);
   tcase_add_test(tc, test_flight_sigusr1);
   tcase_add_test(tc, test_flight_braid_info);
   tcase_add_test(tc, test_flight_new_conns);

@@ -11,9 +11,15 @@
  *   slow     3000 calls of up to 8 bytes (one word and one store: lsa.h), in several datatypes,
  *            with a line-sized call now and then and rank 0 grouping some, while one rank
  *            or another sleeps before a call: both slots of every rank are reused ~1500 times
- *            with a peer that is late, early, or still reading; every result exact.
+ *            with a peer that is late, early, or still reading; every result exact;
+ *   fastpath what the lone path keeps between calls (core/sym/lsa.c: the tuner's last yes,
+ *            the BRAID_CHECK_MISMATCH memo) never hides a feature: with TUNING logged, rank 0
+ *            prints the tuner's line for every call, of sizes in turn and in runs; the mismatch check
+ *            turned on by a reload between calls of a live communicator catches the next
+ *            mismatched call (float against int32: the same size, so the line cannot).
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -201,6 +207,89 @@ START_TEST(test_sizes) {
 }
 END_TEST
 
+static int count_in(const char* text, const char* what) {
+  int n = 0;
+  for (const char* p = text; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
+  return n;
+}
+
+#define NTUNED 20
+
+static int body_tuning_logged(struct harness_rank* r) {
+  ncclComm_t comm;
+  char path[96];
+  float x[4] = {1, 1, 1, 1};
+  snprintf(path, sizeof(path), "/tmp/braid-test-lone-tuning-%d.log", (int)getpid());
+  unlink(path);
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  setenv("NCCL_DEBUG_FILE", path, 1);
+  ncclResetDebugInit(); /* the parameters again, and the logger reopened on them */
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 2 * NTUNED; i++) { /* 8 and 16 bytes (one word, one line) in turn, then in runs */
+    size_t count = i < NTUNED ? (i % 2 ? 4 : 2) : i < 3 * NTUNED / 2 ? 2 : 4;
+    RCHECK(r, ncclAllReduce(x, x, count, ncclFloat, ncclSum, comm, NULL));
+    REXPECT(r, x[0] == 2.0f, "call %d gave %g, expected 2", i, x[0]);
+    for (int k = 0; k < 4; k++) x[k] = 1;
+  }
+  RCHECK(r, ncclCommDestroy(comm));
+  FILE* f = fopen(path, "r");
+  static char log[1 << 20];
+  size_t n = f != NULL ? fread(log, 1, sizeof(log) - 1, f) : 0;
+  log[n] = '\0';
+  if (f != NULL) fclose(f);
+  unlink(path);
+  if (r->rank != 0) return 0; /* only rank 0 prints TUNING lines */
+  int n8 = count_in(log, "AllReduce: 8 Bytes -> Algo NVLS"), n16 = count_in(log, "AllReduce: 16 Bytes -> Algo NVLS");
+  REXPECT(r, n8 == NTUNED && n16 == NTUNED, "%d calls of 8 and of 16 bytes logged %d and %d TUNING lines", NTUNED, n8,
+          n16);
+  return 0;
+}
+
+START_TEST(test_tuning_logged) {
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_tuning_logged, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
+static int body_mismatch_reload(struct harness_rank* r) {
+  ncclComm_t comm;
+  union {
+    float f;
+    int32_t i;
+  } v;
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  unsetenv("BRAID_CHECK_MISMATCH");
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  for (int i = 0; i < 10; i++) { /* the lone path, the check off */
+    v.f = 1.0f;
+    RCHECK(r, ncclAllReduce(&v, &v, 1, ncclFloat, ncclSum, comm, NULL));
+    REXPECT(r, v.f == 2.0f, "call %d gave %g, expected 2", i, v.f);
+  }
+  setenv("BRAID_CHECK_MISMATCH", "1", 1); /* every rank, between the same two calls */
+  braid_param_reload();
+  v.f = 1.0f;
+  RCHECK(r, ncclAllReduce(&v, &v, 1, ncclFloat, ncclSum, comm, NULL)); /* agreed: checked and run */
+  REXPECT(r, v.f == 2.0f, "the checked call gave %g, expected 2", v.f);
+  v.i = 1;
+  ncclResult_t res = ncclAllReduce(&v, &v, 1, r->rank == 0 ? ncclFloat : ncclInt32, ncclSum, comm, NULL);
+  const char* e = ncclGetLastError(comm);
+  REXPECT(r, res == ncclInvalidUsage, "float against int32 returned %d (%s)", (int)res, ncclGetErrorString(res));
+  REXPECT(r, e != NULL && strstr(e, "Mismatched collective") != NULL, "the error is not a mismatch: %s",
+          e ? e : "(none)");
+  ncclCommAbort(comm);
+  return 0;
+}
+
+START_TEST(test_mismatch_reload) {
+  unsetenv("BRAID_TIMEOUT");
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_mismatch_reload, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 Suite* lsa_line_suite(void);
 Suite* lsa_line_suite(void) {
   Suite* s = suite_create("lsa_line");
@@ -219,6 +308,11 @@ Suite* lsa_line_suite(void) {
   tc = tcase_create("sizes");
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_loop_test(tc, test_sizes, 0, sizeof(size_pairs) / sizeof(size_pairs[0]));
+  suite_add_tcase(s, tc);
+  tc = tcase_create("fastpath");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_test(tc, test_tuning_logged);
+  tcase_add_test(tc, test_mismatch_reload);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -6,7 +6,10 @@
  *   - a forked child reads its own settings: a launcher that calls ncclGetUniqueId, then forks
  *     ranks that each set NCCL_HOSTID (and a LIVE row) before ncclCommInitRank gets the nodes
  *     and values each rank asked for (before this, every rank landed on the parent's node);
- *   - a reload while other threads read leaves every read consistent.
+ *   - a reload while other threads read leaves every read consistent;
+ *   - braid_param_int_memo, the read made on every call (BRAID_CHECK_MISMATCH on the lone
+ *     all-reduce's path), answers what braid_param_int does: a reload, a forked child and a
+ *     NCCL_NO_CACHE row each show through its memo.
  */
 #include <check.h>
 #include <pthread.h>
@@ -18,6 +21,7 @@
 
 #include "base/param.h"
 #include "core/comm.h"
+#include "core/mismatch.h"
 #include "harness.h"
 #include "nccl.h"
 #include "param_fixture.h"
@@ -170,6 +174,48 @@ START_TEST(test_reload_under_readers) {
 }
 END_TEST
 
+/* The memo of a LIVE row: kept until the table changes, never past it. */
+START_TEST(test_memo_follows_table) {
+  struct braid_param_memo memo = {0};
+  const enum braid_param id = BRAID_PARAM_CHECK_MISMATCH;
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 0);
+  ck_assert_int_eq(braid_mismatch_enabled(), 0);
+  setenv("BRAID_CHECK_MISMATCH", "1", 1);
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 0); /* LIVE: the load's value until a reload */
+  ck_assert_int_eq(braid_mismatch_enabled(), 0);
+  braid_param_reload();
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 1);
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 1);
+  ck_assert_int_eq(braid_mismatch_enabled(), 1);
+  /* A forked child reads its own settings, through memos filled in the parent. */
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    setenv("BRAID_CHECK_MISMATCH", "0", 1);
+    _exit(braid_param_int_memo(id, &memo) == 0 && braid_mismatch_enabled() == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's memo kept its parent's value");
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 1);
+  /* Named by NCCL_NO_CACHE: looked up at every read, memo or not. */
+  setenv("NCCL_NO_CACHE", "BRAID_CHECK_MISMATCH", 1);
+  braid_param_reload();
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 1);
+  setenv("BRAID_CHECK_MISMATCH", "0", 1);
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 0);
+  ck_assert_int_eq(braid_mismatch_enabled(), 0);
+  setenv("BRAID_CHECK_MISMATCH", "1", 1);
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 1);
+  ck_assert_int_eq(braid_mismatch_enabled(), 1);
+  unsetenv("NCCL_NO_CACHE");
+  unsetenv("BRAID_CHECK_MISMATCH");
+  braid_param_reload();
+  ck_assert_int_eq(braid_param_int_memo(id, &memo), 0);
+  ck_assert_int_eq(braid_mismatch_enabled(), 0);
+}
+END_TEST
+
 Suite* param_use_suite(void) {
   Suite* s = suite_create("param_use");
   TCase* tc = tcase_create("per_use");
@@ -185,6 +231,7 @@ Suite* param_use_suite(void) {
   tcase_add_checked_fixture(tc, param_setup, param_teardown);
   tcase_add_test(tc, test_fork_child_rereads);
   tcase_add_test(tc, test_fork_launcher_hostid);
+  tcase_add_test(tc, test_memo_follows_table);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("reload");

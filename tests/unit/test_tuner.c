@@ -264,7 +264,9 @@ END_TEST
 
 /* The memo of choices (tuner_memo.c): a repeated call shape gets the same choice as its first
  * time, for every size and function, and what changes a choice after init is seen at once:
- * the LSA offer (8 B all-reduce: ring, then one-shot NVLS) and the channel cap. */
+ * the LSA offer (8 B all-reduce: ring, then one-shot NVLS) and the channel cap; each of them
+ * moves braid_tuner_epoch, which the lone all-reduce keeps its last answer under, and choices
+ * do not. */
 START_TEST(test_memo) {
   env_reset();
   struct braid_tuner* t = NULL;
@@ -285,15 +287,25 @@ START_TEST(test_memo) {
         ck_assert_float_eq(first.time_us, braid_tuner_predict(t, funcs[f], first.algo, first.proto, b));
       }
   ck_assert_int_ne(choose(t, BRAID_FUNC_AllReduce, 8).algo, BRAID_ALGO_NVLS);
+  uint32_t e0 = braid_tuner_epoch(t);
+  ck_assert_uint_ne(e0, 0);
+  ck_assert_uint_eq(braid_tuner_epoch(t), e0); /* choosing changes nothing */
   braid_tuner_enable_lsa(t, 512 << 10, 2);
+  uint32_t e1 = braid_tuner_epoch(t);
+  ck_assert_uint_ne(e1, 0);
+  ck_assert_uint_ne(e1, e0);
   struct braid_tuner_choice lsa;
   ck_assert_int_eq(braid_tuner_choose(t, BRAID_FUNC_AllReduce, 8, &lsa), ncclSuccess);
   ck_assert_int_eq(lsa.algo, BRAID_ALGO_NVLS);
+  ck_assert_uint_eq(braid_tuner_epoch(t), e1);
   if (g->nchannels > 1) {
     ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, g->nchannels);
     braid_tuner_cap_channels(t, 1);
+    ck_assert_uint_ne(braid_tuner_epoch(t), e1);
+    ck_assert_uint_ne(braid_tuner_epoch(t), 0);
     ck_assert_int_eq(choose(t, BRAID_FUNC_AllReduce, 1 << 30).nchannels, 1);
   }
+  ck_assert_uint_eq(braid_tuner_epoch(NULL), 0);
   braid_tuner_free(t);
   braid_graph_free(g);
 }
@@ -355,6 +367,8 @@ START_TEST(test_forced_and_logged) {
   braid_param_reload();
   struct braid_tuner* t = NULL;
   ck_assert_int_eq(make_tuner("dgx-h100.xml", 16, 8, 0, &t, NULL), ncclSuccess);
+  /* Every choice prints its line: nobody may keep an answer and skip asking. */
+  ck_assert_uint_eq(braid_tuner_epoch(t), 0);
   for (size_t b = 8; b <= (1ull << 30); b *= 8) {
     struct braid_tuner_choice c = choose(t, BRAID_FUNC_AllReduce, b);
     ck_assert_int_eq(c.algo, BRAID_ALGO_TREE);
@@ -370,6 +384,7 @@ START_TEST(test_forced_and_logged) {
   ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "no algorithm/protocol available for function AllGather"));
   ck_assert_ptr_nonnull(strstr(braid_debug_last_error(), "NCCL_ALGO was set to Tree"));
   braid_tuner_set_log(t, 0);
+  ck_assert_uint_ne(braid_tuner_epoch(t), 0); /* this rank prints none */
   braid_tuner_free(t);
   unlink(log);
 }

@@ -48,6 +48,10 @@ struct braid_lsa {
   uint64_t seq;                /* calls planned on this communicator (their numbers: lsa.h) */
   struct braid_nvls* nvls;     /* the node's multicast object (transport/nvls), or NULL */
   size_t line_max;             /* host mode: one-shot calls up to this size go as lines (lsa.h) */
+  /* The lone path's last yes from the tuner (braid_lsa_lone): all-reduces of lone_bytes go
+   * one-line while braid_tuner_epoch is lone_epoch (0: none kept). */
+  size_t lone_bytes;
+  uint32_t lone_epoch;
 };
 
 /* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
@@ -268,10 +272,14 @@ void braid_lsa_free(struct braid_comm* comm) {
 const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p) {
   struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   if (l == NULL || !l->win->mapped) return NULL;
-  for (int r = 0; r < comm->nranks; r++) {
-    l->pushed &= l->seg[r] == l->win->peer_ptr[r];
-    l->seg[r] = l->win->peer_ptr[r];
-  }
+  /* Written only when a mapping moved: a call reads the line, it does not dirty it. */
+  char** seg = l->seg;
+  void* const* peer = l->win->peer_ptr;
+  for (int r = 0; r < comm->nranks; r++)
+    if (seg[r] != (char*)peer[r]) {
+      seg[r] = peer[r];
+      l->pushed = 0;
+    }
   /* Device mode: no kernel reads the view while the mappings change (suspended), so the copy
    * lands before any launch that reads it (setup_copy: not the legacy stream, no device sync). */
   if (l->view != l->host && !l->pushed) {
@@ -287,6 +295,20 @@ int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes) 
   return variant == BRAID_LSA_ONESHOT && l != NULL && bytes <= l->line_max ? BRAID_LSA_ONELINE : variant;
 }
 
+/* Does the tuner send an all-reduce of `bytes` to the one-line one-shot? The last yes is kept
+ * while the tuner's answers stand (braid_tuner_epoch): a call of the same size asks nothing. */
+static int lone_oneline(struct braid_comm* comm, struct braid_lsa* l, size_t bytes) {
+  uint32_t epoch = braid_tuner_epoch(comm->tuner);
+  if (epoch != 0 && epoch == l->lone_epoch && bytes == l->lone_bytes) return 1;
+  struct braid_tuner_choice c;
+  if (braid_tuner_choose(comm->tuner, BRAID_FUNC_AllReduce, bytes, &c) != ncclSuccess || c.algo != BRAID_ALGO_NVLS ||
+      braid_lsa_mode_of(comm, c.variant, bytes) != BRAID_LSA_ONELINE)
+    return 0;
+  l->lone_bytes = bytes;
+  l->lone_epoch = epoch;
+  return 1;
+}
+
 /* The lone call's path (see sym.h): what enqueue.c and plan.c would do for it, minus the plan
  * and the executor's hand-off; the flight recorder sees the same states. */
 int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
@@ -295,14 +317,11 @@ int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
   /* From here on as the plan's path: in flight before anything of the communicator is read,
    * so an abort from another thread waits for this call before it frees the scratch. */
   __atomic_add_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
-  const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   size_t bytes = t->count * (size_t)braid_dtype_size(t->dtype);
-  struct braid_tuner_choice c;
   const struct braid_lsa_view* v = NULL;
   uint64_t seq;
-  if (l != NULL && bytes <= l->line_max && !braid_mismatch_enabled() &&
-      braid_tuner_choose(comm->tuner, t->func, bytes, &c) == ncclSuccess && c.algo == BRAID_ALGO_NVLS &&
-      braid_lsa_mode_of(comm, c.variant, bytes) == BRAID_LSA_ONELINE)
+  if (l != NULL && bytes <= l->line_max && !braid_mismatch_enabled() && lone_oneline(comm, l, bytes))
     v = braid_lsa_next(comm, &seq); /* NULL when suspended: the plan's path says why */
   if (v == NULL) {
     __atomic_sub_fetch(&comm->inflight, 1, __ATOMIC_ACQ_REL);
