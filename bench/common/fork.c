@@ -177,15 +177,16 @@ static int supervise(struct bench_shm* s) {
   return status;
 }
 
-/* Pin process p to one CPU of those we may use (round robin), as mpirun does by default for a
- * few ranks: two ranks time-sharing a core would measure the scheduler, not the library.
- * BENCH_NO_BIND=1 (or a process already restricted to fewer CPUs than ranks) leaves it alone. */
-static void bind_to_core(int p) {
+/* Pin process p of nprocs to one CPU of those we may use (round robin), as mpirun does by
+ * default for a few ranks: two ranks time-sharing a core would measure the scheduler, not the
+ * library. With more ranks than CPUs (mpirun --oversubscribe binds nothing either) or
+ * BENCH_NO_BIND=1 it leaves the scheduler free to place them. */
+static void bind_to_core(int p, int nprocs) {
   cpu_set_t allowed, one;
   const char* nobind = getenv("BENCH_NO_BIND");
   if ((nobind != NULL && strcmp(nobind, "1") == 0) || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
   int n = CPU_COUNT(&allowed);
-  if (n < 2) return;
+  if (n < 2 || n < nprocs) return;
   for (int cpu = 0, k = 0; cpu < CPU_SETSIZE; cpu++) {
     if (!CPU_ISSET(cpu, &allowed)) continue;
     if (k++ == p % n) {
@@ -231,7 +232,7 @@ int bench_fork_start(struct bench_world* w, int nprocs) {
     }
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM); /* the supervisor gone: stop too */
-      bind_to_core(p);
+      bind_to_core(p, nprocs);
       if (getppid() != s->parent) _exit(BENCH_INTERNAL_ERROR);
       free(children);
       children = NULL;
