@@ -75,6 +75,31 @@ HD int braid_p2p_recv_peer(int n, int rank, int round) {
 }
 
 /*
+ * Rounds a rank progresses together. Rounds exist so that a rank waits on one send peer and
+ * one receive peer at a time (a GPU block polls few connections); on host threads that share
+ * cores, though, a round ends only when both of its peers have run, so a rank whose peer is
+ * descheduled idles (it yields the core) although the peers of later rounds are ready. Taking
+ * g consecutive rounds together lets it serve whichever of them is ready, as a rank that posts
+ * every send and receive at once does (Open MPI's linear all-to-all). Any grouping is safe,
+ * even one that differs between ranks: both ends of a message are in the same round (its
+ * delta's), and the lowest round with an unfinished message is in every rank's current group,
+ * so its two ends are polled together and it moves. Ops to one peer in one direction keep
+ * their order inside a group (coll.h: braid_p2p_blocked), which makes a pass over a group's
+ * ops quadratic in their number: a group taken by default holds at most
+ * BRAID_P2P_GROUP_AUTO_MAX rounds.
+ * param: BRAID_P2P_ROUND_GROUP (0: decide; g > 0: g). cores_per_rank: the host executor's
+ * cores per rank on the busiest machine (0: ranks outnumber cores), -1 on a GPU. By default
+ * rounds are grouped only where ranks outnumber cores; elsewhere a rank waiting on a peer
+ * does not take the core that peer needs, and NCCL's schedule stays. Returns >= 1.
+ */
+#define BRAID_P2P_GROUP_AUTO_MAX 16
+HD int braid_p2p_round_group(int n, int param, int cores_per_rank) {
+  if (param > 0) return param;
+  if (cores_per_rank != 0 || n <= 1) return 1;
+  return n < BRAID_P2P_GROUP_AUTO_MAX ? n : BRAID_P2P_GROUP_AUTO_MAX;
+}
+
+/*
  * What `rank` does in the round whose delta is given (braid_p2p_delta or the iterator), for
  * a collective expanded into p2p.
  * A block is `count` elements; send_block indexes the send buffer, recv_block the receive

@@ -217,6 +217,9 @@
   X(SPIN_COUNT, "BRAID_SPIN_COUNT", LIVE, INT(0, INT32_MAX), 32, "polls before a waiting host thread starts to yield") \
   X(SPIN_SLEEP_AFTER, "BRAID_SPIN_SLEEP_AFTER", LIVE, INT(0, 1 << 30), 200000,                                         \
     "yielding polls before a host wait without progress sleeps between polls (10 us doubling to 1 ms; 0: never)")      \
+  X(P2P_ROUND_GROUP, "BRAID_P2P_ROUND_GROUP", LIVE, INT(0, INT32_MAX), 0,                                              \
+    "p2p rounds a rank progresses together (1: one at a time, NCCL's schedule; 0: all when host ranks outnumber "      \
+    "cores, else 1)")                                                                                                  \
   X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", LIVE, INT(0, INT32_MAX), 0,                                                  \
     "microseconds the net proxy thread keeps polling after its last work before it sleeps")                            \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", LIVE, STR, NULL,                                                               \

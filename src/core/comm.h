@@ -92,6 +92,8 @@ struct braid_comm {
   pthread_cond_t init_cond; /* signalled when it returns: an aborting thread waits on it */
 
   int nchannels;
+  int cores_per_rank; /* host executor: cores per rank on the busiest machine (0: ranks outnumber
+                         cores there); -1 on a GPU or when unknown (core/init.c) */
   struct braid_channel channels[BRAID_MAX_CHANNELS];
   struct braid_topo_system* topo;      /* this node's topology (topo.h), kept for the transports */
   struct braid_channel_graph* graph;   /* rings and trees from the topology (graph.h) */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo/alltoall.h"
 #include "base/api.h"
 #include "base/check.h"
 #include "base/fault.h"
@@ -185,6 +186,11 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
   const struct braid_channel_graph* g = comm->graph;
   int host_threads = comm->device == NULL || (comm->device->caps & BRAID_DEVICE_CAP_HOST_THREADS);
   int cores = host_threads ? cores_per_rank(comm) : g->nchannels;
+  comm->cores_per_rank = host_threads ? cores : -1; /* p2p rounds (plan.c) */
+  int group = braid_p2p_round_group(n, (int)braid_param_int(BRAID_PARAM_P2P_ROUND_GROUP), comm->cores_per_rank);
+  if (group > 1 && n > 2)
+    BRAID_INFO(BRAID_LOG_INIT, "P2P: %d rounds progressed together (%s)", group < n ? group : n,
+               comm->cores_per_rank == 0 ? "ranks outnumber cores" : "BRAID_P2P_ROUND_GROUP");
   comm->nchannels = default_nchannels(comm, cores);
   braid_tuner_cap_channels(comm->tuner, comm->nchannels);
   if (host_threads && cores >= 0 && comm->nchannels < g->nchannels && cores < g->nchannels)

@@ -163,7 +163,9 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
   BRAID_CALLOC_GOTO(plan->connect_recv, n, res, out);
   BRAID_CALLOC_GOTO(round_of, n, res, out);
   BRAID_CHECK_GOTO(match_self(plan, tasks), res, out);
-  for (int r = 0; r < braid_p2p_nrounds(n); r++) round_of[braid_p2p_delta(n, r)] = r;
+  /* Rounds progressed together share a number: the executor runs ops of equal number at once. */
+  int group = braid_p2p_round_group(n, (int)braid_param_int(BRAID_PARAM_P2P_ROUND_GROUP), comm->cores_per_rank);
+  for (int r = 0; r < braid_p2p_nrounds(n); r++) round_of[braid_p2p_delta(n, r)] = r / group;
   struct braid_channel* ch = &comm->channels[0];
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->comm != comm || t->kind == BRAID_TASK_COLL || t->root == me) continue;

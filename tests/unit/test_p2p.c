@@ -21,6 +21,8 @@
  *            all 12 datatypes at 3 ranks, in-place Gather/Scatter at the root
  *   large    1M+3 elements, and small FIFOs / odd chunk sizes (NCCL_BUFFSIZE,
  *            NCCL_P2P_PCI_CHUNKSIZE)
+ *   groups   AlltoAll / Gather / Scatter and plans with p2p rounds taken 1, 2, 3 and all at
+ *            a time (BRAID_P2P_ROUND_GROUP), small FIFOs among them
  *   mixed    collectives and sends/receives in one group; one thread driving an
  *            ncclCommInitAll clique
  */
@@ -481,6 +483,46 @@ START_TEST(test_large) {
 }
 END_TEST
 
+/* ---- p2p rounds taken together (BRAID_P2P_ROUND_GROUP) ---- */
+
+/* Every grouping must deliver the same data: 1 (NCCL's round by round schedule, the default
+ * where each rank has a core), 2 and 3 (groups that split the rounds unevenly), and more than
+ * the rounds (all at once, the default where ranks share cores); with small FIFOs and an odd
+ * chunk, so messages take many steps and senders wait for credit inside a group. */
+static const struct {
+  const char* env;
+  int x; /* 1: AlltoAll / Gather / Scatter; else a send/recv plan */
+  enum plan_kind kind;
+  int nranks;
+  enum harness_mode mode;
+} group_cases[] = {
+    {"BRAID_P2P_ROUND_GROUP=1", 1, 0, 4, HARNESS_PROCS},
+    {"BRAID_P2P_ROUND_GROUP=1", 1, 0, 5, HARNESS_THREADS},
+    {"BRAID_P2P_ROUND_GROUP=2", 1, 0, 5, HARNESS_PROCS},
+    {"BRAID_P2P_ROUND_GROUP=3 NCCL_BUFFSIZE=65536 NCCL_P2P_PCI_CHUNKSIZE=3000", 1, 0, 4, HARNESS_THREADS},
+    {"BRAID_P2P_ROUND_GROUP=64 NCCL_BUFFSIZE=65536 NCCL_P2P_PCI_CHUNKSIZE=3000", 1, 0, 5, HARNESS_PROCS},
+    {"BRAID_P2P_ROUND_GROUP=64", 0, P_FAN, 5, HARNESS_THREADS},
+    {"BRAID_P2P_ROUND_GROUP=2", 0, P_ORDER, 3, HARNESS_PROCS},
+    {"BRAID_P2P_ROUND_GROUP=3", 0, P_SIZES, 5, HARNESS_PROCS},
+    {"BRAID_P2P_ROUND_GROUP=1", 0, P_SIZES, 4, HARNESS_THREADS},
+};
+#define NGROUP (int)(sizeof(group_cases) / sizeof(group_cases[0]))
+
+START_TEST(test_groups) {
+  if (group_cases[_i].x) {
+    struct xcase xc = {group_cases[_i].nranks, group_cases[_i].mode, (1u << ncclFloat32) | (1u << ncclInt8),
+                       x_counts_dtypes};
+    ref_env_apply(group_cases[_i].env);
+    int failed = harness_run(xc.nranks, xc.mode, x_body, &xc, RANK_TIMEOUT_S);
+    ck_assert_msg(failed == 0, "%s: %d of %d ranks (%s) failed", group_cases[_i].env, failed, xc.nranks,
+                  harness_mode_name(xc.mode));
+  } else {
+    struct plan_case pc = {group_cases[_i].kind, group_cases[_i].nranks, group_cases[_i].mode, group_cases[_i].env, 0};
+    run_plan_case(&pc);
+  }
+}
+END_TEST
+
 /* ---- collectives and sends/receives in one group ---- */
 
 /* In one group: AllReduce (float sum), a ring of sends/receives, Broadcast (root 1), and
@@ -606,7 +648,7 @@ Suite* p2p_suite(void) {
     int n;
   } const tcs[] = {
       {"ring", test_ring, 16},  {"plans", test_plans, NOTHER}, {"a2a", test_a2a, 19},
-      {"large", test_large, 5}, {"mixed", test_mixed, 4},
+      {"large", test_large, 5}, {"mixed", test_mixed, 4},      {"groups", test_groups, NGROUP},
   };
   for (size_t i = 0; i < sizeof(tcs) / sizeof(tcs[0]); i++) {
     TCase* tc = tcase_create(tcs[i].name);
