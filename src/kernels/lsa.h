@@ -375,7 +375,8 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
 #endif
   if (w->lsa_mode != BRAID_LSA_ONESHOT && w->lsa_mode != BRAID_LSA_TWOSHOT) return BRAID_EXEC_BAD_SCHEDULE;
   const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
-  const int in_place = w->lsa_win != 0 && w->lsa_win <= BRAID_LSA_MAX_WINS;
+  /* An entry freed since the plan (its window deregistered: a graph replayed after that) stages. */
+  const int in_place = w->lsa_win != 0 && w->lsa_win <= BRAID_LSA_MAX_WINS && v->win_id[w->lsa_win - 1] != 0;
   if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq - 1)) != 0) return st;
   if (!in_place) braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
   if (simt_tid() == 0) { /* where the peers find this input (before arrive's release) */
