@@ -88,6 +88,13 @@ static enum bench_result alloc_tables(struct bench_run* r, int nlocal) {
   return ok ? BENCH_SUCCESS : BENCH_INTERNAL_ERROR;
 }
 
+/* Host mode with -R 2: the send and receive buffers come from ncclMemAlloc, as nccl-tests
+ * allocates registered buffers, so that windows over them map into the other processes of the
+ * node (plain memory is refused there) and the one-/two-shot all-reduce reads them in place. */
+static int host_mem_alloc(const struct bench_run* r) {
+  return !r->gpu.rt && r->o->local_register == 2;
+}
+
 /* Send, receive and expected buffers of max_bytes per local rank, page aligned. */
 static enum bench_result alloc_buffers(struct bench_run* r, int nlocal) {
   size_t bytes = r->max_bytes > 64 ? r->max_bytes : 64;
@@ -95,7 +102,9 @@ static enum bench_result alloc_buffers(struct bench_run* r, int nlocal) {
   for (int l = 0; l < 3; l++)
     for (int i = 0; i < nlocal; i++) {
       void* p = NULL;
-      if (posix_memalign(&p, 4096, bytes) != 0) {
+      if (l < 2 && host_mem_alloc(r)) {
+        BENCH_NCCLCHECK(ncclMemAlloc(&p, bytes));
+      } else if (posix_memalign(&p, 4096, bytes) != 0) {
         fprintf(stderr, "cannot allocate %zu bytes of host memory for rank buffers\n", bytes);
         return BENCH_INTERNAL_ERROR;
       }
@@ -155,8 +164,13 @@ static enum bench_result release(struct bench_run* r, int nlocal) {
       bench_gpu_free(&r->gpu, r->drecv[i]);
       bench_gpu_stream_destroy(&r->gpu, r->streams[i]);
     }
-    free(r->send[i]);
-    free(r->recv[i]);
+    if (host_mem_alloc(r)) {
+      if (r->send[i] != NULL) ncclMemFree(r->send[i]);
+      if (r->recv[i] != NULL) ncclMemFree(r->recv[i]);
+    } else {
+      free(r->send[i]);
+      free(r->recv[i]);
+    }
     free(r->expected[i]);
   }
   free(r->send);

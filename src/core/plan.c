@@ -54,6 +54,11 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   w->lsa_mode = (uint8_t)braid_lsa_mode_of(comm, c->variant, t->count * braid_dtype_size(t->dtype));
   if (w->lsa_mode != BRAID_LSA_ONELINE && braid_lsa_nvls(comm) != NULL && braid_mm_supported(t->dtype, t->redop.kind))
     w->lsa_mode |= BRAID_LSA_MC;
+  /* The peers read this rank's input in place when it lies in a window (kernels/lsa.h), except
+   * where lsa.h stages: PreMulSum (its owner's pre-op) and a one-shot whose output overwrites it. */
+  int stage = t->redop.kind == BRAID_RED_PREMULSUM || (w->lsa_mode == BRAID_LSA_ONESHOT && t->sendbuff == t->recvbuff);
+  if ((w->lsa_mode == BRAID_LSA_ONESHOT || w->lsa_mode == BRAID_LSA_TWOSHOT) && !stage)
+    w->lsa_win = (uint8_t)braid_lsa_win_of(comm, t->sendbuff, t->count * braid_dtype_size(t->dtype), &w->lsa_off);
   return ncclSuccess;
 }
 

@@ -18,13 +18,24 @@
  *   1. waits until every rank arrived at seq-1: they all finished reading what call seq-2 left
  *      in the slot this call overwrites;
  *   2. copies its input, with its own pre-op (PreMulSum's scalar is per rank), into its input
- *      slot (user buffers need not be in a window) and publishes arrive = seq (release);
+ *      slot (user buffers need not be in a window), or, when its sendbuff lies in a window
+ *      (w->lsa_win), copies nothing; either way writes where its input is into its source word
+ *      of call seq (window id and offset, or 0: the slot) and publishes arrive = seq (release);
  *   3. waits for every rank's arrive >= seq (acquire);
  *   4. one-shot: loads every rank's input and reduces all of it into its output;
  *      two-shot: reduces chunk `rank` of every input into its result slot, publishes rs = seq,
- *      then loads every rank's reduced chunk into its output.
+ *      then loads every rank's reduced chunk into its output. A peer's input is its slot, or
+ *      its buffer of the window its source word names, as this rank maps it (the view's table);
  *   5. writes done[me] = seq into every segment: it reads nothing of them any more (a segment
  *      may be unmapped once its done[] says every peer finished its last call: core/sym/lsa.c).
+ *   6. one-shot read in place only: waits until every rank's done[] in its own segment reached
+ *      seq, so the caller may overwrite its input once the call returns (no peer still loads
+ *      it). A two-shot needs no wait: it waited for every rank's rs = seq, which each published
+ *      after its last load of this rank's input.
+ * Which ranks read in place is each rank's own choice, per call (mixed calls are fine): only
+ * the source word says, and windows have the same id on every rank. A one-shot in place
+ * (recvbuff == sendbuff) stages (its output would overwrite an input the peers still load), so
+ * does PreMulSum (its owner's pre-op), and so does the one-line path below.
  * Every rank reduces in rank order 0..n-1, so every rank's output has the same bits (and the
  * two variants agree). PreMulSum's multiplier applies to each input once, by its owner,
  * SumPostDiv's division after the last operand, as in the ring.
@@ -38,7 +49,10 @@
 
 #define BRAID_LSA_ARRIVE_OFF 0
 #define BRAID_LSA_RS_OFF 64
-#define BRAID_LSA_CALLS_OFF 3584 /* calls this rank ran (only its own executor writes it) */
+#define BRAID_LSA_SRC_OFF 128     /* two source words (call parity), a cache line each: window id, offset */
+#define BRAID_LSA_STAGED_OFF 256  /* one-/two-shot calls of this rank that staged their input (tests) */
+#define BRAID_LSA_INPLACE_OFF 264 /* ... that let the peers read it in place (only its own executor writes both) */
+#define BRAID_LSA_CALLS_OFF 3584  /* calls this rank ran (only its own executor writes it) */
 #define BRAID_LSA_DATA_OFF 4096
 /* After the four slots (host mode's one-line calls: lsa_line.h): two slots of lines, then the
  * done[] words, one cache line per writer (rank r's word: the last call rank r finished reading
@@ -58,6 +72,9 @@
 
 HD char* braid_lsa_in(const struct braid_lsa_view* v, int r, uint32_t seq) {
   return v->seg[r] + BRAID_LSA_DATA_OFF + (size_t)(seq & 1) * v->slot_bytes;
+}
+HD volatile uint64_t* braid_lsa_src(const struct braid_lsa_view* v, int r, uint32_t seq) {
+  return (volatile uint64_t*)(v->seg[r] + BRAID_LSA_SRC_OFF + 64 * (size_t)(seq & 1));
 }
 HD char* braid_lsa_res(const struct braid_lsa_view* v, int r, uint32_t seq) {
   return v->seg[r] + BRAID_LSA_DATA_OFF + (size_t)(2 + (seq & 1)) * v->slot_bytes;
@@ -104,6 +121,29 @@ HD int braid_lsa_wait_ranks(struct braid_prims* p, const struct braid_lsa_view* 
   return braid_prims_vote(p, st);
 }
 
+/* Step 6: every rank's done[] word in this rank's own segment reached seq (each rank finished
+ * reading this rank's input of call seq in place): thread 0 waits, the block votes. */
+HD int braid_lsa_wait_readers(struct braid_prims* p, const struct braid_lsa_view* v, int me, uint32_t seq) {
+  int st = 0;
+  if (simt_tid() == 0)
+    for (int r = 0; r < v->nranks && st == 0; r++)
+      if (r != me) st = braid_lsa_wait(braid_lsa_flag(v, me, BRAID_LSA_DONE_AT(v->slot_bytes, r)), seq, p->abort_flag);
+  return braid_prims_vote(p, st);
+}
+
+/* Rank r's input of call seq (after step 3: its source word is published): its slot, or its
+ * buffer of the window the word names, as this rank maps it; NULL when this rank has no such
+ * window (cannot happen while windows are registered collectively). Every thread may call it:
+ * the vote after step 3's wait orders these loads after the peer's release. */
+HD const char* braid_lsa_input(const struct braid_lsa_view* v, int r, uint32_t seq) {
+  const volatile uint64_t* src = braid_lsa_src(v, r, seq);
+  const uint64_t id = src[0];
+  if (id == 0) return braid_lsa_in(v, r, seq);
+  for (int k = 0; k < BRAID_LSA_MAX_WINS; k++)
+    if (v->win_id[k] == id) return v->win_seg[(size_t)k * v->nranks + r] + src[1];
+  return NULL;
+}
+
 /* mm_ld_reduce over unicast pointers: dst[i] = op over every rank's input slot of call seq at
  * element lo + i, in rank order, the post-op after the last operand. The operands are staged
  * inputs, whose pre-op (PreMulSum: each rank's own scalar) their owner applied
@@ -111,16 +151,16 @@ HD int braid_lsa_wait_ranks(struct braid_prims* p, const struct braid_lsa_view* 
 HD void braid_lsa_ld_reduce(const struct braid_redop* op, void* dst, const struct braid_lsa_view* v, uint32_t seq,
                             size_t lo, size_t n, int es) {
   const int nsrc = v->nranks;
-  const char* s0 = braid_lsa_in(v, 0, seq) + lo * es;
+  const char* s0 = braid_lsa_input(v, 0, seq) + lo * es;
   if (nsrc == 1) {
     BRAID_REDUCE_COPY(op, dst, NULL, s0, 0, NULL, 0, 1, n);
     return;
   }
-  BRAID_REDUCE_COPY(op, dst, NULL, s0, 0, braid_lsa_in(v, 1, seq) + lo * es, 0, nsrc == 2, n);
+  BRAID_REDUCE_COPY(op, dst, NULL, s0, 0, braid_lsa_input(v, 1, seq) + lo * es, 0, nsrc == 2, n);
   for (int i = 2; i < nsrc; i++) {
     simt_bar_sync(); /* the pass reads dst elements another thread may have written (reduce.h's
                         thread mapping follows the pointers' alignment) */
-    BRAID_REDUCE_COPY(op, dst, NULL, dst, 0, braid_lsa_in(v, i, seq) + lo * es, 0, i == nsrc - 1, n);
+    BRAID_REDUCE_COPY(op, dst, NULL, dst, 0, braid_lsa_input(v, i, seq) + lo * es, 0, i == nsrc - 1, n);
   }
 }
 
@@ -335,14 +375,25 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
 #endif
   if (w->lsa_mode != BRAID_LSA_ONESHOT && w->lsa_mode != BRAID_LSA_TWOSHOT) return BRAID_EXEC_BAD_SCHEDULE;
   const uint32_t seq = (uint32_t)simt_ld_volatile_u64(braid_lsa_flag(v, me, BRAID_LSA_CALLS_OFF)) + 1;
+  /* An entry freed since the plan (its window deregistered: a graph replayed after that) stages. */
+  const int in_place = w->lsa_win != 0 && w->lsa_win <= BRAID_LSA_MAX_WINS && v->win_id[w->lsa_win - 1] != 0;
   if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq - 1)) != 0) return st;
-  braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
+  if (!in_place) braid_lsa_stage(&p->op, braid_lsa_in(v, me, seq), w->sendbuff, w->count);
+  if (simt_tid() == 0) { /* where the peers find this input (before arrive's release) */
+    volatile uint64_t* src = braid_lsa_src(v, me, seq);
+    src[0] = in_place ? v->win_id[w->lsa_win - 1] : 0;
+    src[1] = in_place ? w->lsa_off : 0;
+    volatile uint64_t* cnt = braid_lsa_flag(v, me, in_place ? BRAID_LSA_INPLACE_OFF : BRAID_LSA_STAGED_OFF);
+    *cnt = *cnt + 1;
+  }
   braid_lsa_publish(v, me, BRAID_LSA_ARRIVE_OFF, seq);
   if ((st = braid_lsa_wait_ranks(p, v, BRAID_LSA_ARRIVE_OFF, 0, n, seq)) != 0) return st;
+  for (int r = 0; r < n; r++)
+    if (braid_lsa_input(v, r, seq) == NULL) return BRAID_EXEC_BAD_SCHEDULE; /* the same in every thread */
   if (w->lsa_mode == BRAID_LSA_ONESHOT) {
     braid_lsa_ld_reduce(&p->op, w->recvbuff, v, seq, 0, w->count, es);
     braid_lsa_done(v, me, seq);
-    return 0;
+    return in_place ? braid_lsa_wait_readers(p, v, me, seq) : 0;
   }
   size_t lo, len;
   braid_lsa_chunk(w->count, n, me, es, &lo, &len);
@@ -353,6 +404,7 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
     braid_lsa_chunk(w->count, n, r, es, &lo, &len);
     if (len > 0) braid_lsa_copy(&p->op, (char*)w->recvbuff + lo * es, braid_lsa_res(v, r, seq) + lo * es, len);
   }
+  /* No step 6: every peer's rs = seq, waited for above, came after its loads of this input. */
   braid_lsa_done(v, me, seq);
   return 0;
 }

@@ -161,7 +161,14 @@ struct braid_lsa_view {
    * braid_mc_emul) and this rank's bound memory as it maps it; NULL without multicast. */
   char* mc;
   char* mc_local;
+  /* The communicator's windows (core/sym/lsa.c), for inputs read in place (lsa.h): win_id[k]
+   * the id of table entry k (the same id on every rank: registration is collective and ordered;
+   * 0: a free entry), win_seg[k * nranks + r] rank r's buffer of that window as this rank maps it.
+   * An entry keeps its place while its window lives (a kernel in flight looks it up by id). */
+  const uint64_t* win_id; /* [BRAID_LSA_MAX_WINS] */
+  char* const* win_seg;   /* [BRAID_LSA_MAX_WINS * nranks] */
 };
+#define BRAID_LSA_MAX_WINS 16 /* windows a call's input may be read in place from (the first ones) */
 enum braid_lsa_mode {
   BRAID_LSA_ONESHOT = 1, /* every rank loads every input and reduces all of it */
   BRAID_LSA_TWOSHOT = 2, /* reduce-scatter by loads, then all-gather by loads */
@@ -193,6 +200,7 @@ struct braid_work {
   uint8_t exchange;     /* AllReduce of 2 ranks, small: swap whole inputs and reduce locally
                            (one hop instead of the ring's two; the same bytes on the wire) */
   uint8_t lsa_mode;     /* algo NVLS: enum braid_lsa_mode */
+  uint8_t lsa_win;      /* algo NVLS: 1 + the view's window entry that holds sendbuff (read in place), 0: staged */
   union {               /* the kernel arguments hold many items in 4 KiB: the two never meet */
     struct {
       uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */
@@ -202,6 +210,7 @@ struct braid_work {
     };
     struct {
       const struct braid_lsa_view* lsa; /* algo NVLS (its call number is in the segment: lsa.h) */
+      size_t lsa_off;                   /* lsa_win != 0: sendbuff's offset in this rank's buffer of that window */
     };
   };
 };

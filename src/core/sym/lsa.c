@@ -52,6 +52,11 @@ struct braid_lsa {
    * one-line while braid_tuner_epoch is lone_epoch (0: none kept). */
   size_t lone_bytes;
   uint32_t lone_epoch;
+  /* The view's window table (work.h: an entry keeps its place while its window lives) */
+  uint64_t* win_id;                                   /* the host copy's win_id[] */
+  char** win_seg;                                     /* the host copy's win_seg[] */
+  struct ncclWindow_vidmem* wins[BRAID_LSA_MAX_WINS]; /* entry k's window, or NULL */
+  uint64_t win_gen;                                   /* sym->win_gen the table was made at */
 };
 
 /* Device mode: this process's device number of rank r's GPU, -1 when it cannot see it. */
@@ -116,8 +121,18 @@ out:
   return res;
 }
 
+/* The view, then seg[nranks], win_id[MAX_WINS], win_seg[MAX_WINS * nranks]. */
 static size_t view_bytes(const struct braid_comm* comm) {
-  return sizeof(struct braid_lsa_view) + (size_t)comm->nranks * sizeof(char*);
+  return sizeof(struct braid_lsa_view) + (size_t)comm->nranks * sizeof(char*) + BRAID_LSA_MAX_WINS * sizeof(uint64_t) +
+         (size_t)BRAID_LSA_MAX_WINS * comm->nranks * sizeof(char*);
+}
+/* Where seg[], win_id[] and win_seg[] of the view at `base` lie (the host copy or the device's). */
+static void view_point(const struct braid_comm* comm, struct braid_lsa_view* host, char* base) {
+  char* seg = base + sizeof(struct braid_lsa_view);
+  char* ids = seg + (size_t)comm->nranks * sizeof(char*);
+  host->seg = (char**)(void*)seg;
+  host->win_id = (uint64_t*)(void*)ids;
+  host->win_seg = (char**)(void*)(ids + BRAID_LSA_MAX_WINS * sizeof(uint64_t));
 }
 /* The view and seg[] (host memory), and in device mode their device-memory copy. */
 static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
@@ -126,8 +141,11 @@ static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
     BRAID_WARN("rank %d: out of memory (%zu bytes) for the one-/two-shot all-reduce", comm->rank, view_bytes(comm));
     return ncclSystemError;
   }
-  l->seg = (char**)(l->host + 1);
-  l->host->seg = l->seg;
+  view_point(comm, l->host, (char*)l->host);
+  l->seg = (char**)l->host->seg;
+  l->win_id = (uint64_t*)l->host->win_id;
+  l->win_seg = (char**)l->host->win_seg;
+  l->win_gen = UINT64_MAX; /* the first call makes the table */
   l->view = l->host;
   if (comm->device == NULL) return ncclSuccess;
   void* d = NULL;
@@ -139,7 +157,7 @@ static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
     return res;
   }
   l->view = d;
-  l->host->seg = (char**)(l->view + 1); /* the device copy's seg[] */
+  view_point(comm, l->host, (char*)d); /* the device copy's arrays */
   return ncclSuccess;
 }
 static void view_free(struct braid_comm* comm, struct braid_lsa* l) {
@@ -269,9 +287,70 @@ void braid_lsa_free(struct braid_comm* comm) {
   free(l);
 }
 
+/* Whether w is (still) a registered, mapped window of comm other than the scratch's (lock held). */
+static int win_listed(const struct braid_comm* comm, const struct braid_lsa* l, const struct ncclWindow_vidmem* w) {
+  for (const struct ncclWindow_vidmem* x = comm->sym->windows; x != NULL; x = x->next)
+    if (x == w) return w->magic == BRAID_WIN_MAGIC && w->mapped && w != l->win;
+  return 0;
+}
+
+/* The window table after windows came, went or were remapped (sym->win_gen moved): entries of
+ * windows that are gone are freed, new windows take the first free entries (past
+ * BRAID_LSA_MAX_WINS their inputs are staged), every entry's pointers are refreshed. An entry
+ * keeps its place: a device kernel of an earlier call may be looking its id up meanwhile. */
+static void wins_refresh(struct braid_comm* comm, struct braid_lsa* l) {
+  struct braid_sym* s = comm->sym;
+  const int n = comm->nranks;
+  pthread_mutex_lock(&s->lock);
+  if (s->win_gen != l->win_gen) {
+    for (int k = 0; k < BRAID_LSA_MAX_WINS; k++)
+      if (l->wins[k] != NULL && !win_listed(comm, l, l->wins[k])) l->wins[k] = NULL, l->win_id[k] = 0;
+    for (struct ncclWindow_vidmem* w = s->windows; w != NULL; w = w->next) {
+      int k, free_k = -1;
+      if (!win_listed(comm, l, w)) continue;
+      for (k = 0; k < BRAID_LSA_MAX_WINS && l->wins[k] != w; k++)
+        if (free_k < 0 && l->wins[k] == NULL) free_k = k;
+      if (k == BRAID_LSA_MAX_WINS && free_k >= 0) l->wins[free_k] = w, l->win_id[free_k] = w->id + 1; /* 0: free */
+    }
+    for (int k = 0; k < BRAID_LSA_MAX_WINS; k++)
+      for (int r = 0; r < n; r++) l->win_seg[(size_t)k * n + r] = l->wins[k] != NULL ? l->wins[k]->peer_ptr[r] : NULL;
+    l->win_gen = s->win_gen;
+    l->pushed = 0;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+int braid_lsa_win_of(const struct braid_comm* comm, const void* ptr, size_t bytes, size_t* off_p) {
+  const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  if (l == NULL || ptr == NULL) return 0;
+  for (int k = 0; k < BRAID_LSA_MAX_WINS; k++) {
+    const struct ncclWindow_vidmem* w = l->wins[k];
+    if (w == NULL || (comm->device != NULL && !w->infos[comm->rank].on_device)) continue;
+    const char *p = ptr, *base = w->user_ptr;
+    if (p >= base && bytes <= w->size && (size_t)(p - base) <= w->size - bytes) {
+      *off_p = (size_t)(p - base);
+      return k + 1;
+    }
+  }
+  return 0;
+}
+
+ncclResult_t braid_lsa_counts(struct braid_comm* comm, uint64_t* staged_p, uint64_t* in_place_p) {
+  struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
+  int ok = 1;
+  if (l == NULL) return ncclInternalError;
+  uint32_t staged = seg_word(comm, l, BRAID_LSA_STAGED_OFF, &ok),
+           in_place = seg_word(comm, l, BRAID_LSA_INPLACE_OFF, &ok);
+  if (!ok) return ncclInternalError;
+  *staged_p = staged;
+  *in_place_p = in_place;
+  return ncclSuccess;
+}
+
 const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* seq_p) {
   struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   if (l == NULL || !l->win->mapped) return NULL;
+  if (l->win_gen != __atomic_load_n(&comm->sym->win_gen, __ATOMIC_RELAXED)) wins_refresh(comm, l);
   /* Written only when a mapping moved: a call reads the line, it does not dirty it. */
   char** seg = l->seg;
   void* const* peer = l->win->peer_ptr;

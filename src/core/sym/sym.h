@@ -119,7 +119,8 @@ struct braid_sym {
   uint64_t* waited;                       /* [nranks][nctx][NSIGNALS]: signals consumed by ncclWaitSignal */
   struct ncclWindow_vidmem* windows;
   uint64_t next_win_id;
-  int lsa0, lsa_size;             /* the LSA team: world ranks lsa0 .. lsa0 + lsa_size - 1 (devcomm.c) */
+  uint64_t win_gen;   /* bumped (under lock) whenever a window comes, goes or is (un)mapped (lsa.c's table) */
+  int lsa0, lsa_size; /* the LSA team: world ranks lsa0 .. lsa0 + lsa_size - 1 (devcomm.c) */
   struct braid_devcomm* devcomms; /* ncclDevCommCreate's resources (devcomm.c) */
   struct braid_lsa* lsa;          /* the NVLS-style all-reduce scratch, or NULL (lsa.c) */
   int mc_capable;                 /* lsa.c made its multicast object: windows may be bound (win_mc.c) */
@@ -198,6 +199,13 @@ const struct braid_lsa_view* braid_lsa_next(struct braid_comm* comm, uint64_t* s
  * mode's one-shots up to BRAID_LSA_LINE_BYTES go as lines (BRAID_LSA_ONELINE). The same on
  * every rank (shared arguments and environment), in a group or alone. */
 int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes);
+/* 1 + the entry of the current view's window table (the view braid_lsa_next returned last)
+ * whose window holds this rank's [ptr, ptr + bytes), and its offset in *off_p; 0 when none does
+ * (the input is staged). Device mode: only windows of device memory. */
+int braid_lsa_win_of(const struct braid_comm* comm, const void* ptr, size_t bytes, size_t* off_p);
+/* One-/two-shot calls of this rank so far that staged their input and that were read in place
+ * (the counters in its segment, kernels/lsa.h; tests). ncclInternalError without a scratch. */
+ncclResult_t braid_lsa_counts(struct braid_comm* comm, uint64_t* staged_p, uint64_t* in_place_p);
 struct braid_task;
 /* A task outside any group that the tuner sends to a one-line one-shot: runs it on the calling
  * thread without a plan (enqueue.c's fast path), *res_p its result, and returns 1; 0 when the

@@ -227,6 +227,7 @@ ncclResult_t braid_win_register(struct braid_comm* comm, void* buff, size_t size
     comm->sym->windows = w->next; /* nothing else registers on comm meanwhile (collective, ordered) */
   } else {
     comm->sym->next_win_id++;
+    comm->sym->win_gen++;
     w->magic = BRAID_WIN_MAGIC;
   }
   pthread_mutex_unlock(&comm->sym->lock);
@@ -282,6 +283,7 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t handle, ncclWindow_t 
   for (struct ncclWindow_vidmem** p = &comm->sym->windows; *p != NULL; p = &(*p)->next) {
     if (*p == win) {
       *p = win->next;
+      comm->sym->win_gen++;
       break;
     }
   }
@@ -305,13 +307,24 @@ BRAID_API ncclResult_t ncclWinGetUserPtr(ncclComm_t handle, ncclWindow_t win, vo
 }
 BRAID_PROFILE_ALIAS(ncclWinGetUserPtr)
 
+static void win_gen_bump(struct braid_comm* comm) {
+  pthread_mutex_lock(&comm->sym->lock);
+  comm->sym->win_gen++;
+  pthread_mutex_unlock(&comm->sym->lock);
+}
+
 void braid_win_unmap_all(struct braid_comm* comm) {
   for (struct ncclWindow_vidmem* w = comm->sym->windows; w != NULL; w = w->next) win_unmap(comm, w);
+  win_gen_bump(comm);
 }
 
 ncclResult_t braid_win_map_all(struct braid_comm* comm) {
   for (struct ncclWindow_vidmem* w = comm->sym->windows; w != NULL; w = w->next)
-    if (!w->mapped) BRAID_CHECK(win_map(comm, w));
+    if (!w->mapped) {
+      ncclResult_t res = win_map(comm, w);
+      win_gen_bump(comm);
+      if (res != ncclSuccess) return res;
+    }
   return ncclSuccess;
 }
 
