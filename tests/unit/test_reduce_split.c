@@ -37,9 +37,8 @@ struct scase {
 };
 
 static const struct scase cases[] = {
-    {HARNESS_THREADS, "AUTO", 0}, {HARNESS_PROCS, "AUTO", 0}, {HARNESS_THREADS, "ON", 0},
-    {HARNESS_PROCS, "ON", 0},     {HARNESS_THREADS, "OFF", 0}, {HARNESS_PROCS, "OFF", 0},
-    {HARNESS_THREADS, "AUTO", 1}, {HARNESS_PROCS, "AUTO", 1},
+    {HARNESS_THREADS, "AUTO", 0}, {HARNESS_PROCS, "AUTO", 0}, {HARNESS_THREADS, "ON", 0},   {HARNESS_PROCS, "ON", 0},
+    {HARNESS_THREADS, "OFF", 0},  {HARNESS_PROCS, "OFF", 0},  {HARNESS_THREADS, "AUTO", 1}, {HARNESS_PROCS, "AUTO", 1},
 };
 
 static ncclResult_t make_op(int dt, int op, ncclComm_t comm, unsigned char* scalar, ncclRedOp_t* out) {
