@@ -90,58 +90,49 @@ HD int braid_sched_mod(int a, int n) {
   return m < 0 ? m + n : m;
 }
 
-/* Properties of a primitive, for executors (which connections to touch) and tests: sets of
- * primitives as bit masks (one test per property, whatever the number of members: the kernels
- * evaluate them per step with little register room to spare). */
-#define BRAID_PRIM_BIT(p) (1u << (p))
-#define BRAID_PRIMS_RECV                                                                            \
-  (BRAID_PRIM_BIT(BRAID_PRIM_RECV) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_SEND) |                         \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_SEND) |        \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY_SEND) | \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_FINAL_SEND))
-#define BRAID_PRIMS_SEND                                                                                           \
-  (BRAID_PRIM_BIT(BRAID_PRIM_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_SEND) | \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_SEND) |                       \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_FINAL_SEND))
-/* combines received data with my input through the reduction operator */
-#define BRAID_PRIMS_REDUCE                                                                     \
-  (BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY) | \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_FINAL_SEND))
-/* reads my input chunk: SEND, COPY_SEND, LOCAL_COPY and every RECV_REDUCE_* */
-#define BRAID_PRIMS_INPUT                                                                                           \
-  (BRAID_PRIM_BIT(BRAID_PRIM_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_LOCAL_COPY) | \
-   BRAID_PRIMS_REDUCE)
-#define BRAID_PRIMS_OUTPUT                                                                   \
-  (BRAID_PRIM_BIT(BRAID_PRIM_RECV) | BRAID_PRIM_BIT(BRAID_PRIM_COPY_SEND) |                  \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY) | \
-   BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_COPY_SEND) | BRAID_PRIM_BIT(BRAID_PRIM_LOCAL_COPY))
-/* The value becomes final at this step, so the post-op (with `post`) applies here: a step that
- * reads my input and writes my output, or one that sends the final value on (FINAL_SEND). A
- * partial sum on its way (SEND, RECV_REDUCE_SEND) must not get it, and a value merely relayed
- * is final already. */
-#define BRAID_PRIMS_FINAL ((BRAID_PRIMS_INPUT & BRAID_PRIMS_OUTPUT) | BRAID_PRIM_BIT(BRAID_PRIM_RECV_REDUCE_FINAL_SEND))
+/* RECV_REDUCE_FINAL_SEND runs only on host executors: its one user, the split Reduce, needs
+ * direct connections (kernels/direct.h braid_direct_pair, 0 on the device). Device code is
+ * compiled without it, so the kernels' predicates (and their register budget: the ring kernels
+ * sit at 128 registers) are exactly what they were before it existed. */
+#if BRAID_DEVICE_COMPILE
+#define BRAID_PRIM_IS_FINAL_SEND(prim) 0
+#else
+#define BRAID_PRIM_IS_FINAL_SEND(prim) ((prim) == BRAID_PRIM_RECV_REDUCE_FINAL_SEND)
+#endif
 
-/* Is prim in the set `mask` (0 for anything outside enum braid_prim)? */
-HD int braid_prim_in(int prim, unsigned mask) {
-  return (mask >> ((unsigned)prim & 31u) & 1u) && (unsigned)prim < 32u;
-}
+/* Properties of a primitive, for executors (which connections to touch) and tests. */
 HD int braid_prim_recvs(int prim) {
-  return braid_prim_in(prim, BRAID_PRIMS_RECV);
+  return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
+         prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 HD int braid_prim_sends(int prim) {
-  return braid_prim_in(prim, BRAID_PRIMS_SEND);
+  return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_SEND ||
+         prim == BRAID_PRIM_RECV_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_SEND ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
+/* Reads my input chunk (SEND, COPY_SEND, LOCAL_COPY and every RECV_REDUCE_*). */
 HD int braid_prim_reads_input(int prim) {
-  return braid_prim_in(prim, BRAID_PRIMS_INPUT);
+  return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_LOCAL_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 HD int braid_prim_writes_output(int prim) {
-  return braid_prim_in(prim, BRAID_PRIMS_OUTPUT);
+  return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY || prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND ||
+         prim == BRAID_PRIM_LOCAL_COPY;
 }
+/* Combines received data with my input through the reduction operator. */
 HD int braid_prim_reduces(int prim) {
-  return braid_prim_in(prim, BRAID_PRIMS_REDUCE);
+  return prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
+/* The value becomes final at this step, so the post-op applies here: a step that reads my
+ * input and writes my output, or one that sends the final value on (FINAL_SEND). A partial
+ * sum on its way (SEND, RECV_REDUCE_SEND) must not get it, and a value merely relayed is final
+ * already. */
 HD int braid_prim_finalizes(int prim) {
-  return braid_prim_in(prim, BRAID_PRIMS_FINAL);
+  return (braid_prim_reads_input(prim) && braid_prim_writes_output(prim)) || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 
 #endif /* BRAID_ALGO_SCHED_H */
