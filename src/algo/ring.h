@@ -179,6 +179,44 @@ HD int braid_ring_reduce_step(int nranks, int pos, int step, struct braid_step* 
   return BRAID_SCHED_OK;
 }
 
+/*
+ * Split Reduce (two ranks): each rank reduces half of every loop and the non-root delivers
+ * its half to the root, instead of the root reducing everything while the non-root only sends
+ * (the chain above). A loop is cut into 2 chunks; chunk c is reduced at chain position c
+ * (pos = braid_ring_reduce_pos(): the non-root is 0, the root 1):
+ *   step   non-root (0)                         root (1)
+ *   0      SEND chunk 1                         SEND chunk 0
+ *   1      RECV_REDUCE_FINAL_SEND chunk 0       RECV_REDUCE_COPY chunk 1
+ *   2      NONE                                 RECV chunk 0 (the non-root's final value)
+ * So the root reduces one chunk and copies the other; the non-root's output is never
+ * touched (NCCL's Reduce: it may not be valid memory). Each rank's reduction is
+ * op(my input, the peer's), the operands the chain's root combines: with commutative
+ * operators the two agree bit for bit. The same FIFO rules as the ring (a receive at step s
+ * consumes a send of step s-1); lock-step safe with connections of one chunk. Two ranks
+ * only, else EBADN: with more, a ring reduce-scatter would have to forward the others'
+ * chunks to the root (the chain stays; one rank is the executors' LOCAL_COPY).
+ */
+#define BRAID_RING_REDUCE_SPLIT_CHUNKS 2
+HD int braid_ring_reduce_split_nsteps(int nranks) {
+  return nranks == 2 ? 3 : 0;
+}
+HD int braid_ring_reduce_split_step(int nranks, int pos, int step, struct braid_step* out) {
+  if (braid_ring_reduce_split_nsteps(nranks) == 0) return BRAID_SCHED_EBADN;
+  int err = braid_ring_check(nranks, pos, step, braid_ring_reduce_split_nsteps(nranks));
+  if (err != BRAID_SCHED_OK) return err;
+  if (step == 0) {
+    out->prim = BRAID_PRIM_SEND;
+    out->chunk = 1 - pos; /* the half the peer reduces */
+  } else if (step == 1) {
+    out->prim = pos == 0 ? BRAID_PRIM_RECV_REDUCE_FINAL_SEND : BRAID_PRIM_RECV_REDUCE_COPY;
+    out->chunk = pos; /* my half */
+  } else {
+    out->prim = pos == 0 ? BRAID_PRIM_NONE : BRAID_PRIM_RECV;
+    out->chunk = 0; /* the non-root's half, final */
+  }
+  return BRAID_SCHED_OK;
+}
+
 /* Dispatch by collective (enum braid_func): the step counts and steps above. SendRecv and
  * unknown ids: 0 steps / BRAID_SCHED_EBADARG. */
 HD int braid_ring_nsteps(int func, int nranks) {

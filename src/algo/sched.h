@@ -23,20 +23,24 @@
  * division of integer Avg) where a fully reduced value is written to an output. */
 enum braid_prim {
   BRAID_PRIM_NONE = 0,
-  BRAID_PRIM_SEND,                  /* send my input chunk (pre-op applied) */
-  BRAID_PRIM_RECV,                  /* receive into my output chunk */
-  BRAID_PRIM_COPY_SEND,             /* copy my input chunk to my output chunk and send it;
-                                       in place (input already at its output spot) the
-                                       executor may run it as SEND */
-  BRAID_PRIM_RECV_SEND,             /* receive and forward without keeping (no schedule here
-                                       emits it yet; for chains whose middle has no output) */
-  BRAID_PRIM_RECV_COPY_SEND,        /* receive into my output chunk and forward it */
-  BRAID_PRIM_RECV_REDUCE_SEND,      /* receive, reduce with my input chunk, forward */
-  BRAID_PRIM_RECV_REDUCE_COPY,      /* receive, reduce with my input chunk, write output
-                                       (post-op applied: the value is final) */
-  BRAID_PRIM_RECV_REDUCE_COPY_SEND, /* the same, and forward the final value */
-  BRAID_PRIM_LOCAL_COPY,            /* input chunk -> output chunk, no communication (1 rank);
-                                       for reductions the one-rank op applies (pre/post-op) */
+  BRAID_PRIM_SEND,                   /* send my input chunk (pre-op applied) */
+  BRAID_PRIM_RECV,                   /* receive into my output chunk */
+  BRAID_PRIM_COPY_SEND,              /* copy my input chunk to my output chunk and send it;
+                                        in place (input already at its output spot) the
+                                        executor may run it as SEND */
+  BRAID_PRIM_RECV_SEND,              /* receive and forward without keeping (no schedule here
+                                        emits it yet; for chains whose middle has no output) */
+  BRAID_PRIM_RECV_COPY_SEND,         /* receive into my output chunk and forward it */
+  BRAID_PRIM_RECV_REDUCE_SEND,       /* receive, reduce with my input chunk, forward */
+  BRAID_PRIM_RECV_REDUCE_COPY,       /* receive, reduce with my input chunk, write output
+                                        (post-op applied: the value is final) */
+  BRAID_PRIM_RECV_REDUCE_COPY_SEND,  /* the same, and forward the final value */
+  BRAID_PRIM_LOCAL_COPY,             /* input chunk -> output chunk, no communication (1 rank);
+                                        for reductions the one-rank op applies (pre/post-op) */
+  BRAID_PRIM_RECV_REDUCE_FINAL_SEND, /* receive, reduce with my input chunk, send the value as
+                                        final (post-op applied) without keeping it: a rank
+                                        that reduces a share of what another rank outputs
+                                        (ring.h's split Reduce; my output is not touched) */
   BRAID_NUM_PRIMS
 };
 
@@ -86,22 +90,32 @@ HD int braid_sched_mod(int a, int n) {
   return m < 0 ? m + n : m;
 }
 
+/* RECV_REDUCE_FINAL_SEND runs only on host executors: its one user, the split Reduce, needs
+ * direct connections (kernels/direct.h braid_direct_pair, 0 on the device). Device code is
+ * compiled without it, so the kernels' predicates (and their register budget: the ring kernels
+ * sit at 128 registers) are exactly what they were before it existed. */
+#if BRAID_DEVICE_COMPILE
+#define BRAID_PRIM_IS_FINAL_SEND(prim) 0
+#else
+#define BRAID_PRIM_IS_FINAL_SEND(prim) ((prim) == BRAID_PRIM_RECV_REDUCE_FINAL_SEND)
+#endif
+
 /* Properties of a primitive, for executors (which connections to touch) and tests. */
 HD int braid_prim_recvs(int prim) {
   return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
          prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 HD int braid_prim_sends(int prim) {
   return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_SEND ||
          prim == BRAID_PRIM_RECV_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_SEND ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 /* Reads my input chunk (SEND, COPY_SEND, LOCAL_COPY and every RECV_REDUCE_*). */
 HD int braid_prim_reads_input(int prim) {
   return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_LOCAL_COPY ||
          prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 HD int braid_prim_writes_output(int prim) {
   return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
@@ -111,7 +125,14 @@ HD int braid_prim_writes_output(int prim) {
 /* Combines received data with my input through the reduction operator. */
 HD int braid_prim_reduces(int prim) {
   return prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || BRAID_PRIM_IS_FINAL_SEND(prim);
+}
+/* The value becomes final at this step, so the post-op applies here: a step that reads my
+ * input and writes my output, or one that sends the final value on (FINAL_SEND). A partial
+ * sum on its way (SEND, RECV_REDUCE_SEND) must not get it, and a value merely relayed is final
+ * already. */
+HD int braid_prim_finalizes(int prim) {
+  return (braid_prim_reads_input(prim) && braid_prim_writes_output(prim)) || BRAID_PRIM_IS_FINAL_SEND(prim);
 }
 
 #endif /* BRAID_ALGO_SCHED_H */

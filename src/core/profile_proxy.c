@@ -27,7 +27,8 @@
 #include "base/check.h"
 #include "core/profile.h"
 #include "device/device.h"
-#include "device/launch.h" /* the kernels' order */
+#include "device/launch.h"  /* the kernels' order */
+#include "kernels/direct.h" /* braid_direct_pair */
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
 #include "transport/prof_op.h"
@@ -56,12 +57,12 @@ struct proxy_ops {
 static int prim_sends(int prim) {
   return prim == BRAID_PRIM_SEND || prim == BRAID_PRIM_COPY_SEND || prim == BRAID_PRIM_RECV_SEND ||
          prim == BRAID_PRIM_RECV_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_SEND ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_FINAL_SEND;
 }
 static int prim_recvs(int prim) {
   return prim == BRAID_PRIM_RECV || prim == BRAID_PRIM_RECV_SEND || prim == BRAID_PRIM_RECV_COPY_SEND ||
          prim == BRAID_PRIM_RECV_REDUCE_SEND || prim == BRAID_PRIM_RECV_REDUCE_COPY ||
-         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND;
+         prim == BRAID_PRIM_RECV_REDUCE_COPY_SEND || prim == BRAID_PRIM_RECV_REDUCE_FINAL_SEND;
 }
 
 static uint64_t div_up(uint64_t a, uint64_t b) {
@@ -78,6 +79,16 @@ static uint64_t ring_steps(const struct braid_work* w, const struct braid_dev_ch
     for (int i = 0; i < n; i++)
       if (ch->ring.ranks[i] == w->root) root_pos = i;
     if (root_pos < 0) return 0;
+    if (w->func == BRAID_FUNC_Reduce && w->split && braid_direct_pair(ch->ring_send, ch->ring_recv)) {
+      /* the split Reduce (kernels/coll.h): loops of two chunks */
+      int rel = braid_ring_reduce_pos(n, pos, root_pos);
+      for (int s = 0; s < braid_ring_reduce_split_nsteps(n); s++) {
+        struct braid_step st = {0, 0};
+        if (braid_ring_reduce_split_step(n, rel, s, &st) != BRAID_SCHED_OK) return 0;
+        per += is_send ? prim_sends(st.prim) : prim_recvs(st.prim);
+      }
+      return per * div_up(w->chan_count, (uint64_t)BRAID_RING_REDUCE_SPLIT_CHUNKS * w->chunk_elems);
+    }
     struct braid_step st = {0, 0};
     int bc = w->func == BRAID_FUNC_Broadcast;
     int rel = bc ? braid_ring_bcast_pos(n, pos, root_pos) : braid_ring_reduce_pos(n, pos, root_pos);

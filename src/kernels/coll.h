@@ -160,6 +160,32 @@ HD_STEP int braid_run_ring_chain(struct braid_prims* p, const struct braid_work*
   return 0;
 }
 
+/* Reduce of two ranks, split (algo/ring.h): each loop is two chunks (16-byte multiples, as the
+ * ring all-reduce's), one reduced on each rank. Only the root passes its output. */
+HD_STEP int braid_run_reduce_split(struct braid_prims* p, const struct braid_work* w,
+                                   const struct braid_dev_channel* ch) {
+  int n = w->nranks, es = p->esize, nsteps = braid_ring_reduce_split_nsteps(n);
+  int pos = braid_ring_reduce_pos(n, ch->ring.index, braid_ring_pos_of(&ch->ring, n, w->root));
+  size_t size = w->chan_count, loop = (size_t)BRAID_RING_REDUCE_SPLIT_CHUNKS * w->chunk_elems;
+  const char* in = (const char*)w->sendbuff + w->chan_off * es;
+  char* out = w->rank == w->root ? (char*)w->recvbuff + w->chan_off * es : 0;
+  if (nsteps <= 0 || pos < 0) return BRAID_EXEC_BAD_SCHEDULE;
+  for (size_t grid = 0; grid < size; grid += loop) {
+    size_t chunk = braid_min_sz(w->chunk_elems, braid_align_elems((size - grid + 1) / 2, es));
+    for (int s = 0; s < nsteps; s++) {
+      struct braid_step st = {0, 0};
+      if (braid_ring_reduce_split_step(n, pos, s, &st) != BRAID_SCHED_OK) return BRAID_EXEC_BAD_SCHEDULE;
+      if (st.prim == BRAID_PRIM_NONE) continue;
+      size_t off = grid + (size_t)st.chunk * chunk;
+      size_t nelem = off < size ? braid_min_sz(chunk, size - off) : 0;
+      if (off > size) off = size;
+      int rc = braid_prim_step(p, st.prim, in + off * es, out ? out + off * es : 0, nelem, 1);
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
 /* Point the primitives at one side of a tree step: the parent, every child, or nothing. */
 HD int braid_tree_conns(int dir, struct braid_conn* up, struct braid_conn* const* down, int ndown,
                         struct braid_conn** out) {
@@ -350,6 +376,7 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const s
     case BRAID_FUNC_Broadcast:
       return braid_run_ring_chain(p, w, ch, 1);
     case BRAID_FUNC_Reduce:
+      if (w->split && braid_direct_pair(ch->ring_send, ch->ring_recv)) return braid_run_reduce_split(p, w, ch);
       return braid_run_ring_chain(p, w, ch, 0);
     case BRAID_FUNC_SendRecv:
       return braid_run_p2p(p, w, ch);

@@ -436,6 +436,21 @@ HD int braid_direct_fan(const struct braid_prims* p) {
 #endif
 }
 
+/* Are both ring connections of a two-rank channel shm connections sent by pointer, the
+ * receiver fetching (braid_conn.direct with `fetched` on the send end, host_fetch on the
+ * receive end)? Both ranks see the same two connections from either end, so they agree; with
+ * BRAID_SHM_DIRECT=OFF, cross-memory attach denied between processes, a network or on the
+ * device: no. */
+HD int braid_direct_pair(const struct braid_conn* send, const struct braid_conn* recv) {
+#if BRAID_DEVICE_COMPILE
+  (void)send;
+  (void)recv;
+  return 0;
+#else
+  return send != 0 && recv != 0 && send->direct && send->fetched != 0 && recv->host_fetch != 0;
+#endif
+}
+
 /* A step of the variant (p->variant set); never reached on the device. */
 HD int braid_direct_prim(struct braid_prims* p, int prim, const char* in, char* out, size_t nelem, int post) {
 #if BRAID_DEVICE_COMPILE

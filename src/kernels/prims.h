@@ -223,10 +223,8 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
   for (int i = 0; i < nr; i++) src[nsrc++] = rbuf[i];
   if (braid_prim_writes_output(prim)) dst[ndst++] = out;
   for (int i = 0; i < ns; i++) dst[ndst++] = sbuf[i];
-  /* The post-op applies once, where the value becomes final: a step that reads my input and
-   * writes my output. A partial sum on its way (SEND, RECV_REDUCE_SEND) must not get it, and a
-   * value merely relayed is final already. */
-  int do_post = post && reads_in && braid_prim_writes_output(prim);
+  /* The post-op applies once, where the value becomes final (sched.h braid_prim_finalizes). */
+  int do_post = post && reads_in && braid_prim_finalizes(prim);
   if (nsrc == 1) {
     BRAID_REDUCE_COPY(&p->op, dst[0], ndst > 1 ? dst[1] : 0, src[0], reads_in, 0, 0, do_post, nelem);
   } else {
@@ -285,7 +283,7 @@ HD void braid_word_store(char* p, uint64_t w, int n, int aligned) {
 HD uint64_t braid_word_compute(const struct braid_prims* p, int prim, int nr, const char* in, char* out,
                                const uint64_t* recv_w, int n, int aligned, int post) {
   int reads_in = braid_prim_reads_input(prim), writes_out = braid_prim_writes_output(prim);
-  int do_post = post && reads_in && writes_out; /* as in braid_prim_compute */
+  int do_post = post && reads_in && braid_prim_finalizes(prim); /* as in braid_prim_compute */
   uint64_t acc;
   int first = 0;
   if (reads_in) {

@@ -201,6 +201,9 @@ struct braid_work {
                            (one hop instead of the ring's two; the same bytes on the wire) */
   uint8_t lsa_mode;     /* algo NVLS: enum braid_lsa_mode */
   uint8_t lsa_win;      /* algo NVLS: 1 + the view's window entry that holds sendbuff (read in place), 0: staged */
+  uint8_t split;        /* Reduce of 2 ranks: the tuner chose the split schedule (algo/ring.h),
+                           run where both ring connections are direct (kernels/direct.h
+                           braid_direct_pair), else the chain */
   union {               /* the kernel arguments hold many items in 4 KiB: the two never meet */
     struct {
       uint32_t p2p_chunk_bytes; /* SendRecv: bytes per step */

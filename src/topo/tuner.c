@@ -56,6 +56,7 @@ struct braid_tuner {
   int lsa_cores;                /* CPUs the ranks' spinning shares */
   int lsa_variant;              /* BRAID_LSA_VARIANT: 0 the cheaper, else enum braid_lsa_mode */
   int lsa_device;               /* the one-/two-shot scratch is device memory (GPUs with P2P) */
+  size_t reduce_split_bytes;    /* Ring/Simple Reduces this large take the split schedule; 0: never */
   struct braid_tuner_memo memo; /* braid_tuner_choose's answers per (function, bytes) */
 };
 
@@ -326,6 +327,12 @@ ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, i
   t->nchannels = g->nchannels;
   t->multi_plateau_old = !g->host_mode && g->min_sm < 80;
   t->log = 1;
+  /* The split Reduce (algo/ring.h) is two ranks' only; the executors run it where the
+   * connections are direct shm (kernels/direct.h braid_direct_pair), the chain elsewhere. */
+  if (g->host_mode && nranks == 2 && nnodes == 1) {
+    int64_t v = braid_param_int(BRAID_PARAM_REDUCE_SPLIT_BYTES);
+    t->reduce_split_bytes = v > 0 ? (size_t)v : 0;
+  }
   const char* algo = braid_param_str(BRAID_PARAM_ALGO);
   const char* proto = braid_param_str(BRAID_PARAM_PROTO);
   snprintf(t->algo_env, sizeof(t->algo_env), "%s", algo ? algo : "");
@@ -480,6 +487,9 @@ static ncclResult_t best_of(const struct braid_tuner* t, int func, size_t bytes,
     lsa_time(t, bytes, &best.variant);
     best.nchannels = 1; /* the calling thread (host) or one block (device) does it all */
   }
+  if (func == BRAID_FUNC_Reduce && best.algo == BRAID_ALGO_RING && best.proto == BRAID_PROTO_SIMPLE &&
+      t->reduce_split_bytes > 0 && bytes >= t->reduce_split_bytes)
+    best.variant = BRAID_TUNER_REDUCE_SPLIT;
   *out = best;
   return ncclSuccess;
 }
@@ -500,9 +510,10 @@ ncclResult_t braid_tuner_choose(const struct braid_tuner* t, int func, size_t by
     BRAID_INFO(BRAID_LOG_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}%s",
                braid_tuner_func_name(func), (long)bytes, braid_tuner_algo_name(out->algo),
                braid_tuner_proto_name(out->proto), 0, out->nchannels - 1,
-               out->variant == 1   ? " (one-shot)"
-               : out->variant == 2 ? " (two-shot)"
-                                   : "");
+               out->algo != BRAID_ALGO_NVLS ? (out->variant == BRAID_TUNER_REDUCE_SPLIT ? " (split)" : "")
+               : out->variant == 1          ? " (one-shot)"
+               : out->variant == 2          ? " (two-shot)"
+                                            : "");
   return ncclSuccess;
 }
 

@@ -35,8 +35,12 @@ struct braid_tuner_choice {
   int nchannels;   /* channels 0..nchannels-1 of the graph */
   int nthreads;    /* threads per channel (1 in host mode) */
   float time_us;   /* predicted */
-  int variant;     /* algo NVLS: enum braid_lsa_mode (one-shot / two-shot); else 0 */
+  int variant;     /* algo NVLS: enum braid_lsa_mode (one-shot / two-shot); Reduce, Ring,
+                      Simple: BRAID_TUNER_REDUCE_SPLIT or 0 (the chain); else 0 */
 };
+/* Reduce's split schedule (algo/ring.h; BRAID_REDUCE_SPLIT_BYTES and up, two ranks in host
+ * mode on one node): each rank reduces half, where the connections allow (kernels/coll.h). */
+#define BRAID_TUNER_REDUCE_SPLIT 1
 
 ncclResult_t braid_tuner_init(const struct braid_channel_graph* g, int nranks, int nnodes, struct braid_tuner** t_p);
 void braid_tuner_free(struct braid_tuner* t);

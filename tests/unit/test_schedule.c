@@ -351,6 +351,85 @@ START_TEST(ring_bad_args) {
 }
 END_TEST
 
+/* The split Reduce of two ranks (ring.h): lock-step, both positions at step s of loop l at
+ * time 3l + s, receives before sends. The root's output holds both contributions once, with
+ * the post-op once, chunk by chunk; nothing else is written; every send is received at the
+ * next step with its chunk; a final value is never reduced again (val_add). */
+START_TEST(ring_reduce_split) {
+  struct braid_step st = {0, 7};
+  EXPECT_OP(braid_ring_reduce_split_nsteps(1), ==, 0);
+  EXPECT_OP(braid_ring_reduce_split_nsteps(3), ==, 0);
+  EXPECT_OP(braid_ring_reduce_split_step(3, 0, 0, &st), ==, BRAID_SCHED_EBADN);
+  EXPECT_OP(braid_ring_reduce_split_step(1, 0, 0, &st), ==, BRAID_SCHED_EBADN);
+  EXPECT_OP(braid_ring_reduce_split_step(2, 2, 0, &st), ==, BRAID_SCHED_EBADPOS);
+  EXPECT_OP(braid_ring_reduce_split_step(2, 0, 3, &st), ==, BRAID_SCHED_EBADSTEP);
+  EXPECT_OP(st.prim, ==, BRAID_PRIM_NONE); /* outputs untouched on error */
+  EXPECT_OP(st.chunk, ==, 7);
+  int nsteps = braid_ring_reduce_split_nsteps(2);
+  EXPECT_OP(nsteps, ==, 3);
+  for (int root = 0; root < 2; root++) {
+    static struct fifo f[2]; /* f[p]: from ring position p to the other */
+    struct val out[NLOOPS][2], got[2];
+    int writes[NLOOPS][2], maxdepth = 0;
+    memset(f, 0, sizeof(f));
+    memset(out, 0, sizeof(out));
+    memset(writes, 0, sizeof(writes));
+    for (int l = 0; l < NLOOPS; l++)
+      for (int s = 0; s < nsteps; s++) {
+        int t = l * nsteps + s;
+        struct braid_step sp[2];
+        for (int p = 0; p < 2; p++) {
+          EXPECT_OP(braid_ring_reduce_split_step(2, braid_ring_reduce_pos(2, p, root), s, &sp[p]), ==, BRAID_SCHED_OK);
+          EXPECT(sp[p].chunk >= 0 && sp[p].chunk < BRAID_RING_REDUCE_SPLIT_CHUNKS);
+          EXPECT(sp[p].prim < BRAID_NUM_PRIMS && sp[p].prim != BRAID_PRIM_LOCAL_COPY);
+          if (!braid_prim_recvs(sp[p].prim)) continue;
+          got[p] = fifo_pop(&f[1 - p]);
+          EXPECT_OP(got[p].t, ==, t - 1);
+          EXPECT_OP(got[p].loop, ==, l);
+          EXPECT_OP(got[p].chunk, ==, sp[p].chunk);
+        }
+        for (int p = 0; p < 2; p++) {
+          struct val in, v;
+          int c = sp[p].chunk;
+          if (sp[p].prim == BRAID_PRIM_NONE) continue;
+          memset(&in, 0, sizeof(in));
+          in.loop = l;
+          in.chunk = c;
+          if (braid_prim_reads_input(sp[p].prim)) in.cnt[p] = 1;
+          if (braid_prim_reduces(sp[p].prim)) {
+            v = got[p];
+            val_add(&v, &in);
+          } else {
+            v = braid_prim_recvs(sp[p].prim) ? got[p] : in;
+          }
+          if (braid_prim_finalizes(sp[p].prim)) {
+            EXPECT(!v.post);
+            v.post = 1;
+          }
+          if (braid_prim_writes_output(sp[p].prim)) {
+            EXPECT_MSG(p == root, "root %d: position %d writes output", root, p);
+            out[l][c] = v;
+            writes[l][c]++;
+          }
+          if (braid_prim_sends(sp[p].prim)) {
+            v.t = t;
+            fifo_push(&f[p], &v);
+            if (f[p].len > maxdepth) maxdepth = f[p].len;
+          }
+        }
+      }
+    EXPECT(f[0].len == 0 && f[1].len == 0);
+    EXPECT_OP(maxdepth, <=, 1);
+    for (int l = 0; l < NLOOPS; l++)
+      for (int c = 0; c < BRAID_RING_REDUCE_SPLIT_CHUNKS; c++) {
+        EXPECT_OP(writes[l][c], ==, 1);
+        EXPECT(out[l][c].post && out[l][c].loop == l && out[l][c].chunk == c);
+        EXPECT(out[l][c].cnt[0] == 1 && out[l][c].cnt[1] == 1);
+      }
+  }
+}
+END_TEST
+
 /* ---------------- trees ---------------- */
 
 /* NCCL's btree rule written the way the reference states it, independently of tree.h. */
@@ -879,6 +958,7 @@ Suite* schedule_suite(void) {
   tcase_add_loop_test(tcase(s, "ring_broadcast", 60), ring_broadcast, 1, MAXR + 1);
   tcase_add_loop_test(tcase(s, "ring_reduce", 60), ring_reduce, 1, MAXR + 1);
   tcase_add_test(tcase(s, "ring_bad_args", 10), ring_bad_args);
+  tcase_add_test(tcase(s, "ring_reduce_split", 10), ring_reduce_split);
   tcase_add_loop_test(tcase(s, "tree_structure", 30), tree_structure, 1, 257);
   tcase_add_test(tcase(s, "tree_known", 10), tree_known);
   tcase_add_test(tcase(s, "tree_steps", 10), tree_steps);

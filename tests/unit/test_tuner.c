@@ -18,9 +18,9 @@
 #include "topo/tuner.h"
 
 static void env_reset(void) {
-  const char* vars[] = {"NCCL_ALGO",      "NCCL_PROTO",          "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-                        "NCCL_NTHREADS",  "NCCL_LL128_NTHREADS", "NCCL_NVLS_ENABLE",   "NCCL_PAT_ENABLE",
-                        "NCCL_CROSS_NIC", "BRAID_LSA_VARIANT"};
+  const char* vars[] = {"NCCL_ALGO",      "NCCL_PROTO",          "NCCL_MIN_NCHANNELS",      "NCCL_MAX_NCHANNELS",
+                        "NCCL_NTHREADS",  "NCCL_LL128_NTHREADS", "NCCL_NVLS_ENABLE",        "NCCL_PAT_ENABLE",
+                        "NCCL_CROSS_NIC", "BRAID_LSA_VARIANT",   "BRAID_REDUCE_SPLIT_BYTES"};
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) unsetenv(vars[i]);
   braid_param_reload();
 }
@@ -168,6 +168,54 @@ START_TEST(test_host_mode) {
     braid_tuner_free(t);
     braid_graph_free(g);
   }
+}
+END_TEST
+
+/* Reduce's split schedule (algo/ring.h): the variant of a Ring/Simple Reduce from
+ * BRAID_REDUCE_SPLIT_BYTES (1 MiB by default; 0: never), two ranks in host mode on one node
+ * only; NCCL_PROTO still obeyed (another protocol: no split), nothing else gets the variant. */
+static struct braid_tuner_choice split_choice(int nodes, int ppn, int host, int func, size_t bytes) {
+  struct braid_tuner* t = NULL;
+  struct braid_channel_graph* g = NULL;
+  ck_assert_int_eq(make_tuner(host ? "cpu-only.xml" : "dgx-h100.xml", nodes, ppn, host, &t, &g), ncclSuccess);
+  braid_tuner_set_log(t, 0);
+  struct braid_tuner_choice c = choose(t, func, bytes);
+  braid_tuner_free(t);
+  braid_graph_free(g);
+  return c;
+}
+
+START_TEST(test_reduce_split) {
+  env_reset();
+  struct braid_tuner_choice c = split_choice(1, 2, 1, BRAID_FUNC_Reduce, 1 << 20);
+  ck_assert_int_eq(c.algo, BRAID_ALGO_RING);
+  ck_assert_int_eq(c.proto, BRAID_PROTO_SIMPLE);
+  ck_assert_int_eq(c.variant, BRAID_TUNER_REDUCE_SPLIT);
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20).variant, BRAID_TUNER_REDUCE_SPLIT);
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, (1 << 20) - 1).variant, 0);
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_AllReduce, 1 << 20).variant, 0);
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_ReduceScatter, 1 << 20).variant, 0);
+  ck_assert_int_eq(split_choice(1, 3, 1, BRAID_FUNC_Reduce, 1 << 20).variant, 0);  /* 3 ranks: the chain */
+  ck_assert_int_eq(split_choice(2, 1, 1, BRAID_FUNC_Reduce, 1 << 20).variant, 0);  /* 2 nodes */
+  ck_assert_int_eq(split_choice(1, 2, 0, BRAID_FUNC_Reduce, 64 << 20).variant, 0); /* device mode */
+  setenv("BRAID_REDUCE_SPLIT_BYTES", "4K", 1);
+  braid_param_reload();
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 4096).variant, BRAID_TUNER_REDUCE_SPLIT);
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 4095).variant, 0);
+  setenv("BRAID_REDUCE_SPLIT_BYTES", "0", 1);
+  braid_param_reload();
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20).variant, 0);
+  unsetenv("BRAID_REDUCE_SPLIT_BYTES");
+  setenv("NCCL_PROTO", "LL", 1);
+  braid_param_reload();
+  c = split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20);
+  ck_assert_int_eq(c.proto, BRAID_PROTO_LL);
+  ck_assert_int_eq(c.variant, 0);
+  setenv("NCCL_PROTO", "Simple", 1);
+  setenv("NCCL_ALGO", "Ring", 1);
+  braid_param_reload();
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20).variant, BRAID_TUNER_REDUCE_SPLIT);
+  env_reset();
 }
 END_TEST
 
@@ -528,6 +576,7 @@ Suite* tuner_suite(void) {
   tcase_add_test(tc, test_host_mode);
   tcase_add_test(tc, test_host_fake_nodes);
   tcase_add_test(tc, test_host_lsa);
+  tcase_add_test(tc, test_reduce_split);
   tcase_add_test(tc, test_device_lsa);
   tcase_add_test(tc, test_memo);
   suite_add_tcase(s, tc);
