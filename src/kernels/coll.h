@@ -376,7 +376,9 @@ HD int braid_run_work(struct braid_prims* p, const struct braid_work* w, const s
     case BRAID_FUNC_Broadcast:
       return braid_run_ring_chain(p, w, ch, 1);
     case BRAID_FUNC_Reduce:
+#if !BRAID_DEVICE_COMPILE /* direct connections are the host executor's (braid_direct_pair is 0 on the device) */
       if (w->split && braid_direct_pair(ch->ring_send, ch->ring_recv)) return braid_run_reduce_split(p, w, ch);
+#endif
       return braid_run_ring_chain(p, w, ch, 0);
     case BRAID_FUNC_SendRecv:
       return braid_run_p2p(p, w, ch);

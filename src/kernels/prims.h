@@ -223,8 +223,9 @@ HD void braid_prim_compute(const struct braid_prims* p, int prim, const char* in
   for (int i = 0; i < nr; i++) src[nsrc++] = rbuf[i];
   if (braid_prim_writes_output(prim)) dst[ndst++] = out;
   for (int i = 0; i < ns; i++) dst[ndst++] = sbuf[i];
-  /* The post-op applies once, where the value becomes final (sched.h braid_prim_finalizes). */
-  int do_post = post && reads_in && braid_prim_finalizes(prim);
+  /* The post-op applies once, where the value becomes final (sched.h braid_prim_finalizes;
+   * written out so that device code, which has no FINAL_SEND, is what it was before it). */
+  int do_post = post && reads_in && (braid_prim_writes_output(prim) || BRAID_PRIM_IS_FINAL_SEND(prim));
   if (nsrc == 1) {
     BRAID_REDUCE_COPY(&p->op, dst[0], ndst > 1 ? dst[1] : 0, src[0], reads_in, 0, 0, do_post, nelem);
   } else {
@@ -283,7 +284,7 @@ HD void braid_word_store(char* p, uint64_t w, int n, int aligned) {
 HD uint64_t braid_word_compute(const struct braid_prims* p, int prim, int nr, const char* in, char* out,
                                const uint64_t* recv_w, int n, int aligned, int post) {
   int reads_in = braid_prim_reads_input(prim), writes_out = braid_prim_writes_output(prim);
-  int do_post = post && reads_in && braid_prim_finalizes(prim); /* as in braid_prim_compute */
+  int do_post = post && reads_in && (writes_out || BRAID_PRIM_IS_FINAL_SEND(prim)); /* as in braid_prim_compute */
   uint64_t acc;
   int first = 0;
   if (reads_in) {
