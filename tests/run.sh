@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 passed=0
 failed=0
-log=$(mktemp)
-trap 'rm -f "$log" "${shm_before:-}"' EXIT
+tmpdir=$(mktemp -d)
+trap 'rm -rf "$tmpdir"; rm -f "${shm_before:-}"' EXIT
 
 # part NAME COMMAND... : run one part, add its counts. A part prints either Check's summary
 # ("Checks: N, Failures: F, Errors: E") or a "N passed, N failed" line; with neither, its exit
@@ -20,7 +20,8 @@ part() {
   local name=$1
   shift
   echo "== $name: $*"
-  local start=$SECONDS
+  local start=$SECONDS log
+  log=$(mktemp -p "$tmpdir")
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local p f
@@ -39,6 +40,29 @@ part() {
   passed=$((passed + p))
   failed=$((failed + f))
   echo "== $name: $p passed, $f failed ($((SECONDS - start)) s)"
+  rm -f "$log"
+}
+
+# bg_part NAME COMMAND... : run one part in the background (its output kept until bg_wait), for
+# a wait-bound part beside CPU-bound ones; bg_wait prints it and adds its counts.
+bg_part() {
+  bg_name=$1
+  bg_log=$(mktemp -p "$tmpdir")
+  (part "$@") >"$bg_log" 2>&1 &
+  bg_pid=$!
+}
+bg_wait() {
+  wait "$bg_pid"
+  cat "$bg_log"
+  local line p f
+  line=$(grep -E "^== $bg_name: [0-9]+ passed, [0-9]+ failed" "$bg_log" | tail -n 1)
+  if [ -n "$line" ]; then
+    read -r p f <<<"$(echo "$line" | sed -E 's/^== [^:]*: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/')"
+  else
+    p=0 f=1 # it died before its summary
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
 }
 
 # Nothing the suite runs may leave shared memory behind (FIFO segments, fake-GPU memory), not
@@ -58,11 +82,54 @@ shm_check() {
   echo "/dev/shm: nothing left behind"
 }
 
-part unit "$BUILD/bin/braid-tests" "$@"
+# The unit suites as two processes at once (without arguments): the wait-bound suites, which
+# spend most of their time asleep until a deadline (kill -9 and timeout cases, the watchdog),
+# beside the CPU-bound rest, so their waiting costs no wall time on 2 cores. Both print Check's
+# summary; unit_pair ends with their sum. BRAID_TEST_SERIAL=1 runs them as one process.
+WAIT_SUITES="net watchdog rma_net bootstrap init_fail init_kill blame fault flight net_nccl lsa_line"
+unit_pair() {
+  local bin=$1 all s wait_list=() cpu_list=() wlog clog
+  all=$("$bin" --list) || return 1
+  for s in $all; do
+    case " $WAIT_SUITES " in
+    *" $s "*) wait_list+=("$s") ;;
+    *) cpu_list+=("$s") ;;
+    esac
+  done
+  wlog=$(mktemp -p "$tmpdir") clog=$(mktemp -p "$tmpdir")
+  "$bin" "${wait_list[@]}" >"$wlog" 2>&1 &
+  local wpid=$!
+  "$bin" "${cpu_list[@]}" 2>&1 | tee "$clog"
+  local crc=${PIPESTATUS[0]}
+  wait "$wpid"
+  local wrc=$?
+  echo "== the wait-bound suites, run beside the others: ${wait_list[*]}"
+  cat "$wlog"
+  local n=0 f=0 e=0 one
+  for one in "$clog" "$wlog"; do
+    line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$one" | tail -n 1)
+    if [ -z "$line" ]; then
+      e=$((e + 1)) # a shard that died before its summary is one error
+      continue
+    fi
+    read -r a b c <<<"$(echo "$line" | sed -E 's/Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)/\1 \2 \3/')"
+    n=$((n + a)) f=$((f + b)) e=$((e + c))
+  done
+  rm -f "$wlog" "$clog"
+  echo "both shards: Checks: $n, Failures: $f, Errors: $e"
+  [ "$crc" -eq 0 ] && [ "$wrc" -eq 0 ]
+}
+if [ $# -eq 0 ] && [ "${BRAID_TEST_SERIAL:-0}" != 1 ]; then
+  part unit unit_pair "$BUILD/bin/braid-tests"
+else
+  part unit "$BUILD/bin/braid-tests" "$@"
+fi
 if [ $# -eq 0 ]; then
   # The network suite again with the host-only zero-copy path off (kernels/direct.h: the plain
   # primitives on every network connection).
-  part net-nodirect env BRAID_NET_DIRECT=0 CK_RUN_SUITE=net "$BUILD/bin/braid-tests"
+  # (In the background: mostly kill and timeout cases asleep until their deadlines, beside the
+  # CPU-bound collective runs below.)
+  bg_part net-nodirect env BRAID_NET_DIRECT=0 CK_RUN_SUITE=net "$BUILD/bin/braid-tests"
   # The collective suite again with the shm direct path forced on (every Simple step between
   # local ranks by pointer, transport/shm.c) and with cross-memory attach denied by a seccomp
   # filter (tests/shm/deny-cma.c: the FIFO fallback); AUTO ran above, OFF in shm_direct.
@@ -81,6 +148,7 @@ if [ $# -eq 0 ]; then
   part coll-nvls-fake-gpu env BRAID_FAKE_GPU=1 BRAID_GPU_SHARING=1 CK_RUN_SUITE=coll CK_RUN_CASE=nvls "$BUILD/bin/braid-tests"
   part coll-nvls-premul-fake-gpu env BRAID_FAKE_GPU=1 BRAID_GPU_SHARING=1 CK_RUN_SUITE=coll CK_RUN_CASE=nvls-premul \
     "$BUILD/bin/braid-tests"
+  bg_wait # net-nodirect
   part format tests/format-check.sh
   part abi tests/abi/check.sh
   part exports tests/abi/exports.sh "$BUILD"

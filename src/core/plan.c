@@ -110,9 +110,9 @@ static ncclResult_t add_coll(struct braid_plan* plan, struct braid_task* t, int*
      * before the output chunk is written). Decided from arguments every rank shares. */
     w->exchange = t->func == BRAID_FUNC_AllReduce && comm->nranks == 2 && choice.algo == BRAID_ALGO_RING &&
                   bytes <= BRAID_PAIR_EXCHANGE_BYTES;
-    /* Two ranks, large Reduce: each reduces half (the tuner's variant, kernels/coll.h). */
-    w->split = t->func == BRAID_FUNC_Reduce && comm->nranks == 2 && choice.algo == BRAID_ALGO_RING &&
-               proto == BRAID_PROTO_SIMPLE && choice.variant == BRAID_TUNER_REDUCE_SPLIT;
+    /* Two ranks, large Reduce: each reduces half. The tuner sets the variant only for a 2-rank
+     * Ring/Simple Reduce (topo/tuner.c), the executor checks the connections (kernels/coll.h). */
+    w->split = choice.variant == BRAID_TUNER_REDUCE_SPLIT;
   }
   return ncclSuccess;
 }

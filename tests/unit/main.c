@@ -1,7 +1,8 @@
 /*
  * main.c - the one Check runner. Every tests/unit/test_<m>.c exposes `Suite *<m>_suite(void)`;
  * the Makefile lists them in build/gen/suites.h. `braid-tests [suite...]` runs the named
- * suites (all by default); BRAID_TEST_TIER=full adds the large cases.
+ * suites (all by default), `braid-tests --list` prints their names; BRAID_TEST_TIER=full adds
+ * the large cases.
  *
  * Cases tagged `gpu` (gpu_rt.h) need a usable CUDA device. Before running, a forked child
  * asks the CUDA runtime (this process never initialises CUDA: the cases run in forked
@@ -37,6 +38,10 @@ static int wanted(int argc, char** argv, const char* name) {
 }
 
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--list") == 0) { /* the suite names, one per line (tests/run.sh) */
+    for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++) printf("%s\n", suites[i].name);
+    return 0;
+  }
   SRunner* runner = NULL;
   for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++) {
     if (!wanted(argc, argv, suites[i].name)) continue;

@@ -14,6 +14,10 @@
  * refdata's independent reference, guard bytes around every buffer, the send buffer left
  * unchanged out of place, and the non-root's receive buffer is NULL (NCCL's Reduce does not
  * read or write it there).
+ *
+ * Tiers: the two AUTO cases without a filter run every datatype; the other six differ only in
+ * the connections (split or chain, CMA or FIFO), not in the arithmetic, and run one datatype
+ * of each element size (int8, float16, float32, float64) unless BRAID_TEST_TIER=full.
  */
 #include <check.h>
 #include <stdint.h>
@@ -34,11 +38,16 @@ struct scase {
   enum harness_mode mode;
   const char* direct; /* BRAID_SHM_DIRECT */
   int deny;           /* seccomp: process_vm_readv/writev fail with EPERM */
+  int every_dtype;    /* 1: every datatype in every tier; 0: SIZE_DTYPES unless BRAID_TEST_TIER=full */
 };
 
+/* One datatype of each element size: what the connection-only cases run in the default tier. */
+#define SIZE_DTYPES ((1u << ncclInt8) | (1u << ncclFloat16) | (1u << ncclFloat32) | (1u << ncclFloat64))
+
 static const struct scase cases[] = {
-    {HARNESS_THREADS, "AUTO", 0}, {HARNESS_PROCS, "AUTO", 0}, {HARNESS_THREADS, "ON", 0},   {HARNESS_PROCS, "ON", 0},
-    {HARNESS_THREADS, "OFF", 0},  {HARNESS_PROCS, "OFF", 0},  {HARNESS_THREADS, "AUTO", 1}, {HARNESS_PROCS, "AUTO", 1},
+    {HARNESS_THREADS, "AUTO", 0, 1}, {HARNESS_PROCS, "AUTO", 0, 1},  {HARNESS_THREADS, "ON", 0, 0},
+    {HARNESS_PROCS, "ON", 0, 0},     {HARNESS_THREADS, "OFF", 0, 0}, {HARNESS_PROCS, "OFF", 0, 0},
+    {HARNESS_THREADS, "AUTO", 1, 0}, {HARNESS_PROCS, "AUTO", 1, 0},
 };
 
 static ncclResult_t make_op(int dt, int op, ncclComm_t comm, unsigned char* scalar, ncclRedOp_t* out) {
@@ -109,7 +118,9 @@ static int body(struct harness_rank* r) {
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   int wrong = 0;
   uint32_t seed = 7;
+  unsigned dtypes = k->every_dtype || ref_tier_full() ? REF_ALL_DTYPES : SIZE_DTYPES;
   for (int dt = 0; dt < REF_NUM_DTYPES; dt++) {
+    if (!(dtypes & (1u << dt))) continue;
     size_t es = ref_dtype_size(dt), at = SPLIT_BYTES / es;
     /* below the threshold (the chain), at it, and odd above it */
     const size_t counts[] = {at - 1, at, 2 * at + 2 * 4096 / es + 3};
