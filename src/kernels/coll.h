@@ -172,6 +172,19 @@ HD_STEP int braid_run_reduce_split(struct braid_prims* p, const struct braid_wor
   if (nsteps <= 0 || pos < 0) return BRAID_EXEC_BAD_SCHEDULE;
   for (size_t grid = 0; grid < size; grid += loop) {
     size_t chunk = braid_min_sz(w->chunk_elems, braid_align_elems((size - grid + 1) / 2, es));
+#if !BRAID_DEVICE_COMPILE
+    /* The root: where the loop's RECV (the non-root's final half) lands, declared before the
+     * loop's first send so the non-root can store it there (direct.h); `ahead`: the receives
+     * of the loop before it. */
+    for (int s = 0, ahead = 0; s < nsteps && out; s++) {
+      struct braid_step st = {0, 0};
+      if (braid_ring_reduce_split_step(n, pos, s, &st) != BRAID_SCHED_OK) return BRAID_EXEC_BAD_SCHEDULE;
+      size_t off = grid + (size_t)st.chunk * chunk;
+      if (st.prim == BRAID_PRIM_RECV && off < size)
+        braid_direct_reduce_dest(ch->ring_recv, (uint64_t)ahead, out + off * es, braid_min_sz(chunk, size - off) * es);
+      ahead += braid_prim_recvs(st.prim) ? 1 : 0;
+    }
+#endif
     for (int s = 0; s < nsteps; s++) {
       struct braid_step st = {0, 0};
       if (braid_ring_reduce_split_step(n, pos, s, &st) != BRAID_SCHED_OK) return BRAID_EXEC_BAD_SCHEDULE;

@@ -385,6 +385,89 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
   return 0;
 }
 
+/*
+ * Split Reduce (algo/ring.h braid_ring_reduce_split_step): the non-root's reduced half lands in
+ * the root's output. Before a loop's steps the root declares, on its receive end, where the
+ * loop's final RECV lands (braid_direct_reduce_dest: struct braid_conn_ctrl dest_addr/bytes,
+ * then dest_step, release); it does so before it publishes the loop's first send, so the
+ * non-root, whose reducing step waits for that send, sees the declaration without waiting for
+ * it. The non-root's RECV_REDUCE_FINAL_SEND on a send end that can write the root's memory
+ * (braid_conn.host_store) then writes the reduced value there instead of into its slot:
+ *   threads (store_load): the reduction stores straight into the root's output: one pass;
+ *   processes: each piece is copied out of the root's input (process_vm_readv, as any one-pass
+ *     step), reduced in place in this core's cache, and written into the root's output
+ *     (process_vm_writev): the copy the root made out of the slot moves to the non-root and
+ *     reads from a warm piece instead of a slot filled by the other core.
+ * It marks the step (stored = step + 1, before tail); the root's RECV sees the mark and
+ * copies nothing. Without a declaration matching the step (another schedule, BRAID_REDUCE_STORE
+ * =0, writev denied: host_store NULL) the slot path runs, and the root, finding no mark,
+ * copies the slot as before: the two ends never need to agree beforehand.
+ */
+static inline void braid_direct_declare_dest(struct braid_conn* c, uint64_t step, char* dst, size_t bytes) {
+  if (c == NULL || c->dest == NULL || c->host_fetch == NULL || dst == NULL || bytes == 0) return;
+  c->dest->dest_addr = (uint64_t)(uintptr_t)dst;
+  c->dest->dest_bytes = bytes;
+  simt_st_release_u64(&c->dest->dest_step, step + 1);
+}
+
+/* The non-root's RECV_REDUCE_FINAL_SEND (peer: braid_direct_fetch's one-pass sources) into a
+ * declared destination. -1: not declared for this step, run the slot path. */
+static inline int braid_direct_final_store(struct braid_prims* p, int prim, const char* in, size_t nelem, int post,
+                                           const uint64_t* peer) {
+  struct braid_conn *s = p->nsend == 1 ? p->send[0] : NULL, *r = p->nrecv == 1 ? p->recv[0] : NULL;
+  if (prim != BRAID_PRIM_RECV_REDUCE_FINAL_SEND || s == NULL || r == NULL || s->dest == NULL || s->host_store == NULL)
+    return -1;
+  if (braid_prims_wait(p, prim, 1)) return p->status; /* the root's send: its declaration came before */
+  size_t es = (size_t)p->esize, bytes = nelem * es;
+  if (simt_ld_acquire_u64(&s->dest->dest_step) != s->step + 1) return -1;
+  if (s->dest->dest_bytes != bytes) return BRAID_EXEC_BAD_SCHEDULE; /* both ends cut the loop alike */
+  uint64_t dst = s->dest->dest_addr;
+  struct braid_prims q = *p;
+  q.nsend = 1;
+  if (s->store_load) {
+    char* sbuf[BRAID_MAX_FAN] = {(char*)(uintptr_t)dst, 0, 0};
+    int st = braid_direct_compute(&q, prim, in, 0, peer, sbuf, nelem, post);
+    if (st) return st;
+  } else {
+    char* slot = braid_slot(r, BRAID_PROTO_SIMPLE);
+    size_t piece = (r->fetch_piece ? r->fetch_piece : BRAID_DIRECT_PIECE_BYTES) / es;
+    if (piece == 0) piece = 1;
+    for (size_t e = 0; e < nelem; e += piece) {
+      size_t n = nelem - e < piece ? nelem - e : piece, off = e * es;
+      /* the piece: copied to the slot's start (peer's memory) or already in the slot */
+      char* buf = peer[0] ? slot : slot + off;
+      if (peer[0]) {
+        int st = r->host_fetch(r, buf, peer[0] + off, n * es);
+        if (st) return st;
+      }
+      const char* rbuf[BRAID_MAX_FAN] = {buf, 0, 0};
+      char* sbuf[BRAID_MAX_FAN] = {buf, 0, 0}; /* reduced in place, element by element */
+      braid_prim_compute(&q, prim, in + off, 0, rbuf, sbuf, n, post);
+      int st = s->host_store(s, dst + off, buf, n * es);
+      if (st) return st;
+    }
+    if (peer[0]) { /* the root's source is free: after the reduction, before head */
+      r->ptrs[r->step % BRAID_NSTEPS] = 0;
+      simt_st_release_u64(r->fetched, r->step + 1);
+    }
+  }
+  s->dest->stored = s->step + 1; /* before tail (released by the publish) */
+  braid_prims_finish(p, 1, 1, bytes, BRAID_PROTO_SIMPLE);
+  return 0;
+}
+
+/* The root's RECV of the non-root's half: where the sender stored it into my output as
+ * declared, nothing to copy. -1: not declared, or the sender used the slot. */
+static inline int braid_direct_recv_stored(struct braid_prims* p, int prim, const char* out, size_t nelem) {
+  struct braid_conn* r = p->nrecv == 1 ? p->recv[0] : NULL;
+  if (prim != BRAID_PRIM_RECV || r == NULL || r->dest == NULL || out == NULL) return -1;
+  if (r->dest->dest_step != r->step + 1 || r->dest->dest_addr != (uint64_t)(uintptr_t)out) return -1; /* mine */
+  if (braid_prims_wait(p, prim, 1)) return p->status;
+  if (simt_ld_acquire_u64(&r->dest->stored) != r->step + 1) return -1;
+  braid_prims_finish(p, 1, 0, nelem * p->esize, BRAID_PROTO_SIMPLE);
+  return 0;
+}
+
 /* A p2p receive about to poll connection c for its next step (of `bytes` into `dst`): declare
  * where it lands, user memory unless a send in flight still reads it (waiting there, among
  * other ops polled for readiness, could wait on a peer that waits on us). */
@@ -405,8 +488,12 @@ static inline int braid_direct_step(struct braid_prims* p, int prim, const char*
     const char* src;
     char *rdst, *fetched = NULL;
     uint64_t peer[BRAID_MAX_FAN];
-    int st = braid_direct_fetch(p, prim, out, nr, nelem * p->esize, &fetched, peer), scratch;
+    int st = braid_direct_recv_stored(p, prim, out, nelem), scratch;
+    if (st >= 0) return st;
+    st = braid_direct_fetch(p, prim, out, nr, nelem * p->esize, &fetched, peer);
     if (st) return st;
+    st = braid_direct_final_store(p, prim, in, nelem, post, peer);
+    if (st >= 0) return st;
     st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
     if (st) return st;
     if (fetched) rdst = fetched;
@@ -457,6 +544,19 @@ HD int braid_direct_prim(struct braid_prims* p, int prim, const char* in, char* 
   return BRAID_EXEC_BAD_SCHEDULE;
 #else
   return braid_direct_step(p, prim, in, out, nelem, post);
+#endif
+}
+
+/* A split Reduce's root, before a loop's steps: the receive `ahead` steps past the current one
+ * of connection c lands, reduced, at [dst, dst + bytes) of my output (above). */
+HD void braid_direct_reduce_dest(struct braid_conn* c, uint64_t ahead, char* dst, size_t bytes) {
+#if BRAID_DEVICE_COMPILE
+  (void)c;
+  (void)ahead;
+  (void)dst;
+  (void)bytes;
+#else
+  if (simt_tid() == 0 && c != 0) braid_direct_declare_dest(c, c->step + ahead, dst, bytes);
 #endif
 }
 

@@ -50,7 +50,13 @@ struct braid_conn_ctrl {
                                           * executor has declared; the proxy posts no receive beyond it */
   volatile uint64_t fetched;             /* receive end with host_fetch: the last step copied out of the
                                           * sender's memory, plus one (its source is free again) */
-  char pad2[48];
+  /* Host executor only (struct braid_conn.dest; kernels/direct.h): the receiver declares where
+   * one future step's reduced payload lands in its own output (addr, bytes; then step = that
+   * step + 1, release), a sender that can write there does so instead of filling the slot and
+   * says it did (stored = step + 1, before tail). Both are only ever compared for equality with
+   * the step at hand, so a stale declaration is never taken. */
+  volatile uint64_t dest_addr, dest_bytes, dest_step, stored;
+  char pad2[16];
 };
 
 /* One end of a connection as the data path sees it. */
@@ -111,6 +117,17 @@ struct braid_conn {
    * apart at init (core/locality.h), where a line written in one core's cache crosses to the
    * other slower than from memory: large all-reduce outputs go to memory (kernels/direct.h). */
   int far;
+  /* Host executor only, both ends of a shm connection with the direct path (else NULL): the
+   * control block itself (this end's view), for the declared destination of a reduced step
+   * (dest_addr .. stored above; the split Reduce: kernels/direct.h). */
+  volatile struct braid_conn_ctrl* dest;
+  /* Host executor only, send end with `dest`: write `bytes` at `src` (here) to `dst` in the
+   * receiver's process (process_vm_writev between processes, memcpy between threads). 0, or
+   * an exec status. NULL: this end cannot write the receiver's memory (the slot is used). */
+  int (*host_store)(struct braid_conn* c, uint64_t dst, const void* src, size_t bytes);
+  /* Host executor only, with host_store: the receiver's addresses are valid here (threads of
+   * one process), so a reduction stores straight into them. */
+  int store_load;
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

@@ -1,6 +1,7 @@
 /*
- * cma.h - cross-memory attach (process_vm_readv) between local processes: the shm transport's
- * direct path reads a peer's user buffer in one copy instead of two through the FIFO.
+ * cma.h - cross-memory attach (process_vm_readv/writev) between local processes: the shm
+ * transport's direct path reads a peer's user buffer in one copy instead of two through the
+ * FIFO, and the split Reduce writes the non-root's reduced half into the root's output.
  *
  * Whether it is allowed (same user, ptrace policy, seccomp, container) is decided per
  * connection at setup by a probe: every process publishes, in its peer info, the address of
@@ -23,5 +24,13 @@ int braid_cma_probe(int pid, uint64_t addr, uint64_t expect);
 
 /* Copy `bytes` at `src` in process `pid` to `dst`: 0, or an errno value. */
 int braid_cma_read(int pid, void* dst, uint64_t src, size_t bytes);
+
+/* Copy `bytes` at `src` here to `dst` in process `pid` (process_vm_writev): 0, or an errno
+ * value. */
+int braid_cma_write(int pid, uint64_t dst, const void* src, size_t bytes);
+
+/* braid_cma_probe, then the same word written back with process_vm_writev (policies may allow
+ * reading a process and not writing it): 0 when both work. */
+int braid_cma_probe_write(int pid, uint64_t addr, uint64_t expect);
 
 #endif

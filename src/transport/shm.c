@@ -25,6 +25,10 @@
  * denied probe is said once per process (INFO) and leaves the FIFO path. A one-pass step copies
  * pieces of braid_conn.fetch_piece bytes per process_vm_readv: larger for far pairs (core/locality.h).
  * Both ends of a far pair between processes say so (braid_conn.far, through the blob).
+ * The send end of a direct connection may also write into the receiver's memory
+ * (braid_conn.host_store: memcpy between threads, process_vm_writev between processes, probed
+ * at connect on the receiver's probe word; BRAID_REDUCE_STORE=0: never): the split Reduce's
+ * non-root writes its final half into the root's output (kernels/direct.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -70,6 +74,7 @@ struct shm_blob {
   uint32_t p2p_step;   /* with direct_min: bytes per send/recv step (work.h braid_conn.p2p_step) */
   uint32_t far;        /* the pair's cores are far apart (core/locality.h): braid_conn.far */
   uint64_t local_id;   /* same process: the FIFO's entry in the untaken list */
+  int32_t rank;        /* the receiver: where a sender may write (braid_conn.host_store) */
 };
 
 /* Same-process FIFOs a receiver made that no sender has taken yet. A sender takes its
@@ -126,8 +131,8 @@ struct shm_res {
   int cuda_dev;
   char name[96];
   int direct;                            /* direct path on (either end) */
-  int peer, peer_pid;                    /* receive end: the sender */
-  const struct braid_transport_ctx* ctx; /* receive end: to fail the communicator */
+  int peer, peer_pid;                    /* receive end: the sender; send end with host_store: the receiver */
+  const struct braid_transport_ctx* ctx; /* to fail the communicator */
 };
 
 /* The device pointer of `host` for a device communicator's kernels, or host itself in host
@@ -256,6 +261,45 @@ static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t by
   return BRAID_EXEC_PEER_FAILED;
 }
 
+/* Send end of a direct connection: the receiver declared where a reduced step lands in its
+ * own output (braid_conn.dest, kernels/direct.h); write it there. */
+static int shm_store(struct braid_conn* conn, uint64_t dst, const void* src, size_t bytes) {
+  struct braid_connector* c = (struct braid_connector*)conn;
+  const struct shm_res* r = c->res;
+  if (r->same_process) {
+    memcpy((void*)(uintptr_t)dst, src, bytes);
+    return 0;
+  }
+  int err = braid_cma_write(r->peer_pid, dst, src, bytes);
+  if (err == 0) return 0;
+  char name[128];
+  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, err == ESRCH ? ncclRemoteError : ncclSystemError, r->peer,
+                       "Writing %zu bytes into the buffer of %s (process_vm_writev) failed: %s%s", bytes,
+                       braid_transport_peer_name(r->ctx, r->peer, name, sizeof(name)), strerror(err),
+                       err == ESRCH ? " (the process is gone)" : "");
+  return BRAID_EXEC_PEER_FAILED;
+}
+
+/* Send end of a direct connection: may it write into the receiver's memory (BRAID_REDUCE_STORE,
+ * and between processes process_vm_writev allowed: probed on the receiver's probe word)? Said
+ * once per process where the policy forbids it. */
+static int shm_can_store(const struct braid_transport_ctx* t, int peer, int same_process) {
+  static atomic_int told;
+  if (braid_param_int(BRAID_PARAM_REDUCE_STORE) == 0 || peer < 0 || peer >= t->nranks) return 0;
+  if (same_process) return 1;
+  const struct braid_peer_info* p = &t->peers[peer];
+  int err = braid_cma_probe_write(p->pid, p->cma_probe, p->pid_hash);
+  if (err == 0) return 1;
+  if (atomic_exchange(&told, 1) == 0) {
+    char name[128];
+    BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM,
+               "SHM: writing into the memory of %s is not possible (process_vm_writev: %s): a split Reduce delivers "
+               "the non-root's half through the FIFO",
+               braid_transport_peer_name(t, peer, name, sizeof(name)), strerror(err));
+  }
+  return 0;
+}
+
 static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
                                    struct braid_connector* c, struct braid_connect_blob* out) {
   static atomic_uint counter;
@@ -313,6 +357,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
   blob->bytes = r->bytes;
   memcpy(blob->name, r->name, sizeof(blob->name));
   blob->direct_min = shm_direct_min(t, peer, r->same_process);
+  blob->rank = t->rank;
   blob->far = !r->same_process && t->locality != NULL && t->locality[peer] == BRAID_LOCALITY_FAR;
   braid_transport_fifo_layout(t, (char*)dbase + SHM_HEADER_BYTES, &c->conn);
   if (blob->direct_min) {
@@ -325,6 +370,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     c->conn.fetch_piece = r->same_process ? 0 : shm_fetch_piece(t, peer);
     c->conn.far = (int)blob->far;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
+    c->conn.dest = (struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES);
     c->conn.p2p_step = blob->p2p_step = shm_p2p_step(&c->conn);
   }
   c->res = r;
@@ -403,6 +449,14 @@ static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct
     c->conn.p2p_step = blob->p2p_step;
     c->conn.far = (int)blob->far;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
+    c->conn.dest = (struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES);
+    if (shm_can_store(t, blob->rank, r->same_process)) {
+      r->peer = blob->rank;
+      r->peer_pid = t->peers[blob->rank].pid;
+      r->ctx = t;
+      c->conn.host_store = shm_store;
+      c->conn.store_load = r->same_process;
+    }
   }
   c->res = r;
   return ncclSuccess;

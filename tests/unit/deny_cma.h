@@ -13,11 +13,12 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 
-/* 0, or -1 with errno set. */
-static inline int deny_cma(void) {
+/* Deny process_vm_writev only (a policy that lets a process read a peer but not write it) where
+ * `write_only`, else both. 0, or -1 with errno set. */
+static inline int deny_cma_calls(int write_only) {
   struct sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, write_only ? __NR_process_vm_writev : __NR_process_vm_readv, 2, 0),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
@@ -25,6 +26,11 @@ static inline int deny_cma(void) {
   struct sock_fprog prog = {(unsigned short)(sizeof(f) / sizeof(f[0])), f};
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
   return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
+/* Both calls denied. 0, or -1 with errno set. */
+static inline int deny_cma(void) {
+  return deny_cma_calls(0);
 }
 
 #endif

@@ -15,9 +15,16 @@
  * unchanged out of place, and the non-root's receive buffer is NULL (NCCL's Reduce does not
  * read or write it there).
  *
- * Tiers: the two AUTO cases without a filter run every datatype; the other six differ only in
- * the connections (split or chain, CMA or FIFO), not in the arithmetic, and run one datatype
- * of each element size (int8, float16, float32, float64) unless BRAID_TEST_TIER=full.
+ * Delivery of the non-root's half (kernels/direct.h): by default it writes its half into the
+ * root's output (threads: plain stores; processes: process_vm_writev) and the root copies
+ * nothing; with BRAID_REDUCE_STORE=0, and between processes allowed to read but not write each
+ * other (seccomp denying process_vm_writev only), it goes through the FIFO slot and the root
+ * copies it.
+ *
+ * Tiers: the two AUTO cases with the store and no filter run every datatype; the others differ
+ * only in the connections (split or chain, CMA or FIFO, store or slot), not in the arithmetic,
+ * and run one datatype of each element size (int8, float16, float32, float64) unless
+ * BRAID_TEST_TIER=full.
  */
 #include <check.h>
 #include <stdint.h>
@@ -37,7 +44,8 @@
 struct scase {
   enum harness_mode mode;
   const char* direct; /* BRAID_SHM_DIRECT */
-  int deny;           /* seccomp: process_vm_readv/writev fail with EPERM */
+  int deny;           /* seccomp: 1 process_vm_readv/writev fail with EPERM, 2 only writev */
+  int store;          /* BRAID_REDUCE_STORE */
   int every_dtype;    /* 1: every datatype in every tier; 0: SIZE_DTYPES unless BRAID_TEST_TIER=full */
 };
 
@@ -45,9 +53,10 @@ struct scase {
 #define SIZE_DTYPES ((1u << ncclInt8) | (1u << ncclFloat16) | (1u << ncclFloat32) | (1u << ncclFloat64))
 
 static const struct scase cases[] = {
-    {HARNESS_THREADS, "AUTO", 0, 1}, {HARNESS_PROCS, "AUTO", 0, 1},  {HARNESS_THREADS, "ON", 0, 0},
-    {HARNESS_PROCS, "ON", 0, 0},     {HARNESS_THREADS, "OFF", 0, 0}, {HARNESS_PROCS, "OFF", 0, 0},
-    {HARNESS_THREADS, "AUTO", 1, 0}, {HARNESS_PROCS, "AUTO", 1, 0},
+    {HARNESS_THREADS, "AUTO", 0, 1, 1}, {HARNESS_PROCS, "AUTO", 0, 1, 1},  {HARNESS_THREADS, "ON", 0, 1, 0},
+    {HARNESS_PROCS, "ON", 0, 1, 0},     {HARNESS_THREADS, "OFF", 0, 1, 0}, {HARNESS_PROCS, "OFF", 0, 1, 0},
+    {HARNESS_THREADS, "AUTO", 1, 1, 0}, {HARNESS_PROCS, "AUTO", 1, 1, 0},  {HARNESS_PROCS, "AUTO", 2, 1, 0},
+    {HARNESS_THREADS, "AUTO", 0, 0, 0}, {HARNESS_PROCS, "AUTO", 0, 0, 0},
 };
 
 static ncclResult_t make_op(int dt, int op, ncclComm_t comm, unsigned char* scalar, ncclRedOp_t* out) {
@@ -113,7 +122,7 @@ static int one_call(struct harness_rank* r, ncclComm_t comm, int root, size_t cn
 
 static int body(struct harness_rank* r) {
   const struct scase* k = r->arg;
-  if (k->deny && deny_cma() != 0) return harness_fail(r, "cannot install the seccomp filter");
+  if (k->deny && deny_cma_calls(k->deny == 2) != 0) return harness_fail(r, "cannot install the seccomp filter");
   ncclComm_t comm;
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   int wrong = 0;
@@ -140,14 +149,18 @@ static int body(struct harness_rank* r) {
 START_TEST(test_split) {
   const struct scase* k = &cases[_i];
   char env[256];
-  snprintf(env, sizeof(env), "BRAID_SHM_DIRECT=%s BRAID_REDUCE_SPLIT_BYTES=%u BRAID_HOST_MODE=1", k->direct,
-           SPLIT_BYTES);
+  snprintf(env, sizeof(env), "BRAID_SHM_DIRECT=%s BRAID_REDUCE_SPLIT_BYTES=%u BRAID_REDUCE_STORE=%d BRAID_HOST_MODE=1",
+           k->direct, SPLIT_BYTES, k->store);
   ref_env_apply(env);
   int failed = harness_run(2, k->mode, body, (void*)k, RANK_TIMEOUT_S);
   unsetenv("BRAID_REDUCE_SPLIT_BYTES");
+  unsetenv("BRAID_REDUCE_STORE");
   ref_env_apply("BRAID_SHM_DIRECT=AUTO");
-  ck_assert_msg(failed == 0, "2 ranks (%s, BRAID_SHM_DIRECT=%s%s): %d failed", harness_mode_name(k->mode), k->direct,
-                k->deny ? ", CMA denied" : "", failed);
+  ck_assert_msg(failed == 0, "2 ranks (%s, BRAID_SHM_DIRECT=%s%s%s): %d failed", harness_mode_name(k->mode), k->direct,
+                k->deny == 1   ? ", CMA denied"
+                : k->deny == 2 ? ", process_vm_writev denied"
+                               : "",
+                k->store ? "" : ", BRAID_REDUCE_STORE=0", failed);
 }
 END_TEST
 
