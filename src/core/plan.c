@@ -172,7 +172,7 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
   BRAID_CALLOC_GOTO(round_of, n, res, out);
   BRAID_CHECK_GOTO(match_self(plan, tasks), res, out);
   /* Rounds progressed together share a number: the executor runs ops of equal number at once. */
-  int group = braid_p2p_round_group(n, (int)braid_param_int(BRAID_PARAM_P2P_ROUND_GROUP), comm->cores_per_rank);
+  int group = comm->p2p_round_group > 0 ? comm->p2p_round_group : 1; /* set once at init */
   for (int r = 0; r < braid_p2p_nrounds(n); r++) round_of[braid_p2p_delta(n, r)] = r / group;
   struct braid_channel* ch = &comm->channels[0];
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
