@@ -241,6 +241,10 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
     job->works = &plan->works[c * plan->stride];
     job->nworks = nworks[c];
     job->abort_flag = &comm->abort_flag;
+    /* Channel 0 runs the p2p work: its job makes the sends to self while that work waits. */
+    job->copies = c == 0 ? plan->copies : NULL;
+    job->ncopies = c == 0 ? plan->ncopies : 0;
+    if (c == 0) plan->copies_in_job = 1;
   }
 out:
   return res;
@@ -254,6 +258,7 @@ ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase) {
 }
 
 void braid_plan_self_copies(struct braid_plan* plan) {
+  if (plan->copies_in_job) return;
   for (int i = 0; i < plan->ncopies; i++)
     if (plan->copies[i].dst != plan->copies[i].src)
       memmove(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes);
