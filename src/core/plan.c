@@ -241,10 +241,12 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
     job->works = &plan->works[c * plan->stride];
     job->nworks = nworks[c];
     job->abort_flag = &comm->abort_flag;
-    /* Channel 0 runs the p2p work: its job makes the sends to self while that work waits. */
-    job->copies = c == 0 ? plan->copies : NULL;
-    job->ncopies = c == 0 ? plan->ncopies : 0;
-    if (c == 0) plan->copies_in_job = 1;
+    /* Channel 0 runs the p2p work: its job makes the sends to self while that work waits
+     * (BRAID_P2P_SELF_COPY=FIRST: braid_plan_self_copies, before the call). */
+    int in_job = c == 0 && plan->ncopies > 0 && braid_param_int(BRAID_PARAM_P2P_SELF_COPY) == 0;
+    job->copies = in_job ? plan->copies : NULL;
+    job->ncopies = in_job ? plan->ncopies : 0;
+    if (in_job) plan->copies_in_job = 1;
   }
 out:
   return res;

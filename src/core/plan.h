@@ -27,8 +27,8 @@ struct braid_plan {
   struct braid_self_copy* copies; /* sends to self, matched with receives from self */
   int ncopies;
   int copies_in_job; /* host mode: a job makes them (executor.h), braid_plan_self_copies does not */
-  void* prof_group;                               /* the profiler plugin's group event (core/profile.c) */
-  void* prof_proxy;                               /* its queued ProxyOp shares (core/profile_proxy.c) */
+  void* prof_group;  /* the profiler plugin's group event (core/profile.c) */
+  void* prof_proxy;  /* its queued ProxyOp shares (core/profile_proxy.c) */
   struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */
 };
 

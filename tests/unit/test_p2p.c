@@ -23,7 +23,8 @@
  *   large    1M+3 elements, and small FIFOs / odd chunk sizes (NCCL_BUFFSIZE,
  *            NCCL_P2P_PCI_CHUNKSIZE)
  *   groups   AlltoAll / Gather / Scatter and plans with p2p rounds taken 1, 2, 3 and all at
- *            a time (BRAID_P2P_ROUND_GROUP), small FIFOs among them
+ *            a time (BRAID_P2P_ROUND_GROUP), small FIFOs among them; sends to self made before
+ *            the call (BRAID_P2P_SELF_COPY=FIRST)
  *   mixed    collectives and sends/receives in one group; one thread driving an
  *            ncclCommInitAll clique
  */
@@ -306,10 +307,9 @@ static const struct {
     {P_PAIRS, 4, HARNESS_THREADS}, {P_PAIRS, 4, HARNESS_PROCS},   {P_PAIRS, 3, HARNESS_PAIRS},
     {P_SIZES, 4, HARNESS_THREADS}, {P_SIZES, 5, HARNESS_PROCS},   {P_SIZES, 2, HARNESS_THREADS},
     {P_SELF, 1, HARNESS_THREADS},  {P_SELF, 3, HARNESS_THREADS},  {P_SELF, 3, HARNESS_PROCS},
-    {P_SELF, 4, HARNESS_PROCS},
-    {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},     {P_FAN, 6, HARNESS_PAIRS},
-    {P_ORDER, 2, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_PROCS},
-    {P_ZERO, 4, HARNESS_THREADS},  {P_ZERO, 5, HARNESS_PROCS},
+    {P_SELF, 4, HARNESS_PROCS},    {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},
+    {P_FAN, 6, HARNESS_PAIRS},     {P_ORDER, 2, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_THREADS},
+    {P_ORDER, 3, HARNESS_PROCS},   {P_ZERO, 4, HARNESS_THREADS},  {P_ZERO, 5, HARNESS_PROCS},
 };
 #define NOTHER (int)(sizeof(other_plans) / sizeof(other_plans[0]))
 
@@ -513,6 +513,8 @@ static const struct {
     {"BRAID_P2P_ROUND_GROUP=2", 0, P_ORDER, 3, HARNESS_PROCS},
     {"BRAID_P2P_ROUND_GROUP=3", 0, P_SIZES, 5, HARNESS_PROCS},
     {"BRAID_P2P_ROUND_GROUP=1", 0, P_SIZES, 4, HARNESS_THREADS},
+    {"BRAID_P2P_SELF_COPY=FIRST", 0, P_SELF, 4, HARNESS_PROCS}, /* sends to self before the call */
+    {"BRAID_P2P_SELF_COPY=FIRST BRAID_P2P_ROUND_GROUP=1", 1, 0, 3, HARNESS_THREADS},
 };
 #define NGROUP (int)(sizeof(group_cases) / sizeof(group_cases[0]))
 
