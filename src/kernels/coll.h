@@ -318,9 +318,21 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
 #define BRAID_IDLE_COPY_BYTES (64u << 10)
 struct braid_idle_copies {
   const struct braid_self_copy* copies;
-  int n, at;   /* copies, and the one in progress */
-  size_t done; /* bytes of copies[at] made */
+  int n, at;    /* copies, and the one in progress */
+  size_t done;  /* bytes of copies[at] made */
+  int any_wait; /* 1: in any poll where no op moves; 0: only where no receive is left either */
 };
+
+/* Whether a poll where none of `ops` moved may make a piece now. A receive still pending
+ * means a peer's data may arrive any moment and its sender waits until it is taken; under
+ * any_wait = 0 the copy waits until only sends are left (their receivers take them). */
+static inline int braid_idle_copy_now(const struct braid_idle_copies* q, const struct braid_p2p_op* ops, int n) {
+  if (q == NULL || q->at >= q->n) return 0;
+  if (!q->any_wait)
+    for (int k = 0; k < n; k++)
+      if (!ops[k].is_send && ops[k].done < ops[k].bytes) return 0;
+  return 1;
+}
 
 /* One piece of the next copy; 0 when none is left. */
 static inline int braid_idle_copy_step(struct braid_idle_copies* q) {
@@ -365,7 +377,8 @@ HD_STEP int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, con
       if (rc) return rc;
       if (pending && !progressed) {
 #if !BRAID_DEVICE_COMPILE
-        if (braid_idle_copy_step(p->idle)) continue; /* host: one thread per block */
+        if (braid_idle_copy_now(p->idle, ops, end - i) && braid_idle_copy_step(p->idle))
+          continue; /* host: one thread per block */
 #endif
         /* Every thread spins in step with the others (same counter); thread 0 reads the flag
          * for the block and the vote tells everyone. */

@@ -26,6 +26,7 @@ struct braid_host_job {
    * each work item (coll.h braid_idle_copy_step). */
   const struct braid_self_copy* copies;
   int ncopies;
+  int copies_any_wait; /* 1: in any poll where no op moves; 0: only once no receive is left */
   const volatile uint32_t* abort_flag;
   int status;        /* out: enum braid_exec_status of the first failure */
   volatile int done; /* set by the runner */

@@ -69,7 +69,7 @@ static void run_job(struct braid_host_job* job) {
   prims.ops = NULL; /* p2p ops are in host memory already: used in place */
   prims.ops_cap = 0;
   prims.variant = 0;
-  struct braid_idle_copies idle = {job->copies, job->ncopies, 0, 0};
+  struct braid_idle_copies idle = {job->copies, job->ncopies, 0, 0, job->copies_any_wait};
   prims.idle = job->ncopies > 0 ? &idle : NULL;
   job->status = BRAID_EXEC_OK;
   for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++) {

@@ -515,6 +515,9 @@ static const struct {
     {"BRAID_P2P_ROUND_GROUP=1", 0, P_SIZES, 4, HARNESS_THREADS},
     {"BRAID_P2P_SELF_COPY=FIRST", 0, P_SELF, 4, HARNESS_PROCS}, /* sends to self before the call */
     {"BRAID_P2P_SELF_COPY=FIRST BRAID_P2P_ROUND_GROUP=1", 1, 0, 3, HARNESS_THREADS},
+    {"BRAID_P2P_SELF_COPY=WAIT", 0, P_SELF, 3, HARNESS_PROCS}, /* in any poll where nothing moves */
+    {"BRAID_P2P_SELF_COPY=WAIT", 1, 0, 4, HARNESS_PROCS},
+    {"BRAID_P2P_SELF_COPY=SENDS", 0, P_SELF, 4, HARNESS_THREADS},
 };
 #define NGROUP (int)(sizeof(group_cases) / sizeof(group_cases[0]))
 
