@@ -210,9 +210,9 @@ out:
 
 /* BRAID_P2P_SELF_COPY, in its words' order. AUTO: a rank that only sends to its peers (a
  * Scatter root) makes its copies while they take its sends (4 ranks on 2 cores, one build,
- * FIRST vs SENDS: Scatter 20-40% faster at 256 KiB-2 MiB); one that receives too copies first,
- * as before (AlltoAll was 5-14% slower copying after its receives, Gather even:
- * docs/notes/2026-12-03-p2p4.md). */
+ * against FIRST: Scatter 8-24% faster by the median at 512 KiB-8 MiB, 2 ranks 30-44% from
+ * 256 KiB); one that receives too copies first, as before (AlltoAll was up to 14-31% slower
+ * copying later, Gather even: docs/notes/2026-12-03-p2p4.md). */
 enum { SELF_COPY_AUTO, SELF_COPY_FIRST, SELF_COPY_WAIT, SELF_COPY_SENDS };
 static int self_copy_mode(const struct braid_plan* plan) {
   int mode = (int)braid_param_int(BRAID_PARAM_P2P_SELF_COPY);
@@ -255,14 +255,13 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
     job->works = &plan->works[c * plan->stride];
     job->nworks = nworks[c];
     job->abort_flag = &comm->abort_flag;
-    /* Channel 0 runs the p2p work: its job makes the sends to self while that work waits
-     * (BRAID_P2P_SELF_COPY=FIRST: braid_plan_self_copies, before the call). */
-    int mode = self_copy_mode(plan);
-    int in_job = c == 0 && plan->ncopies > 0 && mode != SELF_COPY_FIRST;
-    job->copies = in_job ? plan->copies : NULL;
-    job->ncopies = in_job ? plan->ncopies : 0;
+    /* Channel 0 runs the p2p work: its job may make the sends to self while that work waits
+     * (else braid_plan_self_copies makes them before the call). */
+    int mode = c == 0 && plan->ncopies > 0 ? self_copy_mode(plan) : SELF_COPY_FIRST;
+    job->copies = mode != SELF_COPY_FIRST ? plan->copies : NULL;
+    job->ncopies = mode != SELF_COPY_FIRST ? plan->ncopies : 0;
     job->copies_any_wait = mode == SELF_COPY_WAIT;
-    if (in_job) plan->copies_in_job = 1;
+    if (mode != SELF_COPY_FIRST) plan->copies_in_job = 1;
   }
 out:
   return res;
