@@ -224,6 +224,9 @@
   X(P2P_ROUND_GROUP, "BRAID_P2P_ROUND_GROUP", LIVE, INT(0, INT32_MAX), 0,                                              \
     "p2p rounds a rank progresses together (1: one at a time, NCCL's schedule; 0: all when host ranks outnumber "      \
     "cores, else 1)")                                                                                                  \
+  X(P2P_SELF_COPY, "BRAID_P2P_SELF_COPY", LIVE, ENUM("AUTO|FIRST|WAIT|SENDS"), "AUTO",                                 \
+    "host mode: sends to self are made before the call (FIRST), in polls where no p2p op moves (WAIT), in those "      \
+    "where only sends are left (SENDS; else after the ops); AUTO: core/plan.c")                                        \
   X(PROXY_SPIN_US, "BRAID_PROXY_SPIN_US", LIVE, INT(0, INT32_MAX), 0,                                                  \
     "microseconds the net proxy thread keeps polling after its last work before it sleeps")                            \
   X(FAULT_INJECT, "BRAID_FAULT_INJECT", LIVE, STR, NULL,                                                               \

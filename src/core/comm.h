@@ -92,8 +92,10 @@ struct braid_comm {
   pthread_cond_t init_cond; /* signalled when it returns: an aborting thread waits on it */
 
   int nchannels;
-  int cores_per_rank; /* host executor: cores per rank on the busiest machine (0: ranks outnumber
-                         cores there); -1 on a GPU or when unknown (core/init.c) */
+  int cores_per_rank;  /* host executor: cores per rank on the busiest machine (0: ranks outnumber
+                          cores there); -1 on a GPU or when unknown (core/init.c) */
+  int p2p_round_group; /* p2p rounds a rank progresses together (braid_p2p_round_group of
+                          BRAID_P2P_ROUND_GROUP and cores_per_rank, at init; core/plan.c) */
   struct braid_channel channels[BRAID_MAX_CHANNELS];
   struct braid_topo_system* topo;      /* this node's topology (topo.h), kept for the transports */
   struct braid_channel_graph* graph;   /* rings and trees from the topology (graph.h) */

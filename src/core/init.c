@@ -187,7 +187,9 @@ static ncclResult_t setup_channels(struct braid_comm* comm) {
   int host_threads = comm->device == NULL || (comm->device->caps & BRAID_DEVICE_CAP_HOST_THREADS);
   int cores = host_threads ? cores_per_rank(comm) : g->nchannels;
   comm->cores_per_rank = host_threads ? cores : -1; /* p2p rounds (plan.c) */
-  int group = braid_p2p_round_group(n, (int)braid_param_int(BRAID_PARAM_P2P_ROUND_GROUP), comm->cores_per_rank);
+  comm->p2p_round_group =
+      braid_p2p_round_group(n, (int)braid_param_int(BRAID_PARAM_P2P_ROUND_GROUP), comm->cores_per_rank);
+  int group = comm->p2p_round_group;
   if (group > 1 && n > 2)
     BRAID_INFO(BRAID_LOG_INIT, "P2P: %d rounds progressed together (%s)", group < n ? group : n,
                comm->cores_per_rank == 0 ? "ranks outnumber cores" : "BRAID_P2P_ROUND_GROUP");

@@ -172,7 +172,7 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
   BRAID_CALLOC_GOTO(round_of, n, res, out);
   BRAID_CHECK_GOTO(match_self(plan, tasks), res, out);
   /* Rounds progressed together share a number: the executor runs ops of equal number at once. */
-  int group = braid_p2p_round_group(n, (int)braid_param_int(BRAID_PARAM_P2P_ROUND_GROUP), comm->cores_per_rank);
+  int group = comm->p2p_round_group > 0 ? comm->p2p_round_group : 1; /* set once at init */
   for (int r = 0; r < braid_p2p_nrounds(n); r++) round_of[braid_p2p_delta(n, r)] = r / group;
   struct braid_channel* ch = &comm->channels[0];
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
@@ -208,6 +208,20 @@ out:
   return res;
 }
 
+/* BRAID_P2P_SELF_COPY, in its words' order. AUTO: a rank that only sends to its peers (a
+ * Scatter root) makes its copies while they take its sends (4 ranks on 2 cores, one build,
+ * against FIRST: Scatter 8-24% faster by the median at 512 KiB-8 MiB, 2 ranks 31-44% from
+ * 256 KiB); one that receives too copies first, as before (AlltoAll and Gather showed no gain
+ * beyond the spread of two runs of the same code: docs/notes/2026-12-03-p2p4.md). */
+enum { SELF_COPY_AUTO, SELF_COPY_FIRST, SELF_COPY_WAIT, SELF_COPY_SENDS };
+static int self_copy_mode(const struct braid_plan* plan) {
+  int mode = (int)braid_param_int(BRAID_PARAM_P2P_SELF_COPY);
+  if (mode != SELF_COPY_AUTO) return mode;
+  for (int i = 0; i < plan->nops; i++)
+    if (!plan->ops[i].is_send) return SELF_COPY_FIRST;
+  return SELF_COPY_WAIT;
+}
+
 ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks) {
   ncclResult_t res = ncclSuccess;
   struct braid_comm* comm = plan->comm;
@@ -241,6 +255,13 @@ ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks)
     job->works = &plan->works[c * plan->stride];
     job->nworks = nworks[c];
     job->abort_flag = &comm->abort_flag;
+    /* Channel 0 runs the p2p work: its job may make the sends to self while that work waits
+     * (else braid_plan_self_copies makes them before the call). */
+    int mode = c == 0 && plan->ncopies > 0 ? self_copy_mode(plan) : SELF_COPY_FIRST;
+    job->copies = mode != SELF_COPY_FIRST ? plan->copies : NULL;
+    job->ncopies = mode != SELF_COPY_FIRST ? plan->ncopies : 0;
+    job->copies_any_wait = mode == SELF_COPY_WAIT;
+    if (mode != SELF_COPY_FIRST) plan->copies_in_job = 1;
   }
 out:
   return res;
@@ -254,6 +275,7 @@ ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase) {
 }
 
 void braid_plan_self_copies(struct braid_plan* plan) {
+  if (plan->copies_in_job) return;
   for (int i = 0; i < plan->ncopies; i++)
     if (plan->copies[i].dst != plan->copies[i].src)
       memmove(plan->copies[i].dst, plan->copies[i].src, plan->copies[i].bytes);

@@ -9,12 +9,6 @@
 #include "core/group.h"
 #include "kernels/executor.h"
 
-struct braid_self_copy {
-  void* dst;
-  const void* src;
-  size_t bytes;
-};
-
 struct braid_plan {
   struct braid_comm* comm;
   struct braid_work* works; /* channel-major: channel c's items start at c * stride */
@@ -32,14 +26,16 @@ struct braid_plan {
   cudaStream_t stream;            /* device mode: the stream of the comm's first task (the kernel's) */
   struct braid_self_copy* copies; /* sends to self, matched with receives from self */
   int ncopies;
-  void* prof_group;                               /* the profiler plugin's group event (core/profile.c) */
-  void* prof_proxy;                               /* its queued ProxyOp shares (core/profile_proxy.c) */
+  int copies_in_job; /* host mode: a job makes them (executor.h), braid_plan_self_copies does not */
+  void* prof_group;  /* the profiler plugin's group event (core/profile.c) */
+  void* prof_proxy;  /* its queued ProxyOp shares (core/profile_proxy.c) */
   struct braid_host_job jobs[BRAID_MAX_CHANNELS]; /* last: a reused plan clears what precedes it */
 };
 
 ncclResult_t braid_plan_build(struct braid_plan* plan, struct braid_task* tasks);
 /* One connection phase (enum braid_connect_phase) of what the plan needs first. */
 ncclResult_t braid_plan_connect(struct braid_plan* plan, int phase);
+/* Host mode: the sends to self that no job makes (copies_in_job: the job does). */
 void braid_plan_self_copies(struct braid_plan* plan);
 void braid_plan_free(struct braid_plan* plan);
 

@@ -316,10 +316,66 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
   return 0;
 }
 
+#if !BRAID_DEVICE_COMPILE
+#include <string.h>
+
+#include "kernels/executor.h"
+
+/*
+ * Host executor: sends to self made while the p2p ops wait. A rank that copied its own block
+ * before the call (as it used to) kept every peer waiting on its sends for that long; made in
+ * the polls where no op can move, the copy fills time the rank would spend yielding, and its
+ * sends go out first. Pieces of BRAID_IDLE_COPY_BYTES keep a poll of the ops between them; a
+ * copy whose source and destination overlap (but differ) goes in one memmove.
+ */
+#define BRAID_IDLE_COPY_BYTES (64u << 10)
+struct braid_idle_copies {
+  const struct braid_self_copy* copies;
+  int n, at;    /* copies, and the one in progress */
+  size_t done;  /* bytes of copies[at] made */
+  int any_wait; /* 1: in any poll where no op moves; 0: only where no receive is left either */
+};
+
+/* Whether a poll where none of `ops` moved may make a piece now. A receive still pending
+ * means a peer's data may arrive any moment and its sender waits until it is taken; under
+ * any_wait = 0 the copy waits until only sends are left (their receivers take them). */
+static inline int braid_idle_copy_now(const struct braid_idle_copies* q, const struct braid_p2p_op* ops, int n) {
+  if (q == NULL || q->at >= q->n) return 0;
+  if (!q->any_wait)
+    for (int k = 0; k < n; k++)
+      if (!ops[k].is_send && ops[k].done < ops[k].bytes) return 0;
+  return 1;
+}
+
+/* One piece of the next copy; 0 when none is left. */
+static inline int braid_idle_copy_step(struct braid_idle_copies* q) {
+  if (q == NULL) return 0;
+  for (; q->at < q->n; q->at++, q->done = 0) {
+    const struct braid_self_copy* c = &q->copies[q->at];
+    char* dst = (char*)c->dst;
+    const char* src = (const char*)c->src;
+    if (dst == src || q->done >= c->bytes) continue;
+    size_t piece = c->bytes - q->done;
+    int overlap = dst < src + c->bytes && src < dst + c->bytes;
+    if (!overlap && piece > BRAID_IDLE_COPY_BYTES) piece = BRAID_IDLE_COPY_BYTES;
+    memmove(dst + q->done, src + q->done, piece);
+    q->done += piece;
+    return 1;
+  }
+  return 0;
+}
+
+/* Everything not made yet. */
+static inline void braid_idle_copy_finish(struct braid_idle_copies* q) {
+  while (braid_idle_copy_step(q)) continue;
+}
+#endif
+
 /*
  * SendRecv: the ops of one round progress together, a step at a time, whichever side is
  * ready, so a rank sending a large message to one peer keeps draining another's. Each op
- * moves ceil(bytes / chunk) steps (none for 0 bytes), identically on both ends.
+ * moves ceil(bytes / chunk) steps (none for 0 bytes), identically on both ends. On the host,
+ * a poll where no op can move makes a piece of the sends to self instead of pausing.
  */
 HD_STEP int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, const struct braid_dev_channel* ch) {
   if (w->nops > 0 && (w->ops == 0 || w->p2p_chunk_bytes == 0)) return BRAID_EXEC_BAD_SCHEDULE;
@@ -333,6 +389,10 @@ HD_STEP int braid_run_p2p(struct braid_prims* p, const struct braid_work* w, con
       rc = braid_p2p_pass(p, w, ch, ops, end - i, &pending, &progressed);
       if (rc) return rc;
       if (pending && !progressed) {
+#if !BRAID_DEVICE_COMPILE
+        if (braid_idle_copy_now(p->idle, ops, end - i) && braid_idle_copy_step(p->idle))
+          continue; /* host: one thread per block */
+#endif
         /* Every thread spins in step with the others (same counter); thread 0 reads the flag
          * for the block and the vote tells everyone. */
         int st = braid_spin_check(&spins, p->abort_flag);

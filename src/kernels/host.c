@@ -69,6 +69,8 @@ static void run_job(struct braid_host_job* job) {
   prims.ops = NULL; /* p2p ops are in host memory already: used in place */
   prims.ops_cap = 0;
   prims.variant = 0;
+  struct braid_idle_copies idle = {job->copies, job->ncopies, 0, 0, job->copies_any_wait};
+  prims.idle = job->ncopies > 0 ? &idle : NULL;
   job->status = BRAID_EXEC_OK;
   for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++) {
     /* AllReduce overwrites every output chunk after its reduce phase: partials may go there. */
@@ -77,6 +79,7 @@ static void run_job(struct braid_host_job* job) {
     job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);
     braid_reduce_stream_close();
     if (job->status == BRAID_EXEC_OK) {
+      braid_idle_copy_finish(prims.idle); /* before the drain: the peers may still be reading */
       job->status = braid_direct_drain(&direct, job->abort_flag);
     } else {
       direct.npend = 0;

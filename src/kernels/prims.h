@@ -77,6 +77,11 @@ struct braid_prims {
    * chooses the primitive variant), and that variant's sends in flight. 0 / NULL on the device. */
   int variant;
   struct braid_direct* direct;
+#if !BRAID_DEVICE_COMPILE
+  /* Host executor: local copies (sends to self) made while p2p ops wait on peers (coll.h
+   * braid_idle_copy_step), NULL for none. Absent on the device: its layout is unchanged. */
+  struct braid_idle_copies* idle;
+#endif
 };
 
 /* Payload bytes one slot of a protocol carries. */

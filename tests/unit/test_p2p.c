@@ -13,7 +13,8 @@
  *   ring     shifts by 1..n-1, 2..8 ranks as threads and processes, 3 and 6 as pairs
  *   pairs    every ordered pair alone, then every pair exchanging both ways
  *   sizes    unequal sizes per pair (0 .. 300007 elements), zero-size messages (NULL buffers)
- *   self     send + recv to self in a group, alone and with other peers, several in order
+ *   self     send + recv to self in a group, alone and with other peers, several in order,
+ *            a large one beside sends to every peer (made while those wait)
  *   fan      one rank to all others, all to one, everyone to everyone with per-pair sizes
  *   order    several messages to the same peer in one group arrive in call order
  *   zero     a group of zero-size messages only (new connections), then ncclCommDestroy
@@ -22,7 +23,8 @@
  *   large    1M+3 elements, and small FIFOs / odd chunk sizes (NCCL_BUFFSIZE,
  *            NCCL_P2P_PCI_CHUNKSIZE)
  *   groups   AlltoAll / Gather / Scatter and plans with p2p rounds taken 1, 2, 3 and all at
- *            a time (BRAID_P2P_ROUND_GROUP), small FIFOs among them
+ *            a time (BRAID_P2P_ROUND_GROUP), small FIFOs among them; sends to self made before
+ *            the call (BRAID_P2P_SELF_COPY=FIRST)
  *   mixed    collectives and sends/receives in one group; one thread driving an
  *            ncclCommInitAll clique
  */
@@ -136,6 +138,12 @@ static int build_plan(const struct plan_case* pc, int n, int step, struct msg* m
           add(m, &nm, r, r, 0, ncclInt32);
           add(m, &nm, r, r, 300007, ncclInt32);
           add(m, &nm, r, r, 1, ncclInt32);
+        }
+      } else if (step == 3) { /* a large send to self beside sends to every peer: the host
+                                 executor makes it in pieces while those wait (coll.h) */
+        for (int r = 0; r < n; r++) {
+          add(m, &nm, r, r, 300007, ncclInt32);
+          for (int k = 1; k < n; k++) add(m, &nm, r, (r + k) % n, 65537 + k, ncclFloat32);
         }
       } else {
         return -1;
@@ -299,9 +307,9 @@ static const struct {
     {P_PAIRS, 4, HARNESS_THREADS}, {P_PAIRS, 4, HARNESS_PROCS},   {P_PAIRS, 3, HARNESS_PAIRS},
     {P_SIZES, 4, HARNESS_THREADS}, {P_SIZES, 5, HARNESS_PROCS},   {P_SIZES, 2, HARNESS_THREADS},
     {P_SELF, 1, HARNESS_THREADS},  {P_SELF, 3, HARNESS_THREADS},  {P_SELF, 3, HARNESS_PROCS},
-    {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},     {P_FAN, 6, HARNESS_PAIRS},
-    {P_ORDER, 2, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_PROCS},
-    {P_ZERO, 4, HARNESS_THREADS},  {P_ZERO, 5, HARNESS_PROCS},
+    {P_SELF, 4, HARNESS_PROCS},    {P_FAN, 5, HARNESS_THREADS},   {P_FAN, 4, HARNESS_PROCS},
+    {P_FAN, 6, HARNESS_PAIRS},     {P_ORDER, 2, HARNESS_THREADS}, {P_ORDER, 3, HARNESS_THREADS},
+    {P_ORDER, 3, HARNESS_PROCS},   {P_ZERO, 4, HARNESS_THREADS},  {P_ZERO, 5, HARNESS_PROCS},
 };
 #define NOTHER (int)(sizeof(other_plans) / sizeof(other_plans[0]))
 
@@ -505,6 +513,11 @@ static const struct {
     {"BRAID_P2P_ROUND_GROUP=2", 0, P_ORDER, 3, HARNESS_PROCS},
     {"BRAID_P2P_ROUND_GROUP=3", 0, P_SIZES, 5, HARNESS_PROCS},
     {"BRAID_P2P_ROUND_GROUP=1", 0, P_SIZES, 4, HARNESS_THREADS},
+    {"BRAID_P2P_SELF_COPY=FIRST", 0, P_SELF, 4, HARNESS_PROCS}, /* sends to self before the call */
+    {"BRAID_P2P_SELF_COPY=FIRST BRAID_P2P_ROUND_GROUP=1", 1, 0, 3, HARNESS_THREADS},
+    {"BRAID_P2P_SELF_COPY=WAIT", 0, P_SELF, 3, HARNESS_PROCS}, /* in any poll where nothing moves */
+    {"BRAID_P2P_SELF_COPY=WAIT", 1, 0, 4, HARNESS_PROCS},
+    {"BRAID_P2P_SELF_COPY=SENDS", 0, P_SELF, 4, HARNESS_THREADS},
 };
 #define NGROUP (int)(sizeof(group_cases) / sizeof(group_cases[0]))
 
