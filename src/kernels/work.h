@@ -50,7 +50,11 @@ struct braid_conn_ctrl {
                                           * executor has declared; the proxy posts no receive beyond it */
   volatile uint64_t fetched;             /* receive end with host_fetch: the last step copied out of the
                                           * sender's memory, plus one (its source is free again) */
-  char pad2[48];
+  volatile uint64_t odelta;              /* shm direct, host only (kernels/direct.h, pushed all-reduce): the
+                                          * sender's output address minus its input address in the
+                                          * work item of its SEND steps; written before tail */
+  volatile uint64_t ostep;               /* the last such SEND step that wrote odelta, plus one */
+  char pad2[32];
 };
 
 /* One end of a connection as the data path sees it. */
@@ -111,6 +115,13 @@ struct braid_conn {
    * apart at init (core/locality.h), where a line written in one core's cache crosses to the
    * other slower than from memory: large all-reduce outputs go to memory (kernels/direct.h). */
   int far;
+  /* Host executor only, shm direct (both ends): ctrl->odelta and ctrl->ostep (NULL elsewhere). */
+  volatile uint64_t* odelta;
+  volatile uint64_t* ostep;
+  /* Host executor only, may be NULL, the receive end with host_fetch: write `bytes` from `src`
+   * here to `dst` in the sender's process (process_vm_writev between processes, memcpy
+   * between threads). 0, or an errno; it never fails the communicator (the caller falls back). */
+  int (*host_store)(struct braid_conn* c, uint64_t dst, const void* src, size_t bytes);
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

@@ -27,6 +27,20 @@ int braid_cma_read(int pid, void* dst, uint64_t src, size_t bytes) {
   return 0;
 }
 
+int braid_cma_write(int pid, uint64_t dst, const void* src, size_t bytes) {
+  const char* s = src;
+  while (bytes > 0) {
+    struct iovec local = {(void*)s, bytes}, remote = {(void*)(uintptr_t)dst, bytes};
+    ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    s += n;
+    dst += (uint64_t)n;
+    bytes -= (size_t)n;
+  }
+  return 0;
+}
+
 int braid_cma_probe(int pid, uint64_t addr, uint64_t expect) {
   uint64_t got = 0;
   if (pid <= 0 || addr == 0) return EINVAL;
