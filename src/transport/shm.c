@@ -25,6 +25,9 @@
  * denied probe is said once per process (INFO) and leaves the FIFO path. A one-pass step copies
  * pieces of braid_conn.fetch_piece bytes per process_vm_readv: larger for far pairs (core/locality.h).
  * Both ends of a far pair between processes say so (braid_conn.far, through the blob).
+ * The receive end can also write into the sender's memory (braid_conn.host_store:
+ * process_vm_writev, the permission the probe found for the read): the 2-rank all-reduce's
+ * push (kernels/direct.h), which falls back to the read where the write is refused.
  */
 #include <dirent.h>
 #include <errno.h>
