@@ -433,7 +433,8 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
   int pushed = 0;
   braid_direct_declare_slots(p, nr);
   if (braid_prims_wait(p, prim, 1)) return p->status;
-  if (prim == BRAID_PRIM_SEND && src == in && out != NULL && p->direct->pair_push && ns == 1 && p->send[0]->odelta) {
+  if (prim == BRAID_PRIM_SEND && src != NULL && src == in && out != NULL && p->direct->pair_push && ns == 1 &&
+      p->send[0]->odelta) {
     *p->send[0]->odelta = (uint64_t)(uintptr_t)out - (uint64_t)(uintptr_t)in; /* before tail (finish) */
     simt_st_release_u64(p->send[0]->ostep, p->send[0]->step + 1);
   }
