@@ -116,6 +116,8 @@
     "host mode: local pairs' cores share a cache (AUTO: topology, else a ping-pong at init)")                          \
   X(SHM_PIECE, "BRAID_SHM_PIECE", LIVE, SIZE, BRAID_PARAM_UNSET,                                                       \
     "host mode: bytes a one-pass reduction copies per process_vm_readv (auto: from near/far)")                         \
+  X(SHM_PUSH, "BRAID_SHM_PUSH", LIVE, BOOL, 1,                                                                         \
+    "host mode, 2-rank ring all-reduce, direct shm: each rank also writes its reduced half into the peer's output")    \
   X(REDUCE_SPLIT_BYTES, "BRAID_REDUCE_SPLIT_BYTES", LIVE, SIZE, 1048576,                                               \
     "host mode, 2 ranks, direct shm: Reduces this large reduce half on each rank (ring.h split; 0: never)")            \
   X(REDUCE_STORE, "BRAID_REDUCE_STORE", LIVE, BOOL, 1,                                                                 \

@@ -85,6 +85,12 @@
 #define BRAID_DIRECT_MAX_PEND 32
 /* One pass over cross-memory attach: the piece copied, then reduced while in L1/L2. */
 #define BRAID_DIRECT_PIECE_BYTES (64u << 10)
+/* ctrl->ptrs[slot] of a step whose payload the sender already wrote into the receiver's
+ * output (a pushed all-reduce, below): never an address the data path publishes. */
+#define BRAID_DIRECT_PUSHED 1u
+/* Pushed all-reduce: bytes reduced into the slot, then written to both outputs, at a time
+ * where the connection sets no fetch_piece (threads of one process). */
+#define BRAID_DIRECT_PUSH_PIECE_BYTES (256u << 10)
 
 #if !BRAID_DEVICE_COMPILE
 
@@ -106,6 +112,7 @@ struct braid_direct_rpend {
 /* One executor thread's direct sends and receives in flight. */
 struct braid_direct {
   int scratch_out; /* the current work item's output may hold partial results */
+  int pair_push;   /* the current work item is a 2-rank ring all-reduce that may push (below) */
   int npend, nrpend;
   struct braid_direct_pend pend[BRAID_DIRECT_MAX_PEND];
   struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
@@ -288,6 +295,14 @@ static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out,
     uint64_t src = c->host_fetch ? c->ptrs[slot] : 0;
     if (src == 0) continue;
     if (c->sizes[slot] != bytes) return BRAID_EXEC_BAD_SCHEDULE; /* both ends run one schedule */
+    if (src == BRAID_DIRECT_PUSHED) {                            /* the sender wrote it into my output already */
+      if (onepass || nr != 1 || out == NULL || (prim != BRAID_PRIM_RECV && prim != BRAID_PRIM_RECV_COPY_SEND))
+        return BRAID_EXEC_BAD_SCHEDULE;
+      *rdst_p = out;
+      c->ptrs[slot] = 0;
+      simt_st_release_u64(c->fetched, c->step + 1);
+      continue;
+    }
     if (onepass) {
       peer[i] = src;
       continue;
@@ -341,6 +356,70 @@ static inline int braid_direct_compute(const struct braid_prims* q, int prim, co
   return 0;
 }
 
+/*
+ * Pushed all-reduce (2 ranks, ring, both connections direct shm: struct braid_direct.pair_push).
+ * The ring's all-gather half has each rank copy the peer's reduced chunk out of the peer's
+ * output, which the peer wrote a moment before: per payload byte one more read of memory
+ * (or of the peer core's cache) than the least an all-reduce can move. Instead the rank that
+ * reduces a chunk (RECV_REDUCE_COPY_SEND) reduces it piece by piece into its receive slot,
+ * where the piece stays in this core's cache, writes the piece to its own output
+ * (non-temporal stores where the output streams) and into the peer's output (host_push:
+ * process_vm_writev, memcpy between threads), and publishes BRAID_DIRECT_PUSHED instead of its
+ * output's address; the peer's RECV finds the payload in its output and copies nothing.
+ * Each rank then reads both inputs once and writes both outputs once, between them.
+ *   - The peer's output address: the peer's SEND steps of the work item publish odelta (its
+ *     output minus its input: one value for the whole item, chunks sit at the same offsets in
+ *     both) and ostep; a step is pushed only when ostep says a SEND at or after the one being
+ *     reduced wrote it (an older value may be another call's). The peer is still in this
+ *     work item: it ends only after the RECV of my last pushed step.
+ *   - The peer's output chunk is written by nobody else meanwhile: the peer writes it only in
+ *     that RECV. In place it is the peer's input chunk this step reads: each piece is read
+ *     before it is overwritten, and the peer reads it nowhere else.
+ *   - A failed write (a sandbox denying the write but not the read) is not an error: the step
+ *     publishes its output's address as before and the peer copies it.
+ * Either end decides alone: the receiver follows ptrs[slot], the sender needs the peer's
+ * odelta. Returns 0 or an exec status; *pushed: the peer's chunk was written.
+ */
+static inline int braid_direct_push_target(const struct braid_prims* p, int prim, const char* src, const char* out,
+                                           const uint64_t* peer, uint64_t* dst_p) {
+  const struct braid_direct* d = p->direct;
+  if (d == NULL || !d->pair_push || prim != BRAID_PRIM_RECV_REDUCE_COPY_SEND || p->nrecv != 1 || p->nsend != 1 ||
+      peer[0] == 0 || src == NULL || src != out)
+    return 0;
+  const struct braid_conn* r = p->recv[0];
+  if (r->host_push == NULL || r->ostep == NULL || simt_ld_acquire_u64(r->ostep) < r->step + 1) return 0;
+  *dst_p = peer[0] + *r->odelta; /* the peer's input chunk -> its output chunk */
+  return 1;
+}
+
+static inline int braid_direct_compute_push(const struct braid_prims* q, int prim, const char* in, char* out,
+                                            const uint64_t* peer, uint64_t dst, size_t nelem, int post, int* pushed) {
+  struct braid_conn* c = q->recv[0];
+  size_t es = (size_t)q->esize, b = c->fetch_piece ? c->fetch_piece : BRAID_DIRECT_PUSH_PIECE_BYTES;
+  size_t piece = b / es > 0 ? b / es : 1;
+  char* slot = braid_slot(c, BRAID_PROTO_SIMPLE);
+  struct braid_prims r = *q;
+  r.nsend = 0; /* the result goes to the slot only; copied out below */
+  *pushed = 1;
+  for (size_t e = 0; e < nelem; e += piece) {
+    size_t n = nelem - e < piece ? nelem - e : piece, off = e * es;
+    const char* rbuf[BRAID_MAX_FAN] = {slot, 0, 0};
+    char* sb[BRAID_MAX_FAN] = {0, 0, 0};
+    if (c->host_load) {
+      rbuf[0] = (const char*)(uintptr_t)(peer[0] + off);
+    } else {
+      int st = c->host_fetch(c, slot, peer[0] + off, n * es);
+      if (st) return st;
+    }
+    braid_prim_compute(&r, prim, in + off, slot, rbuf, sb, n, post); /* slot = in + piece, in cache */
+    BRAID_REDUCE_COPY(&q->op, out + off, 0, slot, 0, 0, 0, 0, n);
+    if (*pushed && c->host_push(c, dst + off, slot, n * es) != 0) *pushed = 0;
+  }
+  c->ptrs[c->step % BRAID_NSTEPS] = 0; /* the sender's source is free: before head */
+  simt_st_release_u64(c->fetched, c->step + 1);
+  return 0;
+}
+
 /* The step itself: the received payload is in my output already (rdst) or gets computed
  * there (nothing for a plain SEND), from the slots or in one pass from the senders' memory
  * (peer); the sends go from `src` (publish the address, remember the sends until they
@@ -350,9 +429,19 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
                                            const uint64_t* peer) {
   int nr = braid_prim_recvs(prim) ? p->nrecv : 0, ns = braid_prim_sends(prim) ? p->nsend : 0;
   size_t bytes = nelem * p->esize;
+  uint64_t push_dst = 0;
+  int pushed = 0;
   braid_direct_declare_slots(p, nr);
   if (braid_prims_wait(p, prim, 1)) return p->status;
-  if (rdst != NULL) {
+  if (prim == BRAID_PRIM_SEND && src != NULL && src == in && out != NULL && p->direct->pair_push && ns == 1 &&
+      p->send[0]->odelta) {
+    *p->send[0]->odelta = (uint64_t)(uintptr_t)out - (uint64_t)(uintptr_t)in; /* before tail (finish) */
+    simt_st_release_u64(p->send[0]->ostep, p->send[0]->step + 1);
+  }
+  if (rdst == NULL && braid_direct_push_target(p, prim, src, out, peer, &push_dst)) {
+    int st = braid_direct_compute_push(p, prim, in, out, peer, push_dst, nelem, post, &pushed);
+    if (st) return st;
+  } else if (rdst != NULL) {
     for (int i = 0; i < ns && src == NULL; i++) /* a relay to a connection that copies */
       BRAID_REDUCE_COPY(&p->op, braid_slot(p->send[i], BRAID_PROTO_SIMPLE), 0, rdst, 0, 0, 0, 0, nelem);
   } else if (braid_prim_writes_output(prim) || scratch || src == NULL) { /* else a SEND from my input */
@@ -376,8 +465,9 @@ static inline int braid_prim_simple_direct(struct braid_prims* p, int prim, cons
     if (fwd) braid_reduce_stream_hold(0);
     if (st) return st;
   }
-  if (src != NULL)
-    for (int i = 0; i < ns; i++) p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = (uint64_t)(uintptr_t)src;
+  if (pushed) src = NULL; /* nothing of mine to read: the peer finds its output written */
+  for (int i = 0; i < ns && (src != NULL || pushed); i++)
+    p->send[i]->ptrs[p->send[i]->step % BRAID_NSTEPS] = pushed ? BRAID_DIRECT_PUSHED : (uint64_t)(uintptr_t)src;
   braid_prims_finish(p, nr, ns, bytes, BRAID_PROTO_SIMPLE);
   if (src != NULL)
     for (int i = 0; i < ns; i++)

@@ -75,6 +75,10 @@ static void run_job(struct braid_host_job* job) {
   for (int i = 0; i < job->nworks && job->status == BRAID_EXEC_OK; i++) {
     /* AllReduce overwrites every output chunk after its reduce phase: partials may go there. */
     direct.scratch_out = job->works[i].func == BRAID_FUNC_AllReduce;
+    /* The 2-rank ring all-reduce: each rank may write its reduced chunks into the peer's output
+     * too (kernels/direct.h, pushed all-reduce), which then skips its all-gather copy. */
+    direct.pair_push = direct.scratch_out && job->works[i].nranks == 2 && job->works[i].algo == BRAID_ALGO_RING &&
+                       !job->works[i].exchange && braid_param_int(BRAID_PARAM_SHM_PUSH) != 0;
     stream_open(&job->works[i]);
     job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);
     braid_reduce_stream_close();

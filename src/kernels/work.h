@@ -56,7 +56,10 @@ struct braid_conn_ctrl {
    * says it did (stored = step + 1, before tail). Both are only ever compared for equality with
    * the step at hand, so a stale declaration is never taken. */
   volatile uint64_t dest_addr, dest_bytes, dest_step, stored;
-  char pad2[16];
+  volatile uint64_t odelta; /* shm direct, host only (kernels/direct.h, pushed all-reduce): the
+                             * sender's output address minus its input address in the
+                             * work item of its SEND steps; written before tail */
+  volatile uint64_t ostep;  /* the last such SEND step that wrote odelta, plus one */
 };
 
 /* One end of a connection as the data path sees it. */
@@ -128,6 +131,13 @@ struct braid_conn {
   /* Host executor only, with host_store: the receiver's addresses are valid here (threads of
    * one process), so a reduction stores straight into them. */
   int store_load;
+  /* Host executor only, shm direct (both ends): ctrl->odelta and ctrl->ostep (NULL elsewhere). */
+  volatile uint64_t* odelta;
+  volatile uint64_t* ostep;
+  /* Host executor only, may be NULL, the receive end with host_fetch (the pushed all-reduce): write `bytes` from `src`
+   * here to `dst` in the sender's process (process_vm_writev between processes, memcpy
+   * between threads). 0, or an errno; it never fails the communicator (the caller falls back). */
+  int (*host_push)(struct braid_conn* c, uint64_t dst, const void* src, size_t bytes);
 };
 
 /* Per channel: where this rank sits in the ring and the trees, and its connections. */

@@ -24,6 +24,9 @@ int braid_cma_probe(int pid, uint64_t addr, uint64_t expect);
 
 /* Copy `bytes` at `src` in process `pid` to `dst`: 0, or an errno value. */
 int braid_cma_read(int pid, void* dst, uint64_t src, size_t bytes);
+/* The other way: `bytes` from `src` here to address `dst` in process `pid` (process_vm_writev,
+ * which the kernel permits exactly where it permits the read). 0, or an errno. */
+int braid_cma_write(int pid, uint64_t dst, const void* src, size_t bytes);
 
 /* Copy `bytes` at `src` here to `dst` in process `pid` (process_vm_writev): 0, or an errno
  * value. */

@@ -29,6 +29,9 @@
  * (braid_conn.host_store: memcpy between threads, process_vm_writev between processes, probed
  * at connect on the receiver's probe word; BRAID_REDUCE_STORE=0: never): the split Reduce's
  * non-root writes its final half into the root's output (kernels/direct.h).
+ * The receive end can also write into the sender's memory (braid_conn.host_push:
+ * process_vm_writev, the permission the probe found for the read): the 2-rank all-reduce's
+ * push (kernels/direct.h), which falls back to the read where the write is refused.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -300,6 +303,19 @@ static int shm_can_store(const struct braid_transport_ctx* t, int peer, int same
   return 0;
 }
 
+/* Receive end of a direct connection, the other way: write into the sender's memory (the
+ * pushed all-reduce, kernels/direct.h). A failure is only returned: the caller lets the
+ * sender read the bytes itself instead. */
+static int shm_push(struct braid_conn* conn, uint64_t dst, const void* src, size_t bytes) {
+  struct braid_connector* c = (struct braid_connector*)conn; /* conn is its first member */
+  const struct shm_res* r = c->res;
+  if (r->same_process) {
+    memcpy((void*)(uintptr_t)dst, src, bytes);
+    return 0;
+  }
+  return braid_cma_write(r->peer_pid, dst, src, bytes);
+}
+
 static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
                                    struct braid_connector* c, struct braid_connect_blob* out) {
   static atomic_uint counter;
@@ -366,11 +382,14 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     r->peer_pid = t->peers[peer].pid;
     r->ctx = t;
     c->conn.host_fetch = shm_fetch;
+    c->conn.host_push = shm_push;
     c->conn.host_load = r->same_process;
     c->conn.fetch_piece = r->same_process ? 0 : shm_fetch_piece(t, peer);
     c->conn.far = (int)blob->far;
     c->conn.fetched = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->fetched;
     c->conn.dest = (struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES);
+    c->conn.odelta = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->odelta;
+    c->conn.ostep = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->ostep;
     c->conn.p2p_step = blob->p2p_step = shm_p2p_step(&c->conn);
   }
   c->res = r;
@@ -457,6 +476,8 @@ static ncclResult_t shm_send_connect(const struct braid_transport_ctx* t, struct
       c->conn.host_store = shm_store;
       c->conn.store_load = r->same_process;
     }
+    c->conn.odelta = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->odelta;
+    c->conn.ostep = &((struct braid_conn_ctrl*)(r->base + SHM_HEADER_BYTES))->ostep;
   }
   c->res = r;
   return ncclSuccess;

@@ -33,4 +33,10 @@ static inline int deny_cma(void) {
   return deny_cma_calls(0);
 }
 
+/* Only process_vm_writev denied: the fallbacks of the split Reduce's store and the pushed
+ * all-reduce (kernels/direct.h). 0, or -1 with errno set. */
+static inline int deny_cma_write(void) {
+  return deny_cma_calls(1);
+}
+
 #endif

@@ -12,6 +12,12 @@
  * guard bytes around every buffer and the send buffer left unchanged out of place. Cases: 2
  * ranks as threads and as processes, 3 processes (ring steps that forward partial sums), and
  * 3 processes with NCCL_ALGO=Tree (fan-in of two children).
+ *
+ * The 2-rank ring all-reduce pushes (kernels/direct.h: each rank writes its reduced chunks
+ * into the peer's output too, BRAID_SHM_PUSH, on by default): the 2-rank cases above run it;
+ * three more run the pull it replaces (BRAID_SHM_PUSH=0, threads and processes) and the
+ * fallback where process_vm_writev is denied but the read is not (deny_cma_write: every
+ * step falls back to the peer reading it).
  */
 #include <check.h>
 #include <stdint.h>
@@ -19,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deny_cma.h"
 #include "harness.h"
 #include "nccl.h"
 #include "refdata.h"
@@ -34,14 +41,18 @@ struct ocase {
   int nranks;
   enum harness_mode mode;
   const char* env;
-  int ncolls; /* the first ones of OP_*: Tree is AllReduce's only */
+  int ncolls;     /* the first ones of OP_*: Tree is AllReduce's only */
+  int deny_write; /* processes: process_vm_writev denied in every rank (deny_cma_write) */
 };
 
 static const struct ocase cases[] = {
-    {2, HARNESS_THREADS, "NCCL_ALGO=Ring", OP_NCOLLS},
-    {2, HARNESS_PROCS, "NCCL_ALGO=Ring", OP_NCOLLS},
-    {3, HARNESS_PROCS, "NCCL_ALGO=Ring", OP_NCOLLS},
-    {3, HARNESS_PROCS, "NCCL_ALGO=Tree", 1},
+    {2, HARNESS_THREADS, "NCCL_ALGO=Ring", OP_NCOLLS, 0},
+    {2, HARNESS_PROCS, "NCCL_ALGO=Ring", OP_NCOLLS, 0},
+    {3, HARNESS_PROCS, "NCCL_ALGO=Ring", OP_NCOLLS, 0},
+    {3, HARNESS_PROCS, "NCCL_ALGO=Tree", 1, 0},
+    {2, HARNESS_THREADS, "NCCL_ALGO=Ring BRAID_SHM_PUSH=0", 1, 0},
+    {2, HARNESS_PROCS, "NCCL_ALGO=Ring BRAID_SHM_PUSH=0", 1, 0},
+    {2, HARNESS_PROCS, "NCCL_ALGO=Ring", 1, 1},
 };
 
 static ncclResult_t make_op(int dt, int op, ncclComm_t comm, unsigned char* scalar, ncclRedOp_t* out) {
@@ -108,6 +119,7 @@ static int one_call(struct harness_rank* r, ncclComm_t comm, int coll, int dt, i
 static int body(struct harness_rank* r) {
   const struct ocase* k = r->arg;
   ncclComm_t comm;
+  if (k->deny_write && deny_cma_write() != 0) return harness_fail(r, "cannot install the seccomp filter");
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   int wrong = 0;
   uint32_t seed = 11;
@@ -131,6 +143,7 @@ START_TEST(test_onepass) {
   int failed = harness_run(k->nranks, k->mode, body, (void*)k, RANK_TIMEOUT_S);
   unsetenv("NCCL_PROTO");
   unsetenv("NCCL_ALGO");
+  unsetenv("BRAID_SHM_PUSH");
   ref_env_apply("BRAID_SHM_DIRECT=AUTO");
   ck_assert_msg(failed == 0, "%d ranks (%s, %s): %d failed", k->nranks, harness_mode_name(k->mode), k->env, failed);
 }
