@@ -13,6 +13,13 @@ failed=0
 tmpdir=$(mktemp -d)
 trap 'rm -rf "$tmpdir"; rm -f "${shm_before:-}"' EXIT
 
+# checks_of LOG: "N F E" from the last Check summary ("Checks: N, Failures: F, Errors: E") in
+# LOG, or nothing.
+checks_of() {
+  grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$1" | tail -n 1 |
+    sed -E 's/Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)/\1 \2 \3/'
+}
+
 # part NAME COMMAND... : run one part, add its counts. A part prints either Check's summary
 # ("Checks: N, Failures: F, Errors: E") or a "N passed, N failed" line; with neither, its exit
 # status counts as one case.
@@ -25,8 +32,8 @@ part() {
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local p f
-  if line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$log" | tail -n 1) && [ -n "$line" ]; then
-    read -r p f e <<<"$(echo "$line" | sed -E 's/Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)/\1 \2 \3/')"
+  if line=$(checks_of "$log") && [ -n "$line" ]; then
+    read -r p f e <<<"$line"
     f=$((f + e))
     p=$((p - f))
   elif line=$(grep -Eo '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1) && [ -n "$line" ]; then
@@ -125,12 +132,12 @@ unit_pair() {
   fi
   local n=0 f=0 e=0 one
   for one in "$clog" "$wlog" "$alog"; do
-    line=$(grep -Eo 'Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$one" | tail -n 1)
+    line=$(checks_of "$one")
     if [ -z "$line" ]; then
       e=$((e + 1)) # a shard that died before its summary is one error
       continue
     fi
-    read -r a b c <<<"$(echo "$line" | sed -E 's/Checks: ([0-9]+), Failures: ([0-9]+), Errors: ([0-9]+)/\1 \2 \3/')"
+    read -r a b c <<<"$line"
     n=$((n + a)) f=$((f + b)) e=$((e + c))
   done
   rm -f "$wlog" "$clog" "$alog"

@@ -246,6 +246,27 @@ static uint32_t shm_p2p_step(const struct braid_conn* conn) {
   return step;
 }
 
+/* A cross-memory copy with the peer failed: the communicator fails, naming the peer. */
+static int shm_peer_failed(const struct shm_res* r, int err, const char* verb, const char* prep, const char* call,
+                           size_t bytes) {
+  char name[128];
+  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, err == ESRCH ? ncclRemoteError : ncclSystemError, r->peer,
+                       "%s %zu bytes %s the buffer of %s (%s) failed: %s%s", verb, bytes, prep,
+                       braid_transport_peer_name(r->ctx, r->peer, name, sizeof(name)), call, strerror(err),
+                       err == ESRCH ? " (the process is gone)" : "");
+  return BRAID_EXEC_PEER_FAILED;
+}
+
+/* Write into the peer's memory: memcpy between threads, process_vm_writev between processes.
+ * 0 or an errno. */
+static int shm_write(const struct shm_res* r, uint64_t dst, const void* src, size_t bytes) {
+  if (r->same_process) {
+    memcpy((void*)(uintptr_t)dst, src, bytes);
+    return 0;
+  }
+  return braid_cma_write(r->peer_pid, dst, src, bytes);
+}
+
 /* Receive end of a direct connection: a step the sender left in its own memory (direct.h). */
 static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t bytes) {
   struct braid_connector* c = (struct braid_connector*)conn; /* conn is its first member */
@@ -255,32 +276,15 @@ static int shm_fetch(struct braid_conn* conn, void* dst, uint64_t src, size_t by
     return 0;
   }
   int err = braid_cma_read(r->peer_pid, dst, src, bytes);
-  if (err == 0) return 0;
-  char name[128];
-  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, err == ESRCH ? ncclRemoteError : ncclSystemError, r->peer,
-                       "Reading %zu bytes from the buffer of %s (process_vm_readv) failed: %s%s", bytes,
-                       braid_transport_peer_name(r->ctx, r->peer, name, sizeof(name)), strerror(err),
-                       err == ESRCH ? " (the process is gone)" : "");
-  return BRAID_EXEC_PEER_FAILED;
+  return err == 0 ? 0 : shm_peer_failed(r, err, "Reading", "from", "process_vm_readv", bytes);
 }
 
 /* Send end of a direct connection: the receiver declared where a reduced step lands in its
  * own output (braid_conn.dest, kernels/direct.h); write it there. */
 static int shm_store(struct braid_conn* conn, uint64_t dst, const void* src, size_t bytes) {
-  struct braid_connector* c = (struct braid_connector*)conn;
-  const struct shm_res* r = c->res;
-  if (r->same_process) {
-    memcpy((void*)(uintptr_t)dst, src, bytes);
-    return 0;
-  }
-  int err = braid_cma_write(r->peer_pid, dst, src, bytes);
-  if (err == 0) return 0;
-  char name[128];
-  braid_transport_fail(r->ctx, BRAID_EXEC_PEER_FAILED, err == ESRCH ? ncclRemoteError : ncclSystemError, r->peer,
-                       "Writing %zu bytes into the buffer of %s (process_vm_writev) failed: %s%s", bytes,
-                       braid_transport_peer_name(r->ctx, r->peer, name, sizeof(name)), strerror(err),
-                       err == ESRCH ? " (the process is gone)" : "");
-  return BRAID_EXEC_PEER_FAILED;
+  const struct shm_res* r = ((struct braid_connector*)conn)->res; /* conn is its first member */
+  int err = shm_write(r, dst, src, bytes);
+  return err == 0 ? 0 : shm_peer_failed(r, err, "Writing", "into", "process_vm_writev", bytes);
 }
 
 /* Send end of a direct connection: may it write into the receiver's memory (BRAID_REDUCE_STORE,
@@ -307,13 +311,7 @@ static int shm_can_store(const struct braid_transport_ctx* t, int peer, int same
  * pushed all-reduce, kernels/direct.h). A failure is only returned: the caller lets the
  * sender read the bytes itself instead. */
 static int shm_push(struct braid_conn* conn, uint64_t dst, const void* src, size_t bytes) {
-  struct braid_connector* c = (struct braid_connector*)conn; /* conn is its first member */
-  const struct shm_res* r = c->res;
-  if (r->same_process) {
-    memcpy((void*)(uintptr_t)dst, src, bytes);
-    return 0;
-  }
-  return braid_cma_write(r->peer_pid, dst, src, bytes);
+  return shm_write(((struct braid_connector*)conn)->res, dst, src, bytes);
 }
 
 static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer, int channel,
