@@ -181,22 +181,23 @@ static void* suicide(void* arg) {
 }
 
 struct kill_arg {
-  int victim_puts; /* the victim puts to the survivor (which waits); else the survivor puts to it */
-  int nranks;      /* ranks >= 2 (one per node): bystanders that put to rank 0 once */
+  int victim_puts;      /* the victim puts to the survivor (which waits); else the survivor puts to it */
+  int nranks;           /* ranks >= 2 (one per node): bystanders that put to rank 0 once */
+  volatile int* r0done; /* a page shared by the forked ranks: rank 0 has checked its error */
 };
 
-/* A bystander: one put to rank 0 (before the kill), then wait for rank 0's word that it is
+/* A bystander: one put to rank 0 (before the kill, or after it), then it stays until rank 0 is
  * done. Nothing it gets after the kill is asserted: rank 1's death may fail its communicator
- * (its collectives' connections notice), which is no part of what this case checks. */
-static void kill_bystander(ncclComm_t comm, ncclWindow_t win, void* src) {
+ * (its own connections notice), which is no part of what this case checks. It must not abort
+ * before rank 0 has seen rank 1's death: its abort is a failure rank 0 may see first and rightly
+ * name (rank 3 "aborted its communicator"). So it waits on a shared page, not on a signal from
+ * rank 0, which its failed communicator could not receive. */
+static void kill_bystander(ncclComm_t comm, ncclWindow_t win, void* src, volatile int* r0done) {
   (void)ncclPutSignal(src, 1u << 20, ncclUint8, 0, win, KILL_BYTES - (1u << 20), 2, 0, 0, comm, NULL);
-  setenv("BRAID_TIMEOUT", "30", 1); /* rank 0's word may never come: its communicator may have failed */
-  braid_param_reload();
-  ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = 0, .sigIdx = 1, .ctx = 0};
-  (void)ncclWaitSignal(1, &d, comm, NULL);
+  for (int ms = 0; ms < 120 * 1000 && !__atomic_load_n(r0done, __ATOMIC_ACQUIRE); ms += 10) usleep(10 * 1000);
 }
 
-static int body_kill(struct harness_rank* r) {
+static int body_kill_rank(struct harness_rank* r) {
   const struct kill_arg* a = r->arg;
   int victim_puts = a->victim_puts, victim = 1, other = 1 - r->rank;
   ncclComm_t comm;
@@ -226,7 +227,7 @@ static int body_kill(struct harness_rank* r) {
     }
   }
   if (r->rank >= 2) {
-    kill_bystander(comm, win, src);
+    kill_bystander(comm, win, src, a->r0done);
     RCHECK(r, ncclCommAbort(comm));
     free(src);
     return 0;
@@ -244,10 +245,16 @@ static int body_kill(struct harness_rank* r) {
           victim_puts ? "ncclWaitSignal" : "ncclPutSignal", (int)res, ncclGetErrorString(res));
   REXPECT(r, strstr(msg, "rank 1 (host") != NULL, "the error does not name rank 1: %s", msg);
   REXPECT(r, took < 60.0, "it took %.1f s to fail", took);
-  for (int b = 2; b < r->nranks; b++) (void)ncclSignal(b, 1, 0, 0, comm, NULL); /* let them go, if it can */
   RCHECK(r, ncclCommAbort(comm));
   free(src);
   return 0;
+}
+
+/* Rank 0 lets the bystanders go however it ended. */
+static int body_kill(struct harness_rank* r) {
+  int failed = body_kill_rank(r);
+  if (r->rank == 0) __atomic_store_n(((const struct kill_arg*)r->arg)->r0done, 1, __ATOMIC_RELEASE);
+  return failed;
 }
 
 /* The plugins whose kill cases this tier registers (a case not run is not registered). */
@@ -255,10 +262,14 @@ static int kill_plugins[NPLUGINS];
 
 /* _i: plugin (kill_plugins) x {victim puts, survivor puts} x {2, 4 nodes} */
 START_TEST(test_kill) {
-  struct kill_arg a = {.victim_puts = _i % 2 == 0, .nranks = (_i / 2) % 2 ? 4 : 2};
+  int* r0done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ck_assert_msg(r0done != MAP_FAILED, "mmap of the shared page failed");
+  *r0done = 0;
+  struct kill_arg a = {.victim_puts = _i % 2 == 0, .nranks = (_i / 2) % 2 ? 4 : 2, .r0done = r0done};
   int p = kill_plugins[_i / 4];
   use_plugin(p);
   int failed = harness_run(a.nranks, HARNESS_PROCS, body_kill, &a, HARNESS_TIMEOUT_S);
+  munmap(r0done, sizeof(int));
   ck_assert_msg(failed == 1, "kill over %s (%s, %d nodes): %d processes failed, only the victim should",
                 plugins[p].name, a.victim_puts ? "victim puts" : "survivor puts", a.nranks, failed);
 }
