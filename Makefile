@@ -212,9 +212,14 @@ $(BUILD)/bin/braid-gpu-tests: $(GPU_TEST_SRCS) $(STATIC) $(ALL_CUDA) tests/gpu/c
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CPPFLAGS) -DBRAID_CHECK_SHIM -Itests/gpu $(CFLAGS) -o $@ $(GPU_TEST_SRCS) $(STATIC) $(CUDA_LIBS) $(LDLIBS)
 
-# The dependencies first, then a fresh make: UCX (like CUDA) is detected when make starts.
+# The dependencies first, then a fresh make: UCX and IB (like CUDA) are detected when make
+# starts. The CUDA kernels need only nvcc, so they compile while apt installs the packages
+# (minutes of downloads and unpacking on a fresh machine).
 test:
-	@tests/ensure-deps.sh check clang-format libfuzzer ucx ibverbs
+	@if [ "$(CUDA)" = 1 ]; then $(MAKE) --no-print-directory $(ALL_CUDA) & kernels=$$!; fi; \
+	  tests/ensure-deps.sh check clang-format libfuzzer ucx ibverbs; deps=$$?; \
+	  if [ -n "$${kernels:-}" ] && ! wait $$kernels; then echo "make test: the CUDA kernels did not build" >&2; exit 1; fi; \
+	  exit $$deps
 	$(MAKE) --no-print-directory all $(BUILD)/bin/braid-tests fuzz-build
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/run.sh
 
