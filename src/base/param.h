@@ -122,6 +122,8 @@
     "host mode, 2 ranks, direct shm: Reduces this large reduce half on each rank (ring.h split; 0: never)")            \
   X(REDUCE_STORE, "BRAID_REDUCE_STORE", LIVE, BOOL, 1,                                                                 \
     "host mode, split Reduce: the non-root writes its half into the root's output (0: through the FIFO slot)")         \
+  X(GATHER_STORE, "BRAID_GATHER_STORE", LIVE, BOOL, 1,                                                                 \
+    "host mode, Gather over direct shm: senders write into the root's output (0: the root reads each block)")          \
   X(NET, "NCCL_NET", PER_USE, STR, NULL, "network plugin to use, by name (Socket; UCX when built)")                    \
   X(NET_PLUGIN, "NCCL_NET_PLUGIN", LIVE, STR, NULL, "net plugin libraries: names, paths, a comma list")                \
   X(IB_DISABLE, "NCCL_IB_DISABLE", LIVE, BOOL, 0, "1: do not use InfiniBand (the IB network)")                         \

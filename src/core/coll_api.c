@@ -59,6 +59,10 @@ static ncclResult_t check_root(const char* fn, const char* name, int root, int n
   return ncclSuccess;
 }
 
+/* Set while expand() queues an ncclGather's sends and receives, which it makes through the
+ * public ncclSend / ncclRecv (their checks, logs and profiler events): their tasks say so. */
+static __thread int expanding_gather;
+
 static inline __attribute__((always_inline)) ncclResult_t add_task(int kind, int func, struct braid_comm* comm,
                                                                    const void* sendbuff, void* recvbuff, size_t count,
                                                                    ncclDataType_t dtype, struct braid_redop redop,
@@ -84,6 +88,7 @@ static inline __attribute__((always_inline)) ncclResult_t add_task(int kind, int
   t->root = root;
   t->redop = redop;
   t->stream = stream;
+  t->gather = kind != BRAID_TASK_COLL && expanding_gather;
   if (kind == BRAID_TASK_COLL) {
     BRAID_INFO(BRAID_LOG_COLL,
                "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
@@ -204,6 +209,7 @@ static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff,
   BRAID_CHECK(check_buf(fn, "sendbuff", sendbuff, sends_all || sends_root ? count : 0));
   BRAID_CHECK(check_buf(fn, "recvbuff", recvbuff, recvs_all || recvs_root ? count : 0));
   ncclResult_t res = ncclGroupStart(), r2;
+  expanding_gather = gather;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
     if (sends_all)
       res = ncclSend((const char*)sendbuff + p * bytes, count, datatype, p, handle, stream);
@@ -215,6 +221,7 @@ static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff,
     else if (recvs_root && p == root)
       res = ncclRecv(recvbuff, count, datatype, p, handle, stream);
   }
+  expanding_gather = 0;
   r2 = ncclGroupEnd();
   return res != ncclSuccess ? res : r2;
 }

@@ -182,6 +182,7 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
     op->round = round_of[send ? (peer - me + n) % n : (me - peer + n) % n];
     op->peer = peer;
     op->is_send = send;
+    op->gather = t->gather;
     op->buff = send ? (char*)t->sendbuff : (char*)t->recvbuff;
     op->bytes = t->count * braid_dtype_size(t->dtype);
     if (send && !ch->p2p_send[peer].connected) add_peer(plan->connect_send, &plan->nconnect_send, peer);

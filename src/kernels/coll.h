@@ -302,10 +302,12 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
     struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
     if (c == 0) return BRAID_EXEC_BAD_SCHEDULE; /* an op to a peer that was never connected */
     size_t step = braid_min_sz(braid_p2p_chunk(w, c), op->bytes - op->done);
-    if (!op->is_send) braid_direct_before_poll(p, c, op->buff + op->done, step);
-    int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) : braid_conn_can_recv(c));
+    if (!op->is_send) braid_direct_before_poll(p, c, op->buff + op->done, step, op->gather);
+    int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) && braid_direct_send_ready(c, op->gather)
+                                               : braid_conn_can_recv(c));
     if (!simt_bar_or(mine)) continue;
     braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);
+    braid_direct_p2p_op(p, op->gather);
     int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
                              op->buff + op->done, step, 0);
     if (rc) return rc;

@@ -111,8 +111,10 @@ struct braid_direct_rpend {
 
 /* One executor thread's direct sends and receives in flight. */
 struct braid_direct {
-  int scratch_out; /* the current work item's output may hold partial results */
-  int pair_push;   /* the current work item is a 2-rank ring all-reduce that may push (below) */
+  int scratch_out;  /* the current work item's output may hold partial results */
+  int pair_push;    /* the current work item is a 2-rank ring all-reduce that may push (below) */
+  int gather_store; /* BRAID_GATHER_STORE, read per work item: a Gather's root asks its senders to write */
+  int gather_op;    /* the current p2p step is an ncclGather's (braid_direct_p2p_op) */
   int npend, nrpend;
   struct braid_direct_pend pend[BRAID_DIRECT_MAX_PEND];
   struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
@@ -546,6 +548,52 @@ static inline int braid_direct_final_store(struct braid_prims* p, int prim, cons
   return 0;
 }
 
+/*
+ * Gather (ops marked `gather`: coll_api.c expand). The root receives every block while each
+ * sender has one send, so the root's copies bound the call, not the senders'. On a direct shm
+ * connection the sender copies instead:
+ *   - the root declares each step's destination as it polls the receive
+ *     (braid_direct_gather_declare: dest_addr, dest_bytes, then dest_step, release);
+ *   - the sender does not start the step before that declaration (braid_direct_send_ready);
+ *   - it writes its block into the root's output (host_store: process_vm_writev, memcpy between
+ *     threads) and marks the step stored (braid_direct_gather_store, before tail);
+ *   - the root's RECV sees the mark (braid_direct_recv_stored) and copies nothing.
+ * The root declares every such step, with no address (0) where it would rather read: BRAID_
+ * GATHER_STORE=0, a small step, an output a send of mine still reads. The sender then sends as
+ * before, and so does a sender that cannot write (host_store NULL). Both ends know the op is a
+ * Gather's from the call itself, so they never need to agree on anything else, and a variable
+ * set differently on two ranks changes only who copies.
+ */
+static inline void braid_direct_gather_declare(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes) {
+  if (c->host_fetch == NULL || c->dest == NULL || c->dest->dest_step == c->step + 1) return;
+  if (p->direct == NULL || !p->direct->gather_store || bytes < BRAID_DIRECT_MIN_BYTES ||
+      braid_direct_overlaps(p->direct, dst, bytes))
+    dst = NULL;
+  c->dest->dest_addr = (uint64_t)(uintptr_t)dst;
+  c->dest->dest_bytes = bytes;
+  simt_st_release_u64(&c->dest->dest_step, c->step + 1);
+}
+
+/* A Gather's SEND on a direct shm connection whose root declared where it lands: written
+ * there. -1: no address declared (or this end cannot write): send as usual. */
+static inline int braid_direct_gather_store(struct braid_prims* p, int prim, const char* in, size_t nelem) {
+  struct braid_conn* s = p->nsend == 1 ? p->send[0] : NULL;
+  if (prim != BRAID_PRIM_SEND || p->direct == NULL || !p->direct->gather_op || s == NULL || s->dest == NULL ||
+      s->host_store == NULL || in == NULL)
+    return -1;
+  if (braid_prims_wait(p, prim, 1)) return p->status;
+  size_t bytes = nelem * (size_t)p->esize;
+  if (simt_ld_acquire_u64(&s->dest->dest_step) != s->step + 1) return BRAID_EXEC_BAD_SCHEDULE; /* waited for */
+  uint64_t dst = s->dest->dest_addr;
+  if (dst == 0) return -1;
+  if (s->dest->dest_bytes != bytes) return BRAID_EXEC_BAD_SCHEDULE; /* both ends cut a message alike */
+  int st = s->host_store(s, dst, in, bytes);
+  if (st) return st;
+  s->dest->stored = s->step + 1; /* before tail (released by the publish) */
+  braid_prims_finish(p, 0, 1, bytes, BRAID_PROTO_SIMPLE);
+  return 0;
+}
+
 /* The root's RECV of the non-root's half: where the sender stored it into my output as
  * declared, nothing to copy. -1: not declared, or the sender used the slot. */
 static inline int braid_direct_recv_stored(struct braid_prims* p, int prim, const char* out, size_t nelem) {
@@ -583,6 +631,8 @@ static inline int braid_direct_step(struct braid_prims* p, int prim, const char*
     st = braid_direct_fetch(p, prim, out, nr, nelem * p->esize, &fetched, peer);
     if (st) return st;
     st = braid_direct_final_store(p, prim, in, nelem, post, peer);
+    if (st >= 0) return st;
+    st = braid_direct_gather_store(p, prim, in, nelem);
     if (st >= 0) return st;
     st = braid_prim_direct_plan(p, prim, in, out, nr, ns, nelem * p->esize, &src, &rdst, &scratch);
     if (st) return st;
@@ -650,10 +700,36 @@ HD void braid_direct_reduce_dest(struct braid_conn* c, uint64_t ahead, char* dst
 #endif
 }
 
-/* A p2p receive about to poll connection c for its next step of `bytes` into `dst`. */
-HD void braid_direct_before_poll(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes) {
-#if !BRAID_DEVICE_COMPILE
+/* A p2p receive about to poll connection c for its next step of `bytes` into `dst` (`gather`:
+ * an ncclGather's, above). */
+HD void braid_direct_before_poll(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes, int gather) {
+#if BRAID_DEVICE_COMPILE
+  (void)gather;
+#else
   braid_p2p_recv_declare(p, c, dst, bytes);
+  if (gather) braid_direct_gather_declare(p, c, dst, bytes);
+#endif
+}
+
+/* May a p2p send start its next step on c? An ncclGather's waits on a direct shm connection
+ * until the root has declared where the step lands (above); everything else: yes. */
+HD int braid_direct_send_ready(const struct braid_conn* c, int gather) {
+#if BRAID_DEVICE_COMPILE
+  (void)c;
+  (void)gather;
+  return 1;
+#else
+  return !gather || !c->direct || c->dest == 0 || simt_ld_acquire_u64(&c->dest->dest_step) == c->step + 1;
+#endif
+}
+
+/* The p2p step about to run belongs to an ncclGather (or not). */
+HD void braid_direct_p2p_op(struct braid_prims* p, int gather) {
+#if BRAID_DEVICE_COMPILE
+  (void)p;
+  (void)gather;
+#else
+  if (p->direct != 0) p->direct->gather_op = gather;
 #endif
 }
 #endif /* BRAID_DIRECT_H */

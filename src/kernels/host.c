@@ -79,6 +79,8 @@ static void run_job(struct braid_host_job* job) {
      * too (kernels/direct.h, pushed all-reduce), which then skips its all-gather copy. */
     direct.pair_push = direct.scratch_out && job->works[i].nranks == 2 && job->works[i].algo == BRAID_ALGO_RING &&
                        !job->works[i].exchange && braid_param_int(BRAID_PARAM_SHM_PUSH) != 0;
+    direct.gather_store = braid_param_int(BRAID_PARAM_GATHER_STORE) != 0;
+    direct.gather_op = 0; /* set per step by the p2p ops (braid_direct_p2p_op) */
     stream_open(&job->works[i]);
     job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);
     braid_reduce_stream_close();

@@ -174,6 +174,7 @@ struct braid_p2p_op {
   char* buff; /* recv: destination; send: source */
   size_t bytes;
   size_t done; /* progress, kept by the executor (reset when the op starts) */
+  int gather;  /* an ncclGather's: on a direct shm connection the sender writes (kernels/direct.h) */
 };
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */

@@ -301,7 +301,7 @@ static int shm_can_store(const struct braid_transport_ctx* t, int peer, int same
     char name[128];
     BRAID_INFO(BRAID_LOG_INIT | BRAID_LOG_SHM,
                "SHM: writing into the memory of %s is not possible (process_vm_writev: %s): a split Reduce delivers "
-               "the non-root's half through the FIFO",
+               "the non-root's half through the FIFO, and a Gather's root reads each block",
                braid_transport_peer_name(t, peer, name, sizeof(name)), strerror(err));
   }
   return 0;

@@ -140,7 +140,7 @@ START_TEST(test_abort_p2p) {
   struct braid_work w;
   struct braid_conn* send_tab[2] = {NULL, NULL};
   struct braid_conn* recv_tab[2] = {NULL, &t->recv};
-  struct braid_p2p_op op = {0, 1, 0, (char*)out, 4000, 0};
+  struct braid_p2p_op op = {.round = 0, .peer = 1, .is_send = 0, .buff = (char*)out, .bytes = 4000};
   volatile uint32_t flag = BRAID_EXEC_ABORTED;
   for (int i = 0; i < 1024; i++) out[i] = -1.0f;
   channel(&ch, ranks, NULL, NULL);
@@ -229,7 +229,7 @@ START_TEST(test_bad_schedule) {
   ck_assert_int_eq(braid_prim_step(&p, BRAID_NUM_PRIMS, (const char*)in, (char*)out, 10, 0), BRAID_EXEC_BAD_SCHEDULE);
   /* A p2p op to a peer without a connection. */
   struct braid_conn* tab[2] = {NULL, NULL};
-  struct braid_p2p_op op = {0, 1, 1, (char*)in, 400, 0};
+  struct braid_p2p_op op = {.round = 0, .peer = 1, .is_send = 1, .buff = (char*)in, .bytes = 400};
   channel(&ch, ranks, NULL, NULL);
   ch.p2p_send = tab;
   ch.p2p_recv = tab;
