@@ -212,14 +212,17 @@ out:
 /* BRAID_P2P_SELF_COPY, in its words' order. AUTO: a rank that only sends to its peers (a
  * Scatter root) makes its copies while they take its sends (4 ranks on 2 cores, one build,
  * against FIRST: Scatter 8-24% faster by the median at 512 KiB-8 MiB, 2 ranks 31-44% from
- * 256 KiB); one that receives too copies first, as before (AlltoAll and Gather showed no gain
- * beyond the spread of two runs of the same code: docs/notes/2026-12-03-p2p4.md). */
+ * 256 KiB), and so does a Gather's root whose senders write its blocks (BRAID_GATHER_STORE:
+ * kernels/direct.h), or it would declare its destinations only after its own copy; one that
+ * receives what it copies itself copies first, as before (AlltoAll and a reading Gather root
+ * showed no gain beyond the spread of two runs of the same code: docs/notes/2026-12-03-p2p4.md). */
 enum { SELF_COPY_AUTO, SELF_COPY_FIRST, SELF_COPY_WAIT, SELF_COPY_SENDS };
 static int self_copy_mode(const struct braid_plan* plan) {
   int mode = (int)braid_param_int(BRAID_PARAM_P2P_SELF_COPY);
   if (mode != SELF_COPY_AUTO) return mode;
+  int stored = braid_param_int(BRAID_PARAM_GATHER_STORE) != 0;
   for (int i = 0; i < plan->nops; i++)
-    if (!plan->ops[i].is_send) return SELF_COPY_FIRST;
+    if (!plan->ops[i].is_send && !(stored && plan->ops[i].gather)) return SELF_COPY_FIRST;
   return SELF_COPY_WAIT;
 }
 
