@@ -222,6 +222,12 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   l->host->slot_bytes = slot;
   l->line_max = comm->device == NULL ? (size_t)braid_param_int(BRAID_PARAM_LSA_LINE_BYTES) : 0;
   if (l->line_max > slot) l->line_max = slot;
+  /* Flat line calls (lsa.h): from BRAID_LSA_FLAT_BYTES, and never at or under one line's payload. */
+  int64_t flat = comm->device == NULL ? braid_param_int(BRAID_PARAM_LSA_FLAT_BYTES) : 0;
+  l->host->flat_min = (uint16_t)(flat == 0                        ? BRAID_LSA_LINE_MAX_BYTES + 1
+                                 : flat <= BRAID_LSA_LINE_PAYLOAD ? BRAID_LSA_LINE_PAYLOAD + 1
+                                                                  : flat);
+  l->host->flat_nt = braid_param_int(BRAID_PARAM_LSA_FLAT_NT) != 0;
   s->lsa = l;
   BRAID_CHECK_GOTO(multicast_init(comm, l), res, err_win);
   if (comm->device != NULL)
@@ -414,6 +420,10 @@ int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
     uint64_t mine = braid_lsa_word_publish(&op, v, comm->rank, call, t->sendbuff, bytes);
     braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
     st = braid_lsa_word_finish(&op, v, comm->rank, call, mine, t->recvbuff, bytes, &comm->abort_flag);
+  } else if (bytes >= v->flat_min) {
+    braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
+    st = braid_lsa_flat_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
+                                  &comm->abort_flag);
   } else {
     braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
     st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
