@@ -360,11 +360,13 @@ HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid
  * peers' payloads (contiguous, and there until it publishes its next call), and its own
  * operand is its sendbuff, not a staged copy: nothing goes through the gather area, except
  * where the own operand must be staged (PreMulSum: its pre-op; in place at rank >= 2: the
- * first passes overwrite it), then the gather area holds it. With v->flat_nt (a per-rank
- * choice: the readers cannot tell) the payload's whole lines go out with non-temporal stores:
- * the writer takes no line back from a peer that read it two calls ago (the lines go to memory,
- * the peers' copies are dropped), measured here: 2300 -> 700 cycles for 4 KiB between far
- * CPUs, and the readers load them from memory no slower than from the far cache.
+ * first passes overwrite it), then the gather area holds it. With nt (a per-rank choice: the
+ * readers cannot tell; core/sym/lsa.c measures which is faster) the payload's whole lines go
+ * out with non-temporal stores: the writer takes no line back from a peer that read it two
+ * calls ago (the lines go to memory, the peers' copies are dropped). Measured between far
+ * CPUs (another CCX): 2300 -> 700 cycles to publish 4 KiB, and the readers load the lines from
+ * memory no slower than from the far cache; between near CPUs (a shared L3) the reads from
+ * memory cost more than the stores save.
  * The number's high half is the size with BRAID_LSA_FLAT_BIT: a rank that took the other
  * layout (or another size) fails at line 0 with BRAID_EXEC_MISMATCH. The same wait-free start
  * as the lines (a peer published seq-1 after its last load of call seq-2's slot). */
@@ -396,7 +398,7 @@ HD const char* braid_lsa_flat_operand(const struct braid_lsa_view* v, const char
   return r == me ? own : braid_lsa_line(v, r, seq, 1);
 }
 HD int braid_lsa_flat_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
-                                const void* sendbuff, void* recvbuff, size_t count, int es,
+                                const void* sendbuff, void* recvbuff, size_t count, int es, int nt,
                                 const volatile uint32_t* abort_flag) {
   const int n = v->nranks;
   const size_t bytes = count * (size_t)es;
@@ -408,7 +410,7 @@ HD int braid_lsa_flat_allreduce(const struct braid_redop* op, const struct braid
     braid_lsa_stage(op, g, sendbuff, count);
     own = g;
   }
-  if (v->flat_nt)
+  if (nt)
     braid_lsa_copy_nt(l0 + 64, own, bytes);
   else
     memcpy(l0 + 64, own, bytes); /* own is staged, or sendbuff without a pre-op */
@@ -452,7 +454,7 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
       return braid_lsa_word_finish(&p->op, v, me, seq, mine, w->recvbuff, w->count * es, p->abort_flag);
     }
     if (w->count * es >= v->flat_min)
-      return braid_lsa_flat_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
+      return braid_lsa_flat_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, v->flat_nt, p->abort_flag);
     return braid_lsa_line_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
   }
 #endif

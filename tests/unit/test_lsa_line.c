@@ -21,7 +21,8 @@
  *            57): every size from 57 bytes to 4 KiB around the line and 16-byte boundaries, in
  *            float sum, int8 max and int32 PreMulSum (a scalar per rank: the staged own operand),
  *            in and out of place (rank >= 2 in place: staged too), each rank's non-temporal
- *            stores on or off on its own (processes: rank 1 off), flat calls between one-word
+ *            stores on or off on its own (processes: rank 1 off) or measured (threads and
+ *            pairs: BRAID_LSA_FLAT_NT=2, both kinds in the trials), flat calls between one-word
  *            and line calls: every result exact, for 2, 3 and 4 ranks; and a rank whose
  *            BRAID_LSA_FLAT_BYTES puts a call in the other layout: both fail with
  *            ncclInvalidUsage, not a hang or garbage.
@@ -312,7 +313,7 @@ static int body_flat(struct harness_rank* r) {
   setenv("NCCL_ALGO", "allreduce:NVLS", 1);
   setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
   setenv("BRAID_LSA_FLAT_BYTES", "57", 1);
-  setenv("BRAID_LSA_FLAT_NT", r->arg != NULL && r->rank == 1 ? "0" : "1", 1);
+  setenv("BRAID_LSA_FLAT_NT", r->arg == NULL ? "2" : r->rank == 1 ? "0" : "1", 1); /* measured, or set per rank */
   braid_param_reload();
   RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
   int32_t scalar = r->rank + 2;
