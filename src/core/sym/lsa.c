@@ -415,10 +415,12 @@ static int lone_oneline(struct braid_comm* comm, struct braid_lsa* l, size_t byt
  * (the readers cannot tell them apart). Between far CPUs non-temporal stores publish 2-4 KiB
  * ~2x faster; between near ones (a shared L3) plain stores win, as the peers' loads then hit
  * that cache, not memory; and this machine's pair of CPUs changes between the two at run time.
- * Each 1024 calls of a size class start with 8 trial calls, 4 of each kind interleaved; the
- * faster kind by its fastest trial call (a minimum: a call the scheduler interrupted says
- * nothing) is used for the other 1016, a change only for a margin of 1/16. Every rank runs the
- * same calls, so the ranks try the same kinds at once and measure them together. */
+ * Each 1024 calls of a size class start with 16 trial calls, runs of 4 of each kind in turn
+ * (plain, non-temporal, plain, non-temporal; the first of a run, which finds the lines as the
+ * other kind left them, is not counted); the faster kind by its fastest counted call (a
+ * minimum: a call the scheduler interrupted says nothing) is used for the other 1008, a change
+ * only for a margin of 1/16. Every rank runs the same calls, so the ranks try the same kinds
+ * at once and measure them together. */
 static uint64_t flat_clock(void) {
 #if defined(__x86_64__)
   return __rdtsc();
@@ -435,15 +437,15 @@ static int flat_pick(struct braid_lsa* l, size_t bytes) {
   if (l->flat_nt != 2) return l->flat_nt;
   const struct braid_lsa_flat_stat* c = flat_class(l, bytes);
   uint32_t k = c->calls & 1023;
-  return k < 8 ? (int)(k & 1) : c->best;
+  return k < 16 ? (int)((k >> 2) & 1) : c->best;
 }
 static void flat_learn(struct braid_lsa* l, size_t bytes, int nt, uint64_t ticks) {
   if (l->flat_nt != 2) return;
   struct braid_lsa_flat_stat* c = flat_class(l, bytes);
   uint32_t k = c->calls++ & 1023;
-  if (k >= 8) return;
-  if (c->min[nt] == 0 || ticks < c->min[nt]) c->min[nt] = ticks;
-  if (k < 7) return;
+  if (k >= 16) return;
+  if ((k & 3) != 0 && (c->min[nt] == 0 || ticks < c->min[nt])) c->min[nt] = ticks;
+  if (k < 15) return;
   const uint64_t now = c->min[c->best], other = c->min[!c->best];
   if (other + other / 16 < now) c->best = !c->best;
   l->host->flat_nt = c->best; /* grouped flat calls (the executor) follow the lone path's last choice */
