@@ -190,6 +190,10 @@
     "host mode, one node: largest all-reduce for one-/two-shot (scratch: 4x per rank; 0 off)")                         \
   X(LSA_LINE_BYTES, "BRAID_LSA_LINE_BYTES", LIVE, INT(0, 4096), 4096,                                                  \
     "host mode: largest one-shot all-reduce sent as lines carrying their call number (0 off)")                         \
+  X(LSA_FLAT_BYTES, "BRAID_LSA_FLAT_BYTES", LIVE, INT(0, 4096), 512,                                                   \
+    "host mode: line all-reduces from this size carry one call number, not one per line (0 never; same on all ranks)") \
+  X(LSA_FLAT_NT, "BRAID_LSA_FLAT_NT", LIVE, INT(0, 2), 2,                                                              \
+    "host mode: those calls' payload stores: 0 plain, 1 non-temporal (x86-64), 2 per rank the faster, measured")       \
   X(LSA_VARIANT, "BRAID_LSA_VARIANT", LIVE, ENUM("AUTO|ONESHOT|TWOSHOT"), "AUTO",                                      \
     "one-/two-shot all-reduce: the tuner's pick per size, or always one of them")                                      \
   X(COLLNET_ENABLE, "NCCL_COLLNET_ENABLE", ACCEPTED, BOOL, 0, "CollNet (in-network reduction)")                        \

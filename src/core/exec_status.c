@@ -61,8 +61,8 @@ ncclResult_t braid_exec_status_error(struct braid_comm* comm, int status, const 
       break;
     case BRAID_EXEC_MISMATCH: /* kernels/lsa.h: a peer's line said another size */
       BRAID_WARN(
-          "rank %d: %s stopped: a peer called it with a different size (BRAID_CHECK_MISMATCH=1 names the "
-          "rank and the arguments)",
+          "rank %d: %s stopped: a peer called it with a different size, or its BRAID_LSA_FLAT_BYTES differs "
+          "(BRAID_CHECK_MISMATCH=1 names the rank and the arguments)",
           comm->rank, what);
       break;
     default:

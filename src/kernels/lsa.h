@@ -349,6 +349,89 @@ HD int braid_lsa_line_allreduce(const struct braid_redop* op, const struct braid
   braid_lsa_done(v, me, seq);
   return 0;
 }
+
+/* ---- a call of at least v->flat_min bytes (more than one line's payload), flat ----------
+ * Rank r's call seq: its staged input contiguous from line 1 of slot seq & 1 (up to 4 KiB:
+ * lines 1-64), and one call number for the whole call, in line 0's last word (where every line
+ * call keeps it), stored after the payload with release. A peer that loads it (acquire) loads
+ * every payload line at once: the loads are independent, so their transfers overlap, where a
+ * number per line had the reader wait for line i before it asked for line i+1 (and a line
+ * polled before its writer got to it travels twice). The reader reduces straight from the
+ * peers' payloads (contiguous, and there until it publishes its next call), and its own
+ * operand is its sendbuff, not a staged copy: nothing goes through the gather area, except
+ * where the own operand must be staged (PreMulSum: its pre-op; in place at rank >= 2: the
+ * first passes overwrite it), then the gather area holds it. With nt (a per-rank choice: the
+ * readers cannot tell; core/sym/lsa.c measures which is faster) the payload's whole lines go
+ * out with non-temporal stores: the writer takes no line back from a peer that read it two
+ * calls ago (the lines go to memory, the peers' copies are dropped). Measured between far
+ * CPUs (another CCX): 2300 -> 700 cycles to publish 4 KiB, and the readers load the lines from
+ * memory no slower than from the far cache; between near CPUs (a shared L3) the reads from
+ * memory cost more than the stores save.
+ * The number's high half is the size with BRAID_LSA_FLAT_BIT: a rank that took the other
+ * layout (or another size) fails at line 0 with BRAID_EXEC_MISMATCH. The same wait-free start
+ * as the lines (a peer published seq-1 after its last load of call seq-2's slot). */
+#define BRAID_LSA_FLAT_BIT 0x80000000u
+BRAID_STATIC_ASSERT(64 + BRAID_LSA_LINE_MAX_BYTES <= BRAID_LSA_LINE_SLOT_BYTES, "a flat call fits a slot of lines");
+
+/* n bytes from src to dst (64-byte aligned), visible before any later store: whole lines with
+ * non-temporal stores (x86-64; elsewhere a plain copy), the rest plain, then a store fence. */
+HD void braid_lsa_copy_nt(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__) && !defined(__CUDACC__)
+  size_t o = 0;
+  for (; o + 64 <= n; o += 64) {
+    const __m128i a = _mm_loadu_si128((const __m128i*)(const void*)(src + o));
+    const __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(src + o + 16));
+    const __m128i c = _mm_loadu_si128((const __m128i*)(const void*)(src + o + 32));
+    const __m128i d = _mm_loadu_si128((const __m128i*)(const void*)(src + o + 48));
+    _mm_stream_si128((__m128i*)(void*)(dst + o), a);
+    _mm_stream_si128((__m128i*)(void*)(dst + o + 16), b);
+    _mm_stream_si128((__m128i*)(void*)(dst + o + 32), c);
+    _mm_stream_si128((__m128i*)(void*)(dst + o + 48), d);
+  }
+  if (o < n) memcpy(dst + o, src + o, n - o);
+  _mm_sfence(); /* non-temporal stores are not ordered before the call number's store */
+#else
+  memcpy(dst, src, n);
+#endif
+}
+HD const char* braid_lsa_flat_operand(const struct braid_lsa_view* v, const char* own, int me, int r, uint32_t seq) {
+  return r == me ? own : braid_lsa_line(v, r, seq, 1);
+}
+HD int braid_lsa_flat_allreduce(const struct braid_redop* op, const struct braid_lsa_view* v, int me,
+                                const void* sendbuff, void* recvbuff, size_t count, int es, int nt,
+                                const volatile uint32_t* abort_flag) {
+  const int n = v->nranks;
+  const size_t bytes = count * (size_t)es;
+  const uint32_t seq = braid_lsa_next_seq(v, me);
+  char* l0 = braid_lsa_line(v, me, seq, 0);
+  const char* own = (const char*)sendbuff;
+  if (op->kind == BRAID_RED_PREMULSUM || (sendbuff == recvbuff && me >= 2)) {
+    char* g = braid_lsa_gather(v, me, me);
+    braid_lsa_stage(op, g, sendbuff, count);
+    own = g;
+  }
+  if (nt)
+    braid_lsa_copy_nt(l0 + 64, own, bytes);
+  else
+    memcpy(l0 + 64, own, bytes); /* own is staged, or sendbuff without a pre-op */
+  simt_st_release_u64((volatile uint64_t*)(void*)(l0 + BRAID_LSA_LINE_PAYLOAD),
+                      braid_lsa_line_word(seq, bytes) | ((uint64_t)BRAID_LSA_FLAT_BIT << 32));
+  for (int k = 1; k < n; k++) { /* the next rank first: the ranks do not all poll rank 0 */
+    const volatile uint64_t* w =
+        (const volatile uint64_t*)(void*)(braid_lsa_line(v, (me + k) % n, seq, 0) + BRAID_LSA_LINE_PAYLOAD);
+    int st = braid_lsa_wait(w, seq, abort_flag);
+    if (st == 0 && (simt_ld_acquire_u64(w) >> 32) != (BRAID_LSA_FLAT_BIT | (uint64_t)bytes)) st = BRAID_EXEC_MISMATCH;
+    if (st) return st;
+  }
+  BRAID_REDUCE_COPY(op, recvbuff, NULL, braid_lsa_flat_operand(v, own, me, 0, seq), 0,
+                    braid_lsa_flat_operand(v, own, me, 1, seq), 0, n == 2, count);
+  for (int i = 2; i < n; i++)
+    BRAID_REDUCE_COPY(op, recvbuff, NULL, recvbuff, 0, braid_lsa_flat_operand(v, own, me, i, seq), 0, i == n - 1,
+                      count);
+  simt_st_release_u64(braid_lsa_flag(v, me, BRAID_LSA_ARRIVE_OFF), seq);
+  braid_lsa_done(v, me, seq);
+  return 0;
+}
 #endif
 
 /* The all-reduce of work item w (algo NVLS, one channel): the host executor's one thread, a
@@ -370,6 +453,8 @@ HD_STEP int braid_run_lsa_allreduce(struct braid_prims* p, const struct braid_wo
       uint64_t mine = braid_lsa_word_publish(&p->op, v, me, seq, w->sendbuff, w->count * es);
       return braid_lsa_word_finish(&p->op, v, me, seq, mine, w->recvbuff, w->count * es, p->abort_flag);
     }
+    if (w->count * es >= v->flat_min)
+      return braid_lsa_flat_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, v->flat_nt, p->abort_flag);
     return braid_lsa_line_allreduce(&p->op, v, me, w->sendbuff, w->recvbuff, w->count, es, p->abort_flag);
   }
 #endif

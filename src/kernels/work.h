@@ -183,6 +183,8 @@ struct braid_p2p_op {
 #define BRAID_LSA_MAX_RANKS 64
 struct braid_lsa_view {
   int nranks;
+  uint16_t flat_min; /* host mode: lsa.h's line calls of at least this many bytes go flat (over 4096: none) */
+  uint8_t flat_nt; /* host mode: a grouped flat call stores its payload non-temporally (the lone path's last choice) */
   size_t slot_bytes; /* one input or result slot (the largest call it takes) */
   char* const* seg;  /* [nranks] */
   /* Multicast (transport/nvls): the object's address (multimem.h; on the fake GPU a struct

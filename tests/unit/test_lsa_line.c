@@ -16,7 +16,16 @@
  *            the BRAID_CHECK_MISMATCH memo) never hides a feature: with TUNING logged, rank 0
  *            prints the tuner's line for every call, of sizes in turn and in runs; the mismatch check
  *            turned on by a reload between calls of a live communicator catches the next
- *            mismatched call (float against int32: the same size, so the line cannot).
+ *            mismatched call (float against int32: the same size, so the line cannot);
+ *   flat     the flat calls (lsa.h: one call number per call, from BRAID_LSA_FLAT_BYTES, here
+ *            57): every size from 57 bytes to 4 KiB around the line and 16-byte boundaries, in
+ *            float sum, int8 max and int32 PreMulSum (a scalar per rank: the staged own operand),
+ *            in and out of place (rank >= 2 in place: staged too), each rank's non-temporal
+ *            stores on or off on its own (processes: rank 1 off) or measured (threads and
+ *            pairs: BRAID_LSA_FLAT_NT=2, both kinds in the trials), flat calls between one-word
+ *            and line calls: every result exact, for 2, 3 and 4 ranks; and a rank whose
+ *            BRAID_LSA_FLAT_BYTES puts a call in the other layout: both fail with
+ *            ncclInvalidUsage, not a hang or garbage.
  */
 #include <check.h>
 #include <stdio.h>
@@ -290,6 +299,126 @@ START_TEST(test_mismatch_reload) {
 }
 END_TEST
 
+/* ---- flat ---- */
+static const size_t flat_bytes[] = {57,  60,   63,   64,   65,   112,  120,  128,  200, 500, 511,
+                                    512, 1000, 2040, 2048, 2056, 4000, 4092, 4096, 8,   40};
+#define NFLAT (sizeof(flat_bytes) / sizeof(flat_bytes[0]))
+
+static int flat_value(int rank, int k, size_t i) {
+  return (rank + 1) * (int)((k + 5 * i) % 23 + 1) - 11;
+}
+
+static int body_flat(struct harness_rank* r) {
+  ncclComm_t comm;
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  setenv("BRAID_LSA_FLAT_BYTES", "57", 1);
+  setenv("BRAID_LSA_FLAT_NT", r->arg == NULL ? "2" : r->rank == 1 ? "0" : "1", 1); /* measured, or set per rank */
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  int32_t scalar = r->rank + 2;
+  ncclRedOp_t pms;
+  RCHECK(r, ncclRedOpCreatePreMulSum(&pms, &scalar, ncclInt32, ncclScalarHostImmediate, comm));
+  char *in = malloc(4096 + 64), *out = malloc(4096 + 64);
+  REXPECT(r, in != NULL && out != NULL, "out of memory");
+  for (int round = 0; round < 2; round++)
+    for (size_t k = 0; k < NFLAT; k++)
+      for (int kind = 0; kind < 3; kind++) {
+        const int in_place = (int)(k + round + kind) % 2, call = (int)(k * 3 + kind) + round * 100;
+        size_t bytes = flat_bytes[k], n;
+        char* dst = in_place ? in : out;
+        memset(out, 0x5a, 4096 + 64);
+        if (kind == 0) { /* float sum */
+          n = bytes / 4;
+          float* x = (float*)(void*)in;
+          for (size_t i = 0; i < n; i++) x[i] = (float)flat_value(r->rank, call, i);
+          RCHECK(r, ncclAllReduce(in, dst, n, ncclFloat, ncclSum, comm, NULL));
+          const float* y = (const float*)(void*)dst;
+          for (size_t i = 0; i < n; i++) {
+            float want = 0;
+            for (int q = 0; q < r->nranks; q++) want += (float)flat_value(q, call, i);
+            REXPECT(r, y[i] == want, "call %d (%zu floats, %s): element %zu is %g, expected %g", call, n,
+                    in_place ? "in place" : "out of place", i, y[i], want);
+          }
+        } else if (kind == 1) { /* int8 max: every byte count */
+          n = bytes;
+          for (size_t i = 0; i < n; i++) in[i] = (char)flat_value(r->rank, call, i);
+          RCHECK(r, ncclAllReduce(in, dst, n, ncclInt8, ncclMax, comm, NULL));
+          for (size_t i = 0; i < n; i++) {
+            int want = -128;
+            for (int q = 0; q < r->nranks; q++)
+              if ((int8_t)flat_value(q, call, i) > want) want = (int8_t)flat_value(q, call, i);
+            REXPECT(r, (int8_t)dst[i] == want, "call %d (%zu int8, %s): element %zu is %d, expected %d", call, n,
+                    in_place ? "in place" : "out of place", i, (int8_t)dst[i], want);
+          }
+        } else { /* int32 PreMulSum, this rank's own scalar */
+          n = bytes / 4;
+          int32_t* x = (int32_t*)(void*)in;
+          for (size_t i = 0; i < n; i++) x[i] = flat_value(r->rank, call, i);
+          RCHECK(r, ncclAllReduce(in, dst, n, ncclInt32, pms, comm, NULL));
+          const int32_t* y = (const int32_t*)(void*)dst;
+          for (size_t i = 0; i < n; i++) {
+            int32_t want = 0;
+            for (int q = 0; q < r->nranks; q++) want += (q + 2) * flat_value(q, call, i);
+            REXPECT(r, y[i] == want, "call %d (%zu int32 premulsum, %s): element %zu is %d, expected %d", call, n,
+                    in_place ? "in place" : "out of place", i, y[i], want);
+          }
+        }
+        REXPECT(r, in_place || (unsigned char)out[n * (kind == 1 ? 1 : 4)] == 0x5a, "call %d wrote past its output",
+                call);
+      }
+  RCHECK(r, ncclRedOpDestroy(pms, comm));
+  RCHECK(r, ncclCommDestroy(comm));
+  free(in);
+  free(out);
+  return 0;
+}
+
+static const struct {
+  int nranks;
+  enum harness_mode mode;
+  int nt_mixed; /* rank 1 without non-temporal stores (processes: each its own environment) */
+} flat_runs[] = {
+    {2, HARNESS_PROCS, 1},   {2, HARNESS_THREADS, 0}, {3, HARNESS_PROCS, 1},
+    {3, HARNESS_THREADS, 0}, {4, HARNESS_PAIRS, 0},
+};
+
+START_TEST(test_flat) {
+  unsetenv("BRAID_TIMEOUT");
+  ck_assert_int_eq(harness_run(flat_runs[_i].nranks, flat_runs[_i].mode, body_flat,
+                               flat_runs[_i].nt_mixed ? (void*)"mixed" : NULL, HARNESS_TIMEOUT_S),
+                   0);
+}
+END_TEST
+
+/* Rank 0 sends 1 KiB calls flat (BRAID_LSA_FLAT_BYTES 512), rank 1 as lines (0: never flat). */
+static int body_flat_layout(struct harness_rank* r) {
+  ncclComm_t comm;
+  float buf[256];
+  for (int i = 0; i < 256; i++) buf[i] = 1.0f;
+  setenv("NCCL_ALGO", "allreduce:NVLS", 1);
+  setenv("BRAID_LSA_VARIANT", "ONESHOT", 1);
+  setenv("BRAID_LSA_FLAT_BYTES", r->rank == 0 ? "512" : "0", 1);
+  braid_param_reload();
+  RCHECK(r, ncclCommInitRank(&comm, r->nranks, r->id, r->rank));
+  RCHECK(r, ncclAllReduce(buf, buf, 64, ncclFloat, ncclSum, comm, NULL)); /* 256 bytes: lines on both */
+  REXPECT(r, buf[0] == 2.0f, "a 64-float all-reduce gave %g, expected 2", buf[0]);
+  ncclResult_t res = ncclAllReduce(buf, buf, 256, ncclFloat, ncclSum, comm, NULL);
+  const char* e = ncclGetLastError(comm);
+  REXPECT(r, res == ncclInvalidUsage, "a 1 KiB all-reduce in two layouts returned %d", res);
+  REXPECT(r, e != NULL && strstr(e, "BRAID_LSA_FLAT_BYTES") != NULL, "the error does not say why: %s",
+          e ? e : "(none)");
+  ncclCommAbort(comm);
+  return 0;
+}
+
+START_TEST(test_flat_layout) {
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_CHECK_MISMATCH");
+  ck_assert_int_eq(harness_run(2, HARNESS_PROCS, body_flat_layout, NULL, HARNESS_TIMEOUT_S), 0);
+}
+END_TEST
+
 Suite* lsa_line_suite(void);
 Suite* lsa_line_suite(void) {
   Suite* s = suite_create("lsa_line");
@@ -313,6 +442,11 @@ Suite* lsa_line_suite(void) {
   tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
   tcase_add_test(tc, test_tuning_logged);
   tcase_add_test(tc, test_mismatch_reload);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("flat");
+  tcase_set_timeout(tc, HARNESS_TIMEOUT_S + 10);
+  tcase_add_loop_test(tc, test_flat, 0, sizeof(flat_runs) / sizeof(flat_runs[0]));
+  tcase_add_test(tc, test_flat_layout);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -21,7 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "base/check.h"
 #include "base/param.h"
@@ -52,6 +56,14 @@ struct braid_lsa {
    * one-line while braid_tuner_epoch is lone_epoch (0: none kept). */
   size_t lone_bytes;
   uint32_t lone_epoch;
+  /* The flat calls' payload stores (BRAID_LSA_FLAT_NT): 0 plain, 1 non-temporal, 2 measured
+   * (flat_pick), per size class (up to 512 B, 1, 2, 4 KiB). */
+  int flat_nt;
+  struct braid_lsa_flat_stat {
+    uint32_t calls;  /* flat calls of this class on the lone path */
+    uint8_t best;    /* the store kind taken outside the trials */
+    uint64_t min[2]; /* this cycle's fastest trial call of each kind (clock ticks; 0: none yet) */
+  } flat[4];
   /* The view's window table (work.h: an entry keeps its place while its window lives) */
   uint64_t* win_id;                                   /* the host copy's win_id[] */
   char** win_seg;                                     /* the host copy's win_seg[] */
@@ -222,6 +234,17 @@ ncclResult_t braid_lsa_init(struct braid_comm* comm) {
   l->host->slot_bytes = slot;
   l->line_max = comm->device == NULL ? (size_t)braid_param_int(BRAID_PARAM_LSA_LINE_BYTES) : 0;
   if (l->line_max > slot) l->line_max = slot;
+  /* Flat line calls (lsa.h): from BRAID_LSA_FLAT_BYTES, and never at or under one line's payload. */
+  int64_t flat = comm->device == NULL ? braid_param_int(BRAID_PARAM_LSA_FLAT_BYTES) : 0;
+  l->host->flat_min = (uint16_t)(flat == 0                        ? BRAID_LSA_LINE_MAX_BYTES + 1
+                                 : flat <= BRAID_LSA_LINE_PAYLOAD ? BRAID_LSA_LINE_PAYLOAD + 1
+                                                                  : flat);
+  l->flat_nt = (int)braid_param_int(BRAID_PARAM_LSA_FLAT_NT);
+#if !defined(__x86_64__)
+  l->flat_nt = 0; /* braid_lsa_copy_nt is a plain copy there: nothing to choose */
+#endif
+  l->host->flat_nt = l->flat_nt != 0;
+  for (int c = 0; c < 4; c++) l->flat[c].best = l->flat_nt != 0; /* AUTO starts non-temporal, then measures */
   s->lsa = l;
   BRAID_CHECK_GOTO(multicast_init(comm, l), res, err_win);
   if (comm->device != NULL)
@@ -388,6 +411,47 @@ static int lone_oneline(struct braid_comm* comm, struct braid_lsa* l, size_t byt
   return 1;
 }
 
+/* BRAID_LSA_FLAT_NT=2: which stores a flat call of `bytes` uses, chosen per rank by measuring
+ * (the readers cannot tell them apart). Between far CPUs non-temporal stores publish 2-4 KiB
+ * ~2x faster; between near ones (a shared L3) plain stores win, as the peers' loads then hit
+ * that cache, not memory; and this machine's pair of CPUs changes between the two at run time.
+ * Each 1024 calls of a size class start with 16 trial calls, runs of 4 of each kind in turn
+ * (plain, non-temporal, plain, non-temporal; the first of a run, which finds the lines as the
+ * other kind left them, is not counted); the faster kind by its fastest counted call (a
+ * minimum: a call the scheduler interrupted says nothing) is used for the other 1008, a change
+ * only for a margin of 1/16. Every rank runs the same calls, so the ranks try the same kinds
+ * at once and measure them together. */
+static uint64_t flat_clock(void) {
+#if defined(__x86_64__)
+  return __rdtsc();
+#else
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
+static struct braid_lsa_flat_stat* flat_class(struct braid_lsa* l, size_t bytes) {
+  return &l->flat[(bytes > 512) + (bytes > 1024) + (bytes > 2048)];
+}
+static int flat_pick(struct braid_lsa* l, size_t bytes) {
+  if (l->flat_nt != 2) return l->flat_nt;
+  const struct braid_lsa_flat_stat* c = flat_class(l, bytes);
+  uint32_t k = c->calls & 1023;
+  return k < 16 ? (int)((k >> 2) & 1) : c->best;
+}
+static void flat_learn(struct braid_lsa* l, size_t bytes, int nt, uint64_t ticks) {
+  if (l->flat_nt != 2) return;
+  struct braid_lsa_flat_stat* c = flat_class(l, bytes);
+  uint32_t k = c->calls++ & 1023;
+  if (k >= 16) return;
+  if ((k & 3) != 0 && (c->min[nt] == 0 || ticks < c->min[nt])) c->min[nt] = ticks;
+  if (k < 15) return;
+  const uint64_t now = c->min[c->best], other = c->min[!c->best];
+  if (other + other / 16 < now) c->best = !c->best;
+  l->host->flat_nt = c->best; /* grouped flat calls (the executor) follow the lone path's last choice */
+  c->min[0] = c->min[1] = 0;
+}
+
 /* The lone call's path (see sym.h): what enqueue.c and plan.c would do for it, minus the plan
  * and the executor's hand-off; the flight recorder sees the same states. */
 int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
@@ -414,6 +478,13 @@ int braid_lsa_lone(struct braid_task* t, ncclResult_t* res_p) {
     uint64_t mine = braid_lsa_word_publish(&op, v, comm->rank, call, t->sendbuff, bytes);
     braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
     st = braid_lsa_word_finish(&op, v, comm->rank, call, mine, t->recvbuff, bytes, &comm->abort_flag);
+  } else if (bytes >= v->flat_min) {
+    const int nt = flat_pick(l, bytes);
+    const uint64_t t0 = flat_clock();
+    braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
+    st = braid_lsa_flat_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
+                                  nt, &comm->abort_flag);
+    if (st == BRAID_EXEC_OK) flat_learn(l, bytes, nt, flat_clock() - t0);
   } else {
     braid_flight_set_direct(comm, t->flight_id, BRAID_FLIGHT_RUNNING);
     st = braid_lsa_line_allreduce(&op, v, comm->rank, t->sendbuff, t->recvbuff, t->count, braid_dtype_size(t->dtype),
