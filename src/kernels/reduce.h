@@ -434,8 +434,10 @@ HD void braid_red_copy_packs(void* dst0, void* dst1, const void* src, size_t np,
         BRAID_RED_RUN1(sh, T, MUL1);                                                                              \
       else if (kind == BRAID_RED_SUMPOSTDIV && post)                                                              \
         BRAID_RED_RUN1(sh, T, DIV1);                                                                              \
-      else if (!BRAID_DEVICE_COMPILE && nt == 1 && d0 != a && d1ok) {                                             \
-        memcpy(d0, a, n * sizeof(T)); /* host: one call (gcc makes the loop a call per 16 elements) */            \
+      else if (!BRAID_DEVICE_COMPILE && nt == 1 && d1ok) {                                                        \
+        /* host: one call per output (gcc makes the loop a call per 16 elements); in place on                     \
+         * dst0 (a copy-and-send of data already in the output) copies only to dst1 */                            \
+        if (d0 != a) memcpy(d0, a, n * sizeof(T));                                                                \
         if (d1 != NULL) memcpy(d1, a, n * sizeof(T));                                                             \
       } else if (d0 != a || d1 != NULL)                                                                           \
         BRAID_RED_RUN1(sh, T, RAW);                                                                               \

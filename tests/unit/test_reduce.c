@@ -912,6 +912,32 @@ START_TEST(test_reduce_packs) {
 }
 END_TEST
 
+/* Copies (no second source) with every aliasing the primitives make: to one or two outputs,
+ * and in place on the first output (a copy-and-send of data already in the output: only the
+ * second output is written), through the generic loop and the host's chosen ISA. */
+START_TEST(test_reduce_copy_aliases) {
+  enum { N = 5000 };
+  static uint32_t src[N], d0[N], d1[N];
+  struct braid_redop cp = {.kind = BRAID_RED_SUM, .dtype = 3}; /* uint32 */
+  for (int path = 0; path < 2; path++)
+    for (int form = 0; form < 4; form++) {
+      for (uint32_t i = 0; i < N; i++) src[i] = i * 2654435761u, d0[i] = 0xd0d0d0d0u, d1[i] = 0xd1d1d1d1u;
+      uint32_t* dst0 = form >= 2 ? src : d0; /* 2, 3: in place on dst0 */
+      uint32_t* dst1 = form % 2 ? d1 : NULL;
+      if (path == 0)
+        braid_reduce_copy(&cp, dst0, dst1, src, 0, NULL, 0, 0, N);
+      else
+        braid_reduce_copy_host(&cp, dst0, dst1, src, 0, NULL, 0, 0, N);
+      for (uint32_t i = 0; i < N; i++) {
+        uint32_t want = i * 2654435761u;
+        EXPECT(src[i] == want, "path %d form %d: src[%u] = 0x%x, want 0x%x", path, form, i, src[i], want);
+        EXPECT(d0[i] == (form < 2 ? want : 0xd0d0d0d0u), "path %d form %d: dst0[%u] = 0x%x", path, form, i, d0[i]);
+        EXPECT(d1[i] == (form % 2 ? want : 0xd1d1d1d1u), "path %d form %d: dst1[%u] = 0x%x", path, form, i, d1[i]);
+      }
+    }
+}
+END_TEST
+
 Suite* reduce_suite(void) {
   Suite* s = suite_create("reduce");
   TCase* tc = tcase_create("fp");
@@ -937,6 +963,7 @@ Suite* reduce_suite(void) {
   tcase_add_test(tc, test_reduce_pack64);
   tcase_add_test(tc, test_reduce_threads);
   tcase_add_test(tc, test_reduce_packs);
+  tcase_add_test(tc, test_reduce_copy_aliases);
   tcase_add_test(tc, test_reduce_bad_op_and_scalars);
   tcase_add_test(tc, test_simt_host);
   suite_add_tcase(s, tc);
