@@ -118,7 +118,10 @@
     "host mode: bytes a one-pass reduction copies per process_vm_readv (auto: from near/far)")                         \
   X(SHM_PUSH, "BRAID_SHM_PUSH", LIVE, BOOL, 1,                                                                         \
     "host mode, 2-rank ring all-reduce, direct shm: each rank also writes its reduced half into the peer's output")    \
-  X(REDUCE_SPLIT_BYTES, "BRAID_REDUCE_SPLIT_BYTES", LIVE, SIZE, 1048576,                                               \
+  X(SHM_DIRECT_REDUCE, "BRAID_SHM_DIRECT_REDUCE", LIVE, BOOL, 0,                                                       \
+    "host mode, a Reduce's chain over direct shm: senders send by pointer, the receiver reduces from them in one "     \
+    "pass (0: through the FIFO slot, so the sender's core makes the copy)")                                            \
+  X(REDUCE_SPLIT_BYTES, "BRAID_REDUCE_SPLIT_BYTES", LIVE, SIZE, 0,                                                     \
     "host mode, 2 ranks, direct shm: Reduces this large reduce half on each rank (ring.h split; 0: never)")            \
   X(REDUCE_STORE, "BRAID_REDUCE_STORE", LIVE, BOOL, 1,                                                                 \
     "host mode, split Reduce: the non-root writes its half into the root's output (0: through the FIFO slot)")         \

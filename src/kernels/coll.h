@@ -303,7 +303,7 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
     if (c == 0) return BRAID_EXEC_BAD_SCHEDULE; /* an op to a peer that was never connected */
     size_t step = braid_min_sz(braid_p2p_chunk(w, c), op->bytes - op->done);
     if (!op->is_send) braid_direct_before_poll(p, c, op->buff + op->done, step, op->gather);
-    int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) && braid_direct_send_ready(c, op->gather)
+    int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) && braid_direct_send_ready(c, op->gather, step)
                                                : braid_conn_can_recv(c));
     if (!simt_bar_or(mine)) continue;
     braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);

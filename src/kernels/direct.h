@@ -56,6 +56,14 @@
  * source (the in-place deadlock of the rule above): where a send of mine in flight still
  * reads the step's output, the step copies into the slot first, as before.
  *
+ * Slot sends (struct braid_direct.slot_sends, per work item: a Reduce's chain unless
+ * BRAID_SHM_DIRECT_REDUCE=1). Sending by pointer moves the sender's copy to the receiver: the
+ * right trade where both ends also receive (ring, all-to-all), the wrong one in a chain that
+ * only flows one way, where the root would then fetch and reduce every byte on its core while
+ * the sender's idles. Such a work item sends through the slot on shm connections (the
+ * receiver sees no pointer and reads the slot as usual); network connections keep their
+ * direct sends, which save a copy on this end without adding one on the other.
+ *
  * Receiving (work.h braid_conn.rdirect: the receive end of such a connection). A step whose
  * payload becomes my output unchanged — RECV and RECV_COPY_SEND of one connection, a p2p
  * receive — lands there: before waiting for it the executor declares its destination (ctrl->
@@ -83,6 +91,14 @@
  * (a connection may set its own bound: braid_conn.direct_min). */
 #define BRAID_DIRECT_MIN_BYTES 16384
 #define BRAID_DIRECT_MAX_PEND 32
+/* A Gather's steps from this size are declared by the root and may be written by the sender
+ * (below): the connection's direct minimum, which both of its ends know, at most 32 KiB (a
+ * sender's write wins from there, measured against the slot: docs/notes/2026-12-04-lead2.md). */
+#define BRAID_GATHER_STORE_MAX_MIN (32u << 10)
+#define braid_gather_store_min(c)                                                  \
+  ((c)->direct_min == 0                           ? (size_t)BRAID_DIRECT_MIN_BYTES \
+   : (c)->direct_min < BRAID_GATHER_STORE_MAX_MIN ? (size_t)(c)->direct_min        \
+                                                  : (size_t)BRAID_GATHER_STORE_MAX_MIN)
 /* One pass over cross-memory attach: the piece copied, then reduced while in L1/L2. */
 #define BRAID_DIRECT_PIECE_BYTES (64u << 10)
 /* ctrl->ptrs[slot] of a step whose payload the sender already wrote into the receiver's
@@ -115,6 +131,7 @@ struct braid_direct {
   int pair_push;    /* the current work item is a 2-rank ring all-reduce that may push (below) */
   int gather_store; /* BRAID_GATHER_STORE, read per work item: a Gather's root asks its senders to write */
   int gather_op;    /* the current p2p step is an ncclGather's (braid_direct_p2p_op) */
+  int slot_sends;   /* the current work item sends through the FIFO slot on shm connections (below) */
   int npend, nrpend;
   struct braid_direct_pend pend[BRAID_DIRECT_MAX_PEND];
   struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
@@ -251,7 +268,9 @@ static inline int braid_prim_direct_plan(struct braid_prims* p, int prim, const 
   *rdst_p = 0;
   *scratch_p = 0;
   for (int i = 0; i < ns && direct; i++)
-    direct = p->send[i]->direct && bytes >= (p->send[i]->direct_min ? p->send[i]->direct_min : BRAID_DIRECT_MIN_BYTES);
+    direct = p->send[i]->direct &&
+             bytes >= (p->send[i]->direct_min ? p->send[i]->direct_min : BRAID_DIRECT_MIN_BYTES) &&
+             !(d->slot_sends && p->send[i]->fetched);
   if (direct && writes_out && out) {
     *src_p = out;
   } else if (direct && prim == BRAID_PRIM_SEND && p->op.kind != BRAID_RED_PREMULSUM) {
@@ -558,17 +577,18 @@ static inline int braid_direct_final_store(struct braid_prims* p, int prim, cons
  *   - it writes its block into the root's output (host_store: process_vm_writev, memcpy between
  *     threads) and marks the step stored (braid_direct_gather_store, before tail);
  *   - the root's RECV sees the mark (braid_direct_recv_stored) and copies nothing.
- * The root declares every such step, with no address (0) where it would rather read: BRAID_
- * GATHER_STORE=0, a small step, an output a send of mine still reads. The sender then sends as
+ * This holds for steps from the connection's direct minimum (braid_gather_store_min), which
+ * both ends know; smaller ones go through the slot without either end waiting for the other.
+ * The root declares every larger step, with no address (0) where it would rather read: BRAID_
+ * GATHER_STORE=0, an output a send of mine still reads. The sender then sends as
  * before, and so does a sender that cannot write (host_store NULL). Both ends know the op is a
  * Gather's from the call itself, so they never need to agree on anything else, and a variable
  * set differently on two ranks changes only who copies.
  */
 static inline void braid_direct_gather_declare(struct braid_prims* p, struct braid_conn* c, char* dst, size_t bytes) {
   if (c->host_fetch == NULL || c->dest == NULL || c->dest->dest_step == c->step + 1) return;
-  if (p->direct == NULL || !p->direct->gather_store || bytes < BRAID_DIRECT_MIN_BYTES ||
-      braid_direct_overlaps(p->direct, dst, bytes))
-    dst = NULL;
+  if (bytes < braid_gather_store_min(c)) return; /* the sender does not wait for these */
+  if (p->direct == NULL || !p->direct->gather_store || braid_direct_overlaps(p->direct, dst, bytes)) dst = NULL;
   c->dest->dest_addr = (uint64_t)(uintptr_t)dst;
   c->dest->dest_bytes = bytes;
   simt_st_release_u64(&c->dest->dest_step, c->step + 1);
@@ -579,7 +599,7 @@ static inline void braid_direct_gather_declare(struct braid_prims* p, struct bra
 static inline int braid_direct_gather_store(struct braid_prims* p, int prim, const char* in, size_t nelem) {
   struct braid_conn* s = p->nsend == 1 ? p->send[0] : NULL;
   if (prim != BRAID_PRIM_SEND || p->direct == NULL || !p->direct->gather_op || s == NULL || s->dest == NULL ||
-      s->host_store == NULL || in == NULL)
+      s->host_store == NULL || in == NULL || nelem * (size_t)p->esize < braid_gather_store_min(s))
     return -1;
   if (braid_prims_wait(p, prim, 1)) return p->status;
   size_t bytes = nelem * (size_t)p->esize;
@@ -711,15 +731,18 @@ HD void braid_direct_before_poll(struct braid_prims* p, struct braid_conn* c, ch
 #endif
 }
 
-/* May a p2p send start its next step on c? An ncclGather's waits on a direct shm connection
- * until the root has declared where the step lands (above); everything else: yes. */
-HD int braid_direct_send_ready(const struct braid_conn* c, int gather) {
+/* May a p2p send start its next step (of `bytes`) on c? An ncclGather's waits on a direct shm
+ * connection until the root has declared where the step lands (above), from the connection's
+ * direct minimum up (both ends know it: the receiver chose it); everything else: yes. */
+HD int braid_direct_send_ready(const struct braid_conn* c, int gather, size_t bytes) {
 #if BRAID_DEVICE_COMPILE
   (void)c;
   (void)gather;
+  (void)bytes;
   return 1;
 #else
-  return !gather || !c->direct || c->dest == 0 || simt_ld_acquire_u64(&c->dest->dest_step) == c->step + 1;
+  return !gather || !c->direct || c->dest == 0 || bytes < braid_gather_store_min(c) ||
+         simt_ld_acquire_u64(&c->dest->dest_step) == c->step + 1;
 #endif
 }
 

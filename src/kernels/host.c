@@ -80,6 +80,9 @@ static void run_job(struct braid_host_job* job) {
     direct.pair_push = direct.scratch_out && job->works[i].nranks == 2 && job->works[i].algo == BRAID_ALGO_RING &&
                        !job->works[i].exchange && braid_param_int(BRAID_PARAM_SHM_PUSH) != 0;
     direct.gather_store = braid_param_int(BRAID_PARAM_GATHER_STORE) != 0;
+    /* A Reduce's chain over shm sends through the slot (kernels/direct.h, slot_sends). */
+    direct.slot_sends = job->works[i].func == BRAID_FUNC_Reduce && !job->works[i].split &&
+                        braid_param_int(BRAID_PARAM_SHM_DIRECT_REDUCE) == 0;
     direct.gather_op = 0; /* set per step by the p2p ops (braid_direct_p2p_op) */
     stream_open(&job->works[i]);
     job->status = braid_run_work(&prims, &job->works[i], job->ch, job->abort_flag);

@@ -91,8 +91,9 @@ struct braid_conn {
    * whose payload goes to my output unchanged (RECV, RECV_COPY_SEND, a p2p receive) lands
    * there, anything else in its slot; the proxy posts a receive only for declared steps. */
   int rdirect;
-  /* Host executor only, send end with `direct`: the smallest step sent by pointer (0: the
-   * default of kernels/direct.h). */
+  /* Host executor only, send end with `direct` and shm receive end with `host_fetch`: the
+   * smallest step sent by pointer, or written by a Gather's sender (0: the default of
+   * kernels/direct.h). */
   uint32_t direct_min;
   /* Host executor only, may be NULL: called after this end published or released a step, so
    * the proxy thread moving this FIFO wakes up if it sleeps. Device code never calls it. */

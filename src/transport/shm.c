@@ -380,6 +380,7 @@ static ncclResult_t shm_recv_setup(const struct braid_transport_ctx* t, int peer
     r->peer_pid = t->peers[peer].pid;
     r->ctx = t;
     c->conn.host_fetch = shm_fetch;
+    c->conn.direct_min = blob->direct_min;
     c->conn.host_push = shm_push;
     c->conn.host_load = r->same_process;
     c->conn.fetch_piece = r->same_process ? 0 : shm_fetch_piece(t, peer);

@@ -172,7 +172,7 @@ START_TEST(test_host_mode) {
 END_TEST
 
 /* Reduce's split schedule (algo/ring.h): the variant of a Ring/Simple Reduce from
- * BRAID_REDUCE_SPLIT_BYTES (1 MiB by default; 0: never), two ranks in host mode on one node
+ * BRAID_REDUCE_SPLIT_BYTES (0 by default: never), two ranks in host mode on one node
  * only; NCCL_PROTO still obeyed (another protocol: no split), nothing else gets the variant. */
 static struct braid_tuner_choice split_choice(int nodes, int ppn, int host, int func, size_t bytes) {
   struct braid_tuner* t = NULL;
@@ -187,6 +187,9 @@ static struct braid_tuner_choice split_choice(int nodes, int ppn, int host, int 
 
 START_TEST(test_reduce_split) {
   env_reset();
+  ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20).variant, 0); /* off by default */
+  setenv("BRAID_REDUCE_SPLIT_BYTES", "1M", 1);
+  braid_param_reload();
   struct braid_tuner_choice c = split_choice(1, 2, 1, BRAID_FUNC_Reduce, 1 << 20);
   ck_assert_int_eq(c.algo, BRAID_ALGO_RING);
   ck_assert_int_eq(c.proto, BRAID_PROTO_SIMPLE);
@@ -205,7 +208,7 @@ START_TEST(test_reduce_split) {
   setenv("BRAID_REDUCE_SPLIT_BYTES", "0", 1);
   braid_param_reload();
   ck_assert_int_eq(split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20).variant, 0);
-  unsetenv("BRAID_REDUCE_SPLIT_BYTES");
+  setenv("BRAID_REDUCE_SPLIT_BYTES", "1M", 1);
   setenv("NCCL_PROTO", "LL", 1);
   braid_param_reload();
   c = split_choice(1, 2, 1, BRAID_FUNC_Reduce, 64 << 20);
