@@ -160,6 +160,21 @@ static ncclResult_t match_self(struct braid_plan* plan, struct braid_task* tasks
   return ncclSuccess;
 }
 
+/* Host mode: a send whose source a receive of the same batch overwrites (an in-place exchange).
+ * Sent by pointer, that receive could not land in place while the peer may still read the
+ * source: it would land in the slot and be copied out once the peer is done, two copies on this
+ * core and a wait; through the slot each end makes one (kernels/direct.h, slot sends). The ops
+ * of a batch are a few per local peer, so the pairwise test is cheap. */
+static void mark_slot_sends(struct braid_plan* plan) {
+  for (int i = 0; i < plan->nops; i++) {
+    struct braid_p2p_op* s = &plan->ops[i];
+    for (int j = 0; j < plan->nops && s->is_send && !s->slot && s->bytes > 0; j++) {
+      const struct braid_p2p_op* r = &plan->ops[j];
+      s->slot = !r->is_send && r->bytes > 0 && r->buff < s->buff + s->bytes && s->buff < r->buff + r->bytes;
+    }
+  }
+}
+
 static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, int np2p, int* nworks) {
   ncclResult_t res = ncclSuccess;
   struct braid_comm* comm = plan->comm;
@@ -189,6 +204,7 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
     if (!send && !ch->p2p_recv[peer].connected) add_peer(plan->connect_recv, &plan->nconnect_recv, peer);
   }
   qsort(plan->ops, plan->nops, sizeof(*plan->ops), by_round);
+  if (comm->host_mode) mark_slot_sends(plan);
   if (plan->nops > 0) {
     struct braid_work* w = &plan->works[nworks[0]++];
     memset(w, 0, sizeof(*w));

@@ -307,7 +307,7 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
                                                : braid_conn_can_recv(c));
     if (!simt_bar_or(mine)) continue;
     braid_prims_set_peers(p, op->is_send ? c : 0, op->is_send ? 0 : c);
-    braid_direct_p2p_op(p, op->gather);
+    braid_direct_p2p_op(p, op->gather, op->slot);
     int rc = braid_prim_step(p, op->is_send ? BRAID_PRIM_SEND : BRAID_PRIM_RECV, op->buff + op->done,
                              op->buff + op->done, step, 0);
     if (rc) return rc;

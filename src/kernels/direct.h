@@ -56,13 +56,16 @@
  * source (the in-place deadlock of the rule above): where a send of mine in flight still
  * reads the step's output, the step copies into the slot first, as before.
  *
- * Slot sends (struct braid_direct.slot_sends, per work item: a Reduce's chain unless
- * BRAID_SHM_DIRECT_REDUCE=1). Sending by pointer moves the sender's copy to the receiver: the
- * right trade where both ends also receive (ring, all-to-all), the wrong one in a chain that
- * only flows one way, where the root would then fetch and reduce every byte on its core while
- * the sender's idles. Such a work item sends through the slot on shm connections (the
- * receiver sees no pointer and reads the slot as usual); network connections keep their
- * direct sends, which save a copy on this end without adding one on the other.
+ * Slot sends (struct braid_direct.slot_sends: per work item for a Reduce's chain unless
+ * BRAID_SHM_DIRECT_REDUCE=1, per step for a p2p send marked `slot`). Sending by pointer moves
+ * the sender's copy to the receiver: the right trade where both ends also receive (ring,
+ * all-to-all), the wrong one in a chain that only flows one way, where the root would then
+ * fetch and reduce every byte on its core while the sender's idles, and for a p2p send whose
+ * source a receive of the same batch overwrites (core/plan.c mark_slot_sends: that receive
+ * would land in the slot anyway, see the overlap rule above). Such a step sends through the
+ * slot on shm connections (the receiver sees no pointer and reads the slot as usual); network
+ * connections keep their direct sends, which save a copy on this end without adding one on
+ * the other.
  *
  * Receiving (work.h braid_conn.rdirect: the receive end of such a connection). A step whose
  * payload becomes my output unchanged — RECV and RECV_COPY_SEND of one connection, a p2p
@@ -746,13 +749,18 @@ HD int braid_direct_send_ready(const struct braid_conn* c, int gather, size_t by
 #endif
 }
 
-/* The p2p step about to run belongs to an ncclGather (or not). */
-HD void braid_direct_p2p_op(struct braid_prims* p, int gather) {
+/* The p2p step about to run belongs to an ncclGather (or not), and goes through the slot on
+ * shm (its op is marked `slot`) or not. */
+HD void braid_direct_p2p_op(struct braid_prims* p, int gather, int slot) {
 #if BRAID_DEVICE_COMPILE
   (void)p;
   (void)gather;
+  (void)slot;
 #else
-  if (p->direct != 0) p->direct->gather_op = gather;
+  if (p->direct != 0) {
+    p->direct->gather_op = gather;
+    p->direct->slot_sends = slot;
+  }
 #endif
 }
 #endif /* BRAID_DIRECT_H */

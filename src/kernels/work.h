@@ -176,6 +176,8 @@ struct braid_p2p_op {
   size_t bytes;
   size_t done; /* progress, kept by the executor (reset when the op starts) */
   int gather;  /* an ncclGather's: on a direct shm connection the sender writes (kernels/direct.h) */
+  int slot;    /* host mode, a send: a receive of the batch overwrites its source (in place): it goes
+                * through the slot on shm connections (kernels/direct.h, slot sends) */
 };
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
