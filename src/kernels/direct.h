@@ -134,7 +134,7 @@ struct braid_direct {
   int pair_push;    /* the current work item is a 2-rank ring all-reduce that may push (below) */
   int gather_store; /* BRAID_GATHER_STORE, read per work item: a Gather's root asks its senders to write */
   int gather_op;    /* the current p2p step is an ncclGather's (braid_direct_p2p_op) */
-  int slot_sends;   /* the current work item sends through the FIFO slot on shm connections (below) */
+  int slot_sends;   /* the current work item (a Reduce) or p2p step sends through the shm slot (below) */
   int npend, nrpend;
   struct braid_direct_pend pend[BRAID_DIRECT_MAX_PEND];
   struct braid_direct_rpend rpend[BRAID_DIRECT_MAX_PEND];
