@@ -160,19 +160,52 @@ static ncclResult_t match_self(struct braid_plan* plan, struct braid_task* tasks
   return ncclSuccess;
 }
 
+struct range {
+  const char* lo;
+  const char* hi; /* for the receives sorted by lo: the largest end up to this one */
+};
+static int by_lo(const void* a, const void* b) {
+  const char* x = ((const struct range*)a)->lo;
+  const char* y = ((const struct range*)b)->lo;
+  return x < y ? -1 : x > y;
+}
+
 /* Host mode: a send whose source a receive of the same batch overwrites (an in-place exchange).
  * Sent by pointer, that receive could not land in place while the peer may still read the
  * source: it would land in the slot and be copied out once the peer is done, two copies on this
- * core and a wait; through the slot each end makes one (kernels/direct.h, slot sends). The ops
- * of a batch are a few per local peer, so the pairwise test is cheap. */
-static void mark_slot_sends(struct braid_plan* plan) {
+ * core and a wait; through the slot each end makes one (kernels/direct.h, slot sends). A batch
+ * may hold ops to every rank of a large communicator: the receives are sorted once, and a send
+ * overlaps one iff the largest end among the receives that start below its end lies above its
+ * start. */
+static ncclResult_t mark_slot_sends(struct braid_plan* plan) {
+  ncclResult_t res = ncclSuccess;
+  struct range* r = NULL;
+  int nr = 0;
+  BRAID_CALLOC_GOTO(r, plan->nops > 0 ? plan->nops : 1, res, out);
+  for (int i = 0; i < plan->nops; i++)
+    if (!plan->ops[i].is_send && plan->ops[i].bytes > 0)
+      r[nr++] = (struct range){plan->ops[i].buff, plan->ops[i].buff + plan->ops[i].bytes};
+  if (nr == 0) goto out;
+  qsort(r, nr, sizeof(*r), by_lo);
+  for (int i = 1; i < nr; i++)
+    if (r[i].hi < r[i - 1].hi) r[i].hi = r[i - 1].hi;
   for (int i = 0; i < plan->nops; i++) {
     struct braid_p2p_op* s = &plan->ops[i];
-    for (int j = 0; j < plan->nops && s->is_send && !s->slot && s->bytes > 0; j++) {
-      const struct braid_p2p_op* r = &plan->ops[j];
-      s->slot = !r->is_send && r->bytes > 0 && r->buff < s->buff + s->bytes && s->buff < r->buff + r->bytes;
+    if (!s->is_send || s->bytes == 0) continue;
+    const char* end = s->buff + s->bytes;
+    int lo = 0, hi = nr; /* the receives [0, lo) start below `end` */
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (r[mid].lo < end)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
+    s->slot = lo > 0 && r[lo - 1].hi > s->buff;
   }
+out:
+  free(r);
+  return res;
 }
 
 static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, int np2p, int* nworks) {
@@ -204,7 +237,7 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
     if (!send && !ch->p2p_recv[peer].connected) add_peer(plan->connect_recv, &plan->nconnect_recv, peer);
   }
   qsort(plan->ops, plan->nops, sizeof(*plan->ops), by_round);
-  if (comm->host_mode) mark_slot_sends(plan);
+  if (comm->host_mode) BRAID_CHECK_GOTO(mark_slot_sends(plan), res, out);
   if (plan->nops > 0) {
     struct braid_work* w = &plan->works[nworks[0]++];
     memset(w, 0, sizeof(*w));

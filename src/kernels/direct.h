@@ -94,14 +94,9 @@
  * (a connection may set its own bound: braid_conn.direct_min). */
 #define BRAID_DIRECT_MIN_BYTES 16384
 #define BRAID_DIRECT_MAX_PEND 32
-/* A Gather's steps from this size are declared by the root and may be written by the sender
- * (below): the connection's direct minimum, which both of its ends know, at most 32 KiB (a
- * sender's write wins from there, measured against the slot: docs/notes/2026-12-04-lead2.md). */
+/* A Gather's steps from the size braid_gather_store_min() gives are declared by the root and
+ * may be written by the sender (below). */
 #define BRAID_GATHER_STORE_MAX_MIN (32u << 10)
-#define braid_gather_store_min(c)                                                  \
-  ((c)->direct_min == 0                           ? (size_t)BRAID_DIRECT_MIN_BYTES \
-   : (c)->direct_min < BRAID_GATHER_STORE_MAX_MIN ? (size_t)(c)->direct_min        \
-                                                  : (size_t)BRAID_GATHER_STORE_MAX_MIN)
 /* One pass over cross-memory attach: the piece copied, then reduced while in L1/L2. */
 #define BRAID_DIRECT_PIECE_BYTES (64u << 10)
 /* ctrl->ptrs[slot] of a step whose payload the sender already wrote into the receiver's
@@ -114,6 +109,13 @@
 #if !BRAID_DEVICE_COMPILE
 
 #include "kernels/reduce_isa.h" /* braid_reduce_stream_hold */
+
+/* The connection's direct minimum, which both of its ends know, at most 32 KiB: a sender's
+ * write wins from there, measured against the slot (docs/notes/2026-12-04-lead2.md). */
+static inline size_t braid_gather_store_min(const struct braid_conn* c) {
+  size_t min = c->direct_min ? c->direct_min : BRAID_DIRECT_MIN_BYTES;
+  return min < BRAID_GATHER_STORE_MAX_MIN ? min : BRAID_GATHER_STORE_MAX_MIN;
+}
 
 struct braid_direct_pend {
   struct braid_conn* conn;
@@ -602,10 +604,11 @@ static inline void braid_direct_gather_declare(struct braid_prims* p, struct bra
 static inline int braid_direct_gather_store(struct braid_prims* p, int prim, const char* in, size_t nelem) {
   struct braid_conn* s = p->nsend == 1 ? p->send[0] : NULL;
   if (prim != BRAID_PRIM_SEND || p->direct == NULL || !p->direct->gather_op || s == NULL || s->dest == NULL ||
-      s->host_store == NULL || in == NULL || nelem * (size_t)p->esize < braid_gather_store_min(s))
+      s->host_store == NULL || in == NULL)
     return -1;
-  if (braid_prims_wait(p, prim, 1)) return p->status;
   size_t bytes = nelem * (size_t)p->esize;
+  if (bytes < braid_gather_store_min(s)) return -1;
+  if (braid_prims_wait(p, prim, 1)) return p->status;
   if (simt_ld_acquire_u64(&s->dest->dest_step) != s->step + 1) return BRAID_EXEC_BAD_SCHEDULE; /* waited for */
   uint64_t dst = s->dest->dest_addr;
   if (dst == 0) return -1;
