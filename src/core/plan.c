@@ -57,8 +57,13 @@ static ncclResult_t add_lsa(struct braid_plan* plan, const struct braid_task* t,
   /* The peers read this rank's input in place when it lies in a window (kernels/lsa.h), except
    * where lsa.h stages: PreMulSum (its owner's pre-op) and a one-shot whose output overwrites it. */
   int stage = t->redop.kind == BRAID_RED_PREMULSUM || (w->lsa_mode == BRAID_LSA_ONESHOT && t->sendbuff == t->recvbuff);
+  size_t bytes = t->count * braid_dtype_size(t->dtype);
   if ((w->lsa_mode == BRAID_LSA_ONESHOT || w->lsa_mode == BRAID_LSA_TWOSHOT) && !stage)
-    w->lsa_win = (uint8_t)braid_lsa_win_of(comm, t->sendbuff, t->count * braid_dtype_size(t->dtype), &w->lsa_off);
+    w->lsa_win = (uint8_t)braid_lsa_win_of(comm, t->sendbuff, bytes, &w->lsa_off);
+  /* Through multicast: straight from and to windows bound to objects of their own (multimem.h). */
+  if (w->lsa_mode & BRAID_LSA_MC)
+    w->lsa_win =
+        (uint8_t)braid_lsa_mc_direct(comm, w->lsa_mode & 3, t->sendbuff, t->recvbuff, bytes, &w->lsa_off, &w->lsa_rwin);
   return ncclSuccess;
 }
 

@@ -200,6 +200,10 @@ struct braid_lsa_view {
    * An entry keeps its place while its window lives (a kernel in flight looks it up by id). */
   const uint64_t* win_id; /* [BRAID_LSA_MAX_WINS] */
   char* const* win_seg;   /* [BRAID_LSA_MAX_WINS * nranks] */
+  /* win_mc[k]: entry k's own multicast address (a window of ncclMemAlloc memory bound to an object
+   * of its own, core/sym/win_mc.c; on the fake GPU a struct braid_mc_emul), NULL without one:
+   * the multicast all-reduce then reduces from and stores to it directly (multimem.h). */
+  char* const* win_mc; /* [BRAID_LSA_MAX_WINS] */
 };
 #define BRAID_LSA_MAX_WINS 16 /* windows a call's input may be read in place from (the first ones) */
 enum braid_lsa_mode {
@@ -218,10 +222,12 @@ struct braid_mc_emul {
 };
 
 struct braid_work {
-  uint8_t func;  /* enum braid_func */
-  uint8_t algo;  /* enum braid_algo */
-  uint8_t proto; /* enum braid_proto */
-  uint8_t dtype; /* ncclDataType_t */
+  uint8_t func;     /* enum braid_func */
+  uint8_t algo;     /* enum braid_algo */
+  uint8_t proto;    /* enum braid_proto */
+  uint8_t dtype;    /* ncclDataType_t */
+  uint8_t lsa_rwin; /* algo NVLS through multicast, two-shot: 1 + the view's window entry that holds
+                       recvbuff (stored to through its object), 0: none (a one-shot writes recvbuff where it is) */
   struct braid_redop redop;
   int nranks, rank, root;
   const void* sendbuff;

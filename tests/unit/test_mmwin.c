@@ -9,6 +9,8 @@
  *              rank's window at the asked offset; all-reduces in place and out of place on the
  *              window's memory are right and go through the NVLS multicast object;
  *              deregistration releases the window's object, and nothing is left at the end;
+ *   direct     the multicast all-reduce straight from and to such windows (kernels/multimem.h):
+ *              symmetric calls go direct, one-shot and two-shot; asymmetric ones stage, right;
  *   processes  2 and 4 ranks as processes: the same, the VMM handles crossing processes;
  *   refusals   a window of cudaMalloc-style memory (device->alloc) on one rank or all, a window
  *              off a granule boundary, multicast off, NCCL_CUMEM_ENABLE=0: no multimem pointer
@@ -24,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/param.h"
 #include "core/comm.h"
 #include "core/sym/sym.h"
 #include "device/device.h"
@@ -92,6 +95,12 @@ static int check(const struct braid_device_ops* d, const float* out, int n, int 
 static uint64_t mc_calls(ncclComm_t comm) {
   const struct braid_nvls* nv = braid_lsa_nvls(braid_comm_of(comm));
   return nv == NULL ? 0 : *(volatile uint64_t*)((char*)nv->local + BRAID_MC_CALLS_OFF);
+}
+
+/* Of them, calls straight from and to the windows' own objects (kernels/multimem.h, direct). */
+static uint64_t mc_direct(ncclComm_t comm) {
+  const struct braid_nvls* nv = braid_lsa_nvls(braid_comm_of(comm));
+  return nv == NULL ? 0 : *(volatile uint64_t*)((char*)nv->local + BRAID_MC_DIRECT_OFF);
 }
 
 static int multimem_support(ncclComm_t comm) {
@@ -179,12 +188,108 @@ START_TEST(test_bound) {
 }
 END_TEST
 
+/* The direct multicast all-reduce, one-shot and two-shot (_i: bit 0 two-shot, bit 1 4 ranks),
+ * ranks of one process: symmetric windows go direct (nothing staged), everything else stages
+ * and is right: an in-place one-shot, inputs at other offsets on each rank, one rank's input
+ * outside any window, offsets off a 16-byte boundary. Every call leaves the inputs it did not
+ * overwrite and the windows' marks past the outputs as they were. */
+static const struct {
+  const char* what;
+  int in_place;
+  size_t in_at;  /* floats: where rank r's input starts in its window (times r when `skew`) */
+  int skew;      /* the offset differs per rank */
+  int outside;   /* rank 0's input is not in a window */
+  int direct[2]; /* goes direct: one-shot, two-shot */
+} direct_calls[] = {
+    {"out of place", 0, 0, 0, 0, {1, 1}},
+    {"in place", 1, 0, 0, 0, {0, 1}},
+    {"other offsets per rank", 0, 16, 1, 0, {0, 0}},
+    {"rank 0 outside a window", 0, 0, 0, 1, {0, 0}},
+    {"off a 16-byte boundary", 0, 1, 0, 0, {0, 0}},
+    {"out of place again", 0, 0, 0, 0, {1, 1}},
+};
+START_TEST(test_direct) {
+  static ncclComm_t comm[MAXR];
+  static ncclWindow_t win[MAXR];
+  static float *buf[MAXR], *plain[MAXR];
+  int n = _i & 2 ? 4 : 2, two = _i & 1, devs[MAXR] = {0, 1, 2, 3};
+  env(n, "1");
+  setenv("BRAID_LSA_VARIANT", two ? "TWOSHOT" : "ONESHOT", 1);
+  braid_param_reload();
+  const struct braid_device_ops* d = braid_device();
+  ck_assert_int_eq(ncclCommInitAll(comm, n, devs), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    d->set_current(r);
+    ck_assert_int_eq(ncclMemAlloc((void**)&buf[r], WIN_BYTES), ncclSuccess);
+    ck_assert_int_eq(d->alloc((void**)&plain[r], COUNT * sizeof(float)), ncclSuccess);
+    uint32_t mark = (uint32_t)r + 1;
+    ck_assert_int_eq(d->setup_copy((char*)buf[r] + MARK_OFF, &mark, sizeof(mark)), ncclSuccess);
+  }
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++)
+    ck_assert_int_eq(ncclCommWindowRegister(comm[r], buf[r], WIN_BYTES, &win[r], NCCL_WIN_COLL_SYMMETRIC), ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int c = 0; c < (int)(sizeof(direct_calls) / sizeof(direct_calls[0])); c++) {
+    uint64_t direct0[MAXR], calls0 = mc_calls(comm[0]);
+    float *in[MAXR], *out[MAXR];
+    for (int r = 0; r < n; r++) {
+      direct0[r] = mc_direct(comm[r]);
+      in[r] = direct_calls[c].outside && r == 0
+                  ? plain[r]
+                  : buf[r] + direct_calls[c].in_at * (direct_calls[c].skew ? (size_t)r : 1);
+      out[r] = direct_calls[c].in_place ? in[r] : buf[r] + WIN_BYTES / 8;
+      ck_assert_int_eq(fill(d, in[r], r, c), 0);
+    }
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; r++) {
+      d->set_current(r);
+      ck_assert_int_eq(ncclAllReduce(in[r], out[r], COUNT, ncclFloat32, ncclSum, comm[r], S(300 + r)), ncclSuccess);
+    }
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    for (int r = 0; r < n; r++) {
+      d->set_current(r);
+      ck_assert_int_eq(d->stream_sync(S(300 + r)), ncclSuccess);
+    }
+    for (int r = 0; r < n; r++) {
+      const char* what = direct_calls[c].what;
+      ck_assert_msg(check(d, out[r], n, c) == 0, "%s: rank %d's result", what, r);
+      if (!direct_calls[c].in_place) {
+        static float host[COUNT];
+        ck_assert_int_eq(d->setup_copy(host, in[r], sizeof(host)), ncclSuccess);
+        for (size_t i = 0; i < COUNT; i++)
+          ck_assert_msg(host[i] == val(r, i, c), "%s: rank %d's input [%zu] = %g, not %g", what, r, i, host[i],
+                        val(r, i, c));
+      }
+      uint32_t mark = 0;
+      ck_assert_int_eq(d->setup_copy(&mark, (char*)buf[r] + MARK_OFF, sizeof(mark)), ncclSuccess);
+      ck_assert_msg(mark == (uint32_t)r + 1, "%s: rank %d's mark past the output is %u", what, r, mark);
+      ck_assert_msg(mc_direct(comm[r]) == direct0[r] + (uint64_t)direct_calls[c].direct[two],
+                    "%s, %s: rank %d ran %llu calls direct, want %d", two ? "two-shot" : "one-shot", what, r,
+                    (unsigned long long)(mc_direct(comm[r]) - direct0[r]), direct_calls[c].direct[two]);
+    }
+    ck_assert_uint_eq(mc_calls(comm[0]), calls0 + 1); /* through the multicast path either way */
+  }
+  for (int r = 0; r < n; r++) ck_assert_int_eq(ncclCommWindowDeregister(comm[r], win[r]), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    d->set_current(r);
+    d->free(plain[r]);
+    ck_assert_int_eq(ncclMemFree(buf[r]), ncclSuccess);
+  }
+  for (int r = 0; r < n; r++) ck_assert_int_eq(ncclCommDestroy(comm[r]), ncclSuccess);
+  unsetenv("BRAID_LSA_VARIANT");
+  braid_param_reload();
+  ck_assert_int_eq(shm_count("braid-fakemc-"), 0);
+}
+END_TEST
+
 /* Rank r of n as a process of its own. Exit status 0: right. */
 static int process_rank(ncclUniqueId id, int n, int r) {
   ncclComm_t comm;
   ncclWindow_t win;
   float* buf = NULL;
   env(n, "1");
+  setenv("BRAID_LSA_VARIANT", "TWOSHOT", 1); /* both calls direct: the objects' members cross processes */
+  braid_param_reload();
   const struct braid_device_ops* d = braid_device();
   if (d != braid_device_fake || d->set_current(r) != ncclSuccess) return 2;
   if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) return 3;
@@ -203,7 +308,7 @@ static int process_rank(ncclUniqueId id, int n, int r) {
     if (d->stream_sync(S(300)) != ncclSuccess) return 11;
     if ((bad = check(d, out, n, call)) != 0) return 120 + 10 * call + bad;
   }
-  if (mc_calls(comm) != 2) return 13;
+  if (mc_calls(comm) != 2 || mc_direct(comm) != 2) return 13;
   if (ncclCommWindowDeregister(comm, win) != ncclSuccess) return 14;
   if (ncclMemFree(buf) != ncclSuccess) return 15;
   if (ncclCommDestroy(comm) != ncclSuccess) return 16;
@@ -307,6 +412,10 @@ Suite* mmwin_suite(void) {
   TCase* tc = tcase_create("bound");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_bound, 0, 2);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("direct");
+  tcase_set_timeout(tc, 90);
+  tcase_add_loop_test(tc, test_direct, 0, 4);
   suite_add_tcase(s, tc);
   tc = tcase_create("processes");
   tcase_set_timeout(tc, 90);

@@ -67,6 +67,7 @@ struct braid_lsa {
   /* The view's window table (work.h: an entry keeps its place while its window lives) */
   uint64_t* win_id;                                   /* the host copy's win_id[] */
   char** win_seg;                                     /* the host copy's win_seg[] */
+  char** win_mc;                                      /* the host copy's win_mc[] */
   struct ncclWindow_vidmem* wins[BRAID_LSA_MAX_WINS]; /* entry k's window, or NULL */
   uint64_t win_gen;                                   /* sym->win_gen the table was made at */
 };
@@ -133,18 +134,20 @@ out:
   return res;
 }
 
-/* The view, then seg[nranks], win_id[MAX_WINS], win_seg[MAX_WINS * nranks]. */
+/* The view, then seg[nranks], win_id[MAX_WINS], win_seg[MAX_WINS * nranks], win_mc[MAX_WINS]. */
 static size_t view_bytes(const struct braid_comm* comm) {
   return sizeof(struct braid_lsa_view) + (size_t)comm->nranks * sizeof(char*) + BRAID_LSA_MAX_WINS * sizeof(uint64_t) +
-         (size_t)BRAID_LSA_MAX_WINS * comm->nranks * sizeof(char*);
+         (size_t)BRAID_LSA_MAX_WINS * (comm->nranks + 1) * sizeof(char*);
 }
-/* Where seg[], win_id[] and win_seg[] of the view at `base` lie (the host copy or the device's). */
+/* Where the arrays of the view at `base` lie (the host copy or the device's). */
 static void view_point(const struct braid_comm* comm, struct braid_lsa_view* host, char* base) {
   char* seg = base + sizeof(struct braid_lsa_view);
   char* ids = seg + (size_t)comm->nranks * sizeof(char*);
+  char* wseg = ids + BRAID_LSA_MAX_WINS * sizeof(uint64_t);
   host->seg = (char**)(void*)seg;
   host->win_id = (uint64_t*)(void*)ids;
-  host->win_seg = (char**)(void*)(ids + BRAID_LSA_MAX_WINS * sizeof(uint64_t));
+  host->win_seg = (char**)(void*)wseg;
+  host->win_mc = (char**)(void*)(wseg + (size_t)BRAID_LSA_MAX_WINS * comm->nranks * sizeof(char*));
 }
 /* The view and seg[] (host memory), and in device mode their device-memory copy. */
 static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
@@ -157,6 +160,7 @@ static ncclResult_t view_alloc(struct braid_comm* comm, struct braid_lsa* l) {
   l->seg = (char**)l->host->seg;
   l->win_id = (uint64_t*)l->host->win_id;
   l->win_seg = (char**)l->host->win_seg;
+  l->win_mc = (char**)l->host->win_mc;
   l->win_gen = UINT64_MAX; /* the first call makes the table */
   l->view = l->host;
   if (comm->device == NULL) return ncclSuccess;
@@ -335,20 +339,25 @@ static void wins_refresh(struct braid_comm* comm, struct braid_lsa* l) {
         if (free_k < 0 && l->wins[k] == NULL) free_k = k;
       if (k == BRAID_LSA_MAX_WINS && free_k >= 0) l->wins[free_k] = w, l->win_id[free_k] = w->id + 1; /* 0: free */
     }
-    for (int k = 0; k < BRAID_LSA_MAX_WINS; k++)
+    for (int k = 0; k < BRAID_LSA_MAX_WINS; k++) {
       for (int r = 0; r < n; r++) l->win_seg[(size_t)k * n + r] = l->wins[k] != NULL ? l->wins[k]->peer_ptr[r] : NULL;
+      l->win_mc[k] = l->wins[k] != NULL ? (char*)l->wins[k]->view.multimem : NULL; /* bound before win_gen moved */
+    }
     l->win_gen = s->win_gen;
     l->pushed = 0;
   }
   pthread_mutex_unlock(&s->lock);
 }
 
-int braid_lsa_win_of(const struct braid_comm* comm, const void* ptr, size_t bytes, size_t* off_p) {
+/* 1 + the entry whose window holds [ptr, ptr + bytes) (with a multicast object of its own when
+ * `mc`), its offset there; 0: none. */
+static int win_entry(const struct braid_comm* comm, const void* ptr, size_t bytes, int mc, size_t* off_p) {
   const struct braid_lsa* l = comm->sym != NULL ? comm->sym->lsa : NULL;
   if (l == NULL || ptr == NULL) return 0;
   for (int k = 0; k < BRAID_LSA_MAX_WINS; k++) {
     const struct ncclWindow_vidmem* w = l->wins[k];
-    if (w == NULL || (comm->device != NULL && !w->infos[comm->rank].on_device)) continue;
+    if (w == NULL || (comm->device != NULL && !w->infos[comm->rank].on_device) || (mc && l->win_mc[k] == NULL))
+      continue;
     const char *p = ptr, *base = w->user_ptr;
     if (p >= base && bytes <= w->size && (size_t)(p - base) <= w->size - bytes) {
       *off_p = (size_t)(p - base);
@@ -356,6 +365,32 @@ int braid_lsa_win_of(const struct braid_comm* comm, const void* ptr, size_t byte
     }
   }
   return 0;
+}
+
+int braid_lsa_win_of(const struct braid_comm* comm, const void* ptr, size_t bytes, size_t* off_p) {
+  return win_entry(comm, ptr, bytes, 0, off_p);
+}
+
+int braid_lsa_mc_direct(const struct braid_comm* comm, int mode, const void* sendbuff, void* recvbuff, size_t bytes,
+                        size_t* send_off, uint8_t* recv_win) {
+  const char *s = sendbuff, *r = recvbuff;
+  size_t roff = 0;
+  *recv_win = 0;
+  /* whole 4-byte words (multimem.h's loops: an odd count of 2-byte elements would store past the
+   * buffer); one input and one output, or one buffer for both (two-shot: a chunk's ld_reduce
+   * precedes its stores, and only its owner touches it) */
+  if (bytes == 0 || bytes % 4 != 0) return 0;
+  if (s == r ? mode != BRAID_LSA_TWOSHOT : s < r + bytes && r < s + bytes) return 0;
+  int k = win_entry(comm, sendbuff, bytes, 1, send_off);
+  if (k == 0 || *send_off % 16 != 0) return 0;
+  if (mode == BRAID_LSA_TWOSHOT) {
+    int rk = win_entry(comm, recvbuff, bytes, 1, &roff);
+    if (rk == 0 || roff % 16 != 0) return 0;
+    *recv_win = (uint8_t)rk;
+  } else if ((uintptr_t)recvbuff % 16 != 0) {
+    return 0;
+  }
+  return k;
 }
 
 ncclResult_t braid_lsa_counts(struct braid_comm* comm, uint64_t* staged_p, uint64_t* in_place_p) {

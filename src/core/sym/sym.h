@@ -203,6 +203,14 @@ int braid_lsa_mode_of(const struct braid_comm* comm, int variant, size_t bytes);
  * whose window holds this rank's [ptr, ptr + bytes), and its offset in *off_p; 0 when none does
  * (the input is staged). Device mode: only windows of device memory. */
 int braid_lsa_win_of(const struct braid_comm* comm, const void* ptr, size_t bytes, size_t* off_p);
+/* The multicast all-reduce (kernels/multimem.h) of `bytes` in `mode` (BRAID_LSA_ONESHOT or
+ * TWOSHOT) can reduce straight from sendbuff's window through that window's own multicast
+ * object (core/sym/win_mc.c) and, two-shot, store through recvbuff's: 1 + sendbuff's entry of
+ * the view's window table, *send_off its offset there, *recv_win 1 + recvbuff's entry (two-shot;
+ * 0 for a one-shot, which writes recvbuff where it is); 0: stage. This rank's own facts: the
+ * kernel checks at run time that every rank's are the same (a mismatch stages). */
+int braid_lsa_mc_direct(const struct braid_comm* comm, int mode, const void* sendbuff, void* recvbuff, size_t bytes,
+                        size_t* send_off, uint8_t* recv_win);
 /* One-/two-shot calls of this rank so far that staged their input and that were read in place
  * (the counters in its segment, kernels/lsa.h; tests). ncclInternalError without a scratch. */
 ncclResult_t braid_lsa_counts(struct braid_comm* comm, uint64_t* staged_p, uint64_t* in_place_p);
