@@ -298,8 +298,9 @@ HD uint64_t braid_word_compute(const struct braid_prims* p, int prim, int nr, co
     acc = recv_w[0];
     first = 1;
   }
-  if (first == nr) {
-    acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in, 0, 0, do_post);
+  if (first == nr) { /* a copy: only a pre- or post-op changes the word */
+    if ((reads_in && p->op.kind == BRAID_RED_PREMULSUM) || (do_post && p->op.kind == BRAID_RED_SUMPOSTDIV))
+      acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in, 0, 0, do_post);
   } else {
     BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) if (i >= first && i < nr) acc =
         BRAID_REDUCE_PACK64(&p->op, acc, reads_in && i == first, &recv_w[i], 0, do_post && i == nr - 1);
