@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,17 +58,52 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Every process the harness forked in this process, so that harness_count_shm counts only
- * what this test's ranks made (other test runs may share /dev/shm). */
-static pid_t children[4096];
+/* Every process the harness forked in this process, and when (CLOCK_REALTIME, taken before the
+ * fork), so that harness_count_shm counts only what this test's ranks made: other test runs may
+ * share /dev/shm, and a segment an earlier process left behind carries that process's pid,
+ * which the kernel hands out again (pid_max is 32768 here; a suite forks thousands). */
+static struct {
+  pid_t pid;
+  double since;
+} children[4096];
 static int nchildren;
-static void remember_child(pid_t pid) {
-  if (nchildren < (int)(sizeof(children) / sizeof(children[0]))) children[nchildren++] = pid;
+static double real_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
-static int ours(pid_t pid) {
-  if (pid == getpid()) return 1;
+static void remember_child(pid_t pid, double since) {
+  if (nchildren < (int)(sizeof(children) / sizeof(children[0])))
+    children[nchildren].pid = pid, children[nchildren].since = since, nchildren++;
+}
+/* When this process started (CLOCK_REALTIME): /proc/stat's btime plus /proc/self/stat's
+ * starttime; 0 when unknown (then every segment named for this pid counts). */
+static double self_since(void) {
+  char buf[1024];
+  double btime = 0, start = 0;
+  FILE* f = fopen("/proc/stat", "r");
+  if (f == NULL) return 0;
+  while (fgets(buf, sizeof(buf), f) != NULL)
+    if (strncmp(buf, "btime ", 6) == 0) btime = strtod(buf + 6, NULL);
+  fclose(f);
+  f = fopen("/proc/self/stat", "r");
+  if (f == NULL) return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')'); /* field 2 (the name) may hold spaces */
+  for (int field = 2; p != NULL && field < 22; field++) p = strchr(p + 1, ' ');
+  if (p == NULL || btime == 0) return 0;
+  start = strtod(p + 1, NULL) / (double)sysconf(_SC_CLK_TCK);
+  return btime + start;
+}
+/* Whether a segment named for `pid`, last modified at `mtime`, is this test's: made by this
+ * process or one it forked, since that process began (1 s of slack: file times come from a
+ * coarse clock, and btime is whole seconds). */
+static int ours(pid_t pid, double mtime) {
+  if (pid == getpid()) return mtime >= self_since() - 1.0;
   for (int i = 0; i < nchildren; i++)
-    if (children[i] == pid) return 1;
+    if (children[i].pid == pid) return mtime >= children[i].since - 1.0;
   return 0;
 }
 
@@ -77,8 +114,9 @@ static int run_procs(int nranks, int per_proc, const ncclUniqueId* id, harness_f
   fflush(stderr);
   for (int p = 0; p < nprocs; p++) {
     int first = p * per_proc, n = first + per_proc <= nranks ? per_proc : nranks - first;
+    double since = real_now();
     pids[p] = fork();
-    if (pids[p] > 0) remember_child(pids[p]);
+    if (pids[p] > 0) remember_child(pids[p], since);
     if (pids[p] == 0) {
       int f = run_threads(first, n, nranks, id, fn, arg);
       fflush(stdout);
@@ -187,8 +225,11 @@ int harness_count_shm(void) {
   DIR* d = opendir("/dev/shm");
   if (d == NULL) return -1;
   int n = 0;
-  for (struct dirent* e; (e = readdir(d)) != NULL;)
-    if (strncmp(e->d_name, "braid-", 6) == 0 && ours(shm_creator(e->d_name))) n++;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    struct stat st;
+    if (strncmp(e->d_name, "braid-", 6) != 0 || fstatat(dirfd(d), e->d_name, &st, 0) != 0) continue;
+    n += ours(shm_creator(e->d_name), (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9);
+  }
   closedir(d);
   return n;
 }
