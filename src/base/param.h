@@ -121,6 +121,11 @@
   X(SHM_DIRECT_REDUCE, "BRAID_SHM_DIRECT_REDUCE", LIVE, BOOL, 0,                                                       \
     "host mode, a Reduce's chain over direct shm: senders send by pointer, the receiver reduces from them in one "     \
     "pass (0: through the FIFO slot, so the sender's core makes the copy)")                                            \
+  X(SHM_A2A_STEP, "BRAID_SHM_A2A_STEP", LIVE, SIZE, 32768,                                                             \
+    "host mode, direct shm: an AlltoAll's messages up to BRAID_SHM_A2A_MAX go in steps of this many bytes through "    \
+    "the FIFO, pipelined, instead of whole slots by pointer (0: off)")                                                 \
+  X(SHM_A2A_MAX, "BRAID_SHM_A2A_MAX", LIVE, SIZE, 1048576,                                                             \
+    "host mode: the largest AlltoAll message (bytes per peer) that BRAID_SHM_A2A_STEP applies to")                     \
   X(REDUCE_SPLIT_BYTES, "BRAID_REDUCE_SPLIT_BYTES", LIVE, SIZE, 0,                                                     \
     "host mode, 2 ranks, direct shm: Reduces this large reduce half on each rank (ring.h split; 0: never)")            \
   X(REDUCE_STORE, "BRAID_REDUCE_STORE", LIVE, BOOL, 1,                                                                 \

@@ -62,6 +62,7 @@ static ncclResult_t check_root(const char* fn, const char* name, int root, int n
 /* Set while expand() queues an ncclGather's sends and receives, which it makes through the
  * public ncclSend / ncclRecv (their checks, logs and profiler events): their tasks say so. */
 static __thread int expanding_gather;
+static __thread int expanding_a2a; /* and an ncclAlltoAll's */
 
 static inline __attribute__((always_inline)) ncclResult_t add_task(int kind, int func, struct braid_comm* comm,
                                                                    const void* sendbuff, void* recvbuff, size_t count,
@@ -89,6 +90,7 @@ static inline __attribute__((always_inline)) ncclResult_t add_task(int kind, int
   t->redop = redop;
   t->stream = stream;
   t->gather = kind != BRAID_TASK_COLL && expanding_gather;
+  t->a2a = kind != BRAID_TASK_COLL && expanding_a2a;
   if (kind == BRAID_TASK_COLL) {
     BRAID_INFO(BRAID_LOG_COLL,
                "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d] "
@@ -210,6 +212,7 @@ static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff,
   BRAID_CHECK(check_buf(fn, "recvbuff", recvbuff, recvs_all || recvs_root ? count : 0));
   ncclResult_t res = ncclGroupStart(), r2;
   expanding_gather = gather;
+  expanding_a2a = root < 0;
   for (int p = 0; p < n && res == ncclSuccess; p++) {
     if (sends_all)
       res = ncclSend((const char*)sendbuff + p * bytes, count, datatype, p, handle, stream);
@@ -221,7 +224,7 @@ static ncclResult_t expand(const char* fn, const void* sendbuff, void* recvbuff,
     else if (recvs_root && p == root)
       res = ncclRecv(recvbuff, count, datatype, p, handle, stream);
   }
-  expanding_gather = 0;
+  expanding_gather = expanding_a2a = 0;
   r2 = ncclGroupEnd();
   return res != ncclSuccess ? res : r2;
 }

@@ -27,6 +27,7 @@ struct braid_task {
   int op;                   /* ncclRedOp_t */
   int root;                 /* collectives with a root; peer for send/recv */
   int gather;               /* a send or receive of an ncclGather (coll_api.c expand): kernels/direct.h's store */
+  int a2a;                  /* a send or receive of an ncclAlltoAll (coll_api.c expand) */
   struct braid_redop redop; /* resolved at enqueue time (PreMulSum scalars are read then) */
   int on_stack;             /* a lone call's task lives on its caller's stack: not freed */
   uint64_t flight_id;       /* its entry in comm's flight recorder (core/flight.h), 0: none */

@@ -228,6 +228,8 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
   int group = comm->p2p_round_group > 0 ? comm->p2p_round_group : 1; /* set once at init */
   for (int r = 0; r < braid_p2p_nrounds(n); r++) round_of[braid_p2p_delta(n, r)] = r / group;
   struct braid_channel* ch = &comm->channels[0];
+  const uint32_t a2a_step = (uint32_t)braid_param_int(BRAID_PARAM_SHM_A2A_STEP);
+  const size_t a2a_max = (size_t)braid_param_int(BRAID_PARAM_SHM_A2A_MAX);
   for (struct braid_task* t = tasks; t != NULL; t = t->next) {
     if (t->comm != comm || t->kind == BRAID_TASK_COLL || t->root == me) continue;
     int send = t->kind == BRAID_TASK_SEND, peer = t->root;
@@ -236,6 +238,7 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
     op->peer = peer;
     op->is_send = send;
     op->gather = t->gather;
+    op->a2a_step = t->a2a && comm->host_mode && t->count * braid_dtype_size(t->dtype) <= a2a_max ? a2a_step : 0;
     op->buff = send ? (char*)t->sendbuff : (char*)t->recvbuff;
     op->bytes = t->count * braid_dtype_size(t->dtype);
     if (send && !ch->p2p_send[peer].connected) add_peer(plan->connect_send, &plan->nconnect_send, peer);

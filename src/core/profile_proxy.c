@@ -28,6 +28,7 @@
 #include "core/profile.h"
 #include "device/device.h"
 #include "device/launch.h"  /* the kernels' order */
+#include "kernels/coll.h"   /* braid_p2p_chunk */
 #include "kernels/direct.h" /* braid_direct_pair */
 #include "plugin/profiler_abi.h"
 #include "plugin/profiler_plugin.h"
@@ -133,7 +134,7 @@ static uint64_t work_steps(const struct braid_work* w, const struct braid_dev_ch
     for (int i = 0; i < w->nops; i++) {
       const struct braid_p2p_op* op = &w->ops[i];
       if (op->is_send != is_send || (is_send ? ch->p2p_send : ch->p2p_recv)[op->peer] != c) continue;
-      k += div_up(op->bytes, c->p2p_step ? c->p2p_step : w->p2p_chunk_bytes), *peer_p = op->peer;
+      k += div_up(op->bytes, braid_p2p_chunk(w, c, op)), *peer_p = op->peer;
     }
     return k;
   }

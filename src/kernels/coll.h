@@ -284,9 +284,14 @@ HD struct braid_p2p_op* braid_p2p_round_ops(struct braid_prims* p, struct braid_
 
 /* Bytes per step of a p2p op on connection c: the connection's own figure where it has one (a
  * shm connection that copies by pointer takes whole slots: one copy per step, no pipeline to
- * fill, so fewer, larger steps only save handshakes and system calls), else the work item's. */
-HD size_t braid_p2p_chunk(const struct braid_work* w, const struct braid_conn* c) {
-  return c->p2p_step ? c->p2p_step : w->p2p_chunk_bytes;
+ * fill, so fewer, larger steps only save handshakes and system calls), else the work item's.
+ * An AlltoAll's message up to BRAID_SHM_A2A_MAX on such a connection goes in op->a2a_step steps
+ * instead: below the direct minimum they travel through the FIFO, pipelined, and no sender waits
+ * for its receiver (with every rank sending to every other, 0.71-0.80x the time at 2 ranks,
+ * 128 KiB-2 MiB; 0.72x at 4 ranks, 512 KiB-1 MiB: docs/notes/2026-12-04-lead3.md). */
+HD size_t braid_p2p_chunk(const struct braid_work* w, const struct braid_conn* c, const struct braid_p2p_op* op) {
+  if (c->p2p_step == 0) return w->p2p_chunk_bytes;
+  return op->a2a_step != 0 && op->a2a_step < c->p2p_step ? op->a2a_step : c->p2p_step;
 }
 
 /* One pass over a round's ops: a step of each op whose connection is ready. *progressed_p:
@@ -301,7 +306,7 @@ HD int braid_p2p_pass(struct braid_prims* p, const struct braid_work* w, const s
     if (braid_p2p_blocked(ops, k)) continue;
     struct braid_conn* c = op->is_send ? ch->p2p_send[op->peer] : ch->p2p_recv[op->peer];
     if (c == 0) return BRAID_EXEC_BAD_SCHEDULE; /* an op to a peer that was never connected */
-    size_t step = braid_min_sz(braid_p2p_chunk(w, c), op->bytes - op->done);
+    size_t step = braid_min_sz(braid_p2p_chunk(w, c, op), op->bytes - op->done);
     if (!op->is_send) braid_direct_before_poll(p, c, op->buff + op->done, step, op->gather);
     int mine = simt_tid() == 0 && (op->is_send ? braid_conn_can_send(c) && braid_direct_send_ready(c, op->gather, step)
                                                : braid_conn_can_recv(c));

@@ -319,9 +319,10 @@ static inline int braid_direct_fetch(struct braid_prims* p, int prim, char* out,
     struct braid_conn* c = p->recv[i];
     int slot = (int)(c->step % BRAID_NSTEPS);
     uint64_t src = c->host_fetch ? c->ptrs[slot] : 0;
+    /* both ends run one schedule (a step by pointer or through the slot alike) */
+    if (c->host_fetch && c->sizes[slot] != bytes) return BRAID_EXEC_BAD_SCHEDULE;
     if (src == 0) continue;
-    if (c->sizes[slot] != bytes) return BRAID_EXEC_BAD_SCHEDULE; /* both ends run one schedule */
-    if (src == BRAID_DIRECT_PUSHED) {                            /* the sender wrote it into my output already */
+    if (src == BRAID_DIRECT_PUSHED) { /* the sender wrote it into my output already */
       if (onepass || nr != 1 || out == NULL || (prim != BRAID_PRIM_RECV && prim != BRAID_PRIM_RECV_COPY_SEND))
         return BRAID_EXEC_BAD_SCHEDULE;
       *rdst_p = out;

@@ -174,10 +174,13 @@ struct braid_p2p_op {
   int is_send;
   char* buff; /* recv: destination; send: source */
   size_t bytes;
-  size_t done; /* progress, kept by the executor (reset when the op starts) */
-  int gather;  /* an ncclGather's: on a direct shm connection the sender writes (kernels/direct.h) */
-  int slot;    /* host mode, a send: a receive of the batch overwrites its source (in place): it goes
-                * through the slot on shm connections (kernels/direct.h, slot sends) */
+  size_t done;       /* progress, kept by the executor (reset when the op starts) */
+  int gather;        /* an ncclGather's: on a direct shm connection the sender writes (kernels/direct.h) */
+  int slot;          /* host mode, a send: a receive of the batch overwrites its source (in place): it goes
+                      * through the slot on shm connections (kernels/direct.h, slot sends) */
+  uint32_t a2a_step; /* host mode, an ncclAlltoAll's message of at most BRAID_SHM_A2A_MAX bytes: bytes per
+                      * step on a shm connection that would send whole slots by pointer (coll.h
+                      * braid_p2p_chunk); both ends of the message set it alike; 0: none */
 };
 
 /* One collective (or p2p batch) for one channel. The host fills it; both executors run it. */
