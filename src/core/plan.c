@@ -238,9 +238,9 @@ static ncclResult_t add_p2p(struct braid_plan* plan, struct braid_task* tasks, i
     op->peer = peer;
     op->is_send = send;
     op->gather = t->gather;
-    op->a2a_step = t->a2a && comm->host_mode && t->count * braid_dtype_size(t->dtype) <= a2a_max ? a2a_step : 0;
     op->buff = send ? (char*)t->sendbuff : (char*)t->recvbuff;
     op->bytes = t->count * braid_dtype_size(t->dtype);
+    op->a2a_step = t->a2a && comm->host_mode && op->bytes <= a2a_max ? a2a_step : 0;
     if (send && !ch->p2p_send[peer].connected) add_peer(plan->connect_send, &plan->nconnect_send, peer);
     if (!send && !ch->p2p_recv[peer].connected) add_peer(plan->connect_recv, &plan->nconnect_recv, peer);
   }

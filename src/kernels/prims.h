@@ -299,7 +299,7 @@ HD uint64_t braid_word_compute(const struct braid_prims* p, int prim, int nr, co
     first = 1;
   }
   if (first == nr) { /* a copy: only a pre- or post-op changes the word */
-    if ((reads_in && p->op.kind == BRAID_RED_PREMULSUM) || (do_post && p->op.kind == BRAID_RED_SUMPOSTDIV))
+    if (braid_red_copy_changes(&p->op, reads_in, do_post))
       acc = BRAID_REDUCE_PACK64(&p->op, acc, reads_in, 0, 0, do_post);
   } else {
     BRAID_UNROLL for (int i = 0; i < BRAID_MAX_FAN; i++) if (i >= first && i < nr) acc =

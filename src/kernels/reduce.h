@@ -258,6 +258,12 @@ HD double braid_red_fmin_f64(double x, double y) {
  * float and back: more would not fit the 128 registers of a 512-thread block. Plain copies of
  * any type move 4 packs at a time (braid_red_copy_packs).
  */
+/* Whether copying one operand (no second one) changes it: PreMulSum's pre-op on an input
+ * (`pre`), or Avg's division where the value becomes final (`post`). */
+HD int braid_red_copy_changes(const struct braid_redop* op, int pre, int post) {
+  return (pre && op->kind == BRAID_RED_PREMULSUM) || (post && op->kind == BRAID_RED_SUMPOSTDIV);
+}
+
 HD void braid_red_copy_packs(void* dst0, void* dst1, const void* src, size_t np, size_t t0, size_t nt) {
   char* d0 = (char*)dst0;
   char* d1 = (char*)dst1;
@@ -490,7 +496,7 @@ HD void braid_red_copy_packs(void* dst0, void* dst1, const void* src, size_t np,
     const D dv = braid_red_divisor_##sh(op->scalar);                                                              \
     uint64_t r;                                                                                                   \
     if (kind < 0 || kind >= BRAID_NUM_REDKINDS) return a;                                                         \
-    if (b == NULL && !(pms && pre_a) && !div) return a;                                                           \
+    if (b == NULL && !braid_red_copy_changes(op, pre_a, post)) return a;                                          \
     memcpy(xa, &a, 8);                                                                                            \
     memcpy(xb, b != NULL ? b : &a, 8); /* (a: only to initialize xb) */                                           \
     BRAID_UNROLL for (int k = 0; k < (int)(8 / sizeof(T)); k++) {                                                 \

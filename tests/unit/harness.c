@@ -101,7 +101,12 @@ static double self_since(void) {
  * process or one it forked, since that process began (1 s of slack: file times come from a
  * coarse clock, and btime is whole seconds). */
 static int ours(pid_t pid, double mtime) {
-  if (pid == getpid()) return mtime >= self_since() - 1.0;
+  static pid_t self_pid; /* this process's start, read once (a forked child reads its own) */
+  static double self_start;
+  if (pid == getpid()) {
+    if (self_pid != pid) self_start = self_since(), self_pid = pid;
+    return mtime >= self_start - 1.0;
+  }
   for (int i = 0; i < nchildren; i++)
     if (children[i].pid == pid) return mtime >= children[i].since - 1.0;
   return 0;

@@ -91,6 +91,22 @@ static int check(const struct braid_device_ops* d, const float* out, int n, int 
   return 0;
 }
 
+/* Every rank's all-reduce of COUNT floats from in[r] to out[r], in one group, each on its own
+ * fake GPU and stream; returns once all of them ran. */
+static void allreduce_all(const struct braid_device_ops* d, ncclComm_t* comm, int n, float* const* in,
+                          float* const* out) {
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    d->set_current(r);
+    ck_assert_int_eq(ncclAllReduce(in[r], out[r], COUNT, ncclFloat32, ncclSum, comm[r], S(300 + r)), ncclSuccess);
+  }
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    d->set_current(r);
+    ck_assert_int_eq(d->stream_sync(S(300 + r)), ncclSuccess);
+  }
+}
+
 /* Calls rank `comm` ran through the NVLS all-reduce's multicast object. */
 static uint64_t mc_calls(ncclComm_t comm) {
   const struct braid_nvls* nv = braid_lsa_nvls(braid_comm_of(comm));
@@ -165,18 +181,10 @@ START_TEST(test_bound) {
   uint64_t calls0 = mc_calls(comm[0]);
   for (int call = 0; call < 2; call++) {
     for (int r = 0; r < n; r++) ck_assert_int_eq(fill(d, buf[r], r, call), 0);
-    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-    for (int r = 0; r < n; r++) {
-      d->set_current(r);
-      float* out = call == 0 ? buf[r] : buf[r] + WIN_BYTES / 8; /* in place, then out of place */
-      ck_assert_int_eq(ncclAllReduce(buf[r], out, COUNT, ncclFloat32, ncclSum, comm[r], S(300 + r)), ncclSuccess);
-    }
-    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
-    for (int r = 0; r < n; r++) {
-      d->set_current(r);
-      ck_assert_int_eq(d->stream_sync(S(300 + r)), ncclSuccess);
-      ck_assert_msg(check(d, call == 0 ? buf[r] : buf[r] + WIN_BYTES / 8, n, call) == 0, "rank %d call %d", r, call);
-    }
+    float* out[MAXR];
+    for (int r = 0; r < n; r++) out[r] = call == 0 ? buf[r] : buf[r] + WIN_BYTES / 8; /* in place, then out of place */
+    allreduce_all(d, comm, n, buf, out);
+    for (int r = 0; r < n; r++) ck_assert_msg(check(d, out[r], n, call) == 0, "rank %d call %d", r, call);
   }
   ck_assert_uint_eq(mc_calls(comm[0]), calls0 + 2); /* through the NVLS multicast path */
   for (int r = 0; r < n; r++) ck_assert_int_eq(ncclCommWindowDeregister(comm[r], win[r]), ncclSuccess);
@@ -240,16 +248,7 @@ START_TEST(test_direct) {
       out[r] = direct_calls[c].in_place ? in[r] : buf[r] + WIN_BYTES / 8;
       ck_assert_int_eq(fill(d, in[r], r, c), 0);
     }
-    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-    for (int r = 0; r < n; r++) {
-      d->set_current(r);
-      ck_assert_int_eq(ncclAllReduce(in[r], out[r], COUNT, ncclFloat32, ncclSum, comm[r], S(300 + r)), ncclSuccess);
-    }
-    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
-    for (int r = 0; r < n; r++) {
-      d->set_current(r);
-      ck_assert_int_eq(d->stream_sync(S(300 + r)), ncclSuccess);
-    }
+    allreduce_all(d, comm, n, in, out);
     for (int r = 0; r < n; r++) {
       const char* what = direct_calls[c].what;
       ck_assert_msg(check(d, out[r], n, c) == 0, "%s: rank %d's result", what, r);
@@ -382,17 +381,9 @@ START_TEST(test_refusals) {
   }
   /* the all-reduce on the windows' memory is still right (unicast or the NVLS scratch) */
   for (int r = 0; r < n; r++) ck_assert_int_eq(fill(d, (float*)buf[r], r, 5), 0);
-  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < n; r++) {
-    d->set_current(r);
-    ck_assert_int_eq(ncclAllReduce(buf[r], buf[r], COUNT, ncclFloat32, ncclSum, comm[r], S(300 + r)), ncclSuccess);
-  }
-  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
-  for (int r = 0; r < n; r++) {
-    d->set_current(r);
-    ck_assert_int_eq(d->stream_sync(S(300 + r)), ncclSuccess);
-    ck_assert_msg(check(d, (float*)buf[r], n, 5) == 0, "rank %d", r);
-  }
+  float* fbuf[2] = {(float*)buf[0], (float*)buf[1]};
+  allreduce_all(d, comm, n, fbuf, fbuf);
+  for (int r = 0; r < n; r++) ck_assert_msg(check(d, fbuf[r], n, 5) == 0, "rank %d", r);
   for (int r = 0; r < n; r++) ck_assert_int_eq(ncclCommWindowDeregister(comm[r], win[r]), ncclSuccess);
   for (int r = 0; r < n; r++) {
     d->set_current(r);
